@@ -1,0 +1,89 @@
+"""Every label, annotation, taint and well-known name vk shares with Liqo, in one place.
+
+The values are Liqo's own, so objects created by vk and by Liqo read the same; the comments say
+who sets each one and who reads it.
+"""
+
+from __future__ import annotations
+
+# --- Virtual nodes -------------------------------------------------------------------------
+
+# Label on every virtual Node (value TYPE_VIRTUAL_NODE); selectors and the RuntimeClass use it.
+TYPE_LABEL = "liqo.io/type"
+TYPE_VIRTUAL_NODE = "virtual-node"
+
+# The remote cluster an object belongs to: on virtual Nodes, tenant namespaces, ResourceSlices,
+# VirtualNodes, NamespaceMaps, kubeconfig Secrets and the provider namespaces of a consumer.
+REMOTE_CLUSTER_ID_LABEL = "liqo.io/remote-cluster-id"
+
+# Taint on every virtual Node, so that only pods of offloaded namespaces (which the pod webhook
+# gives the matching toleration) or of the `liqo` RuntimeClass run there.
+VIRTUAL_NODE_TAINT_KEY = "virtual-node.liqo.io/not-allowed"
+VIRTUAL_NODE_TAINT_VALUE = "true"
+VIRTUAL_NODE_TAINT_EFFECT = "NoExecute"
+
+# RuntimeClass whose pods go to virtual nodes whatever the namespace's pod offloading strategy.
+RUNTIME_CLASS_NAME = "liqo"
+
+# --- Replication of ResourceSlices and NamespaceMaps ---------------------------------------
+
+# "true" on the consumer's copy: replicate this object to the provider in REMOTE_ID_LABEL.
+# Liqo sets it to "false" on the provider's copy, so `kubectl get` shows which copy is local.
+REPLICATION_LABEL = "liqo.io/replication"
+# The cluster ID a replicated object is replicated to.
+REMOTE_ID_LABEL = "liqo.io/remoteID"
+# "true" on the provider's copy: created by replication from the consumer.
+REPLICATED_LABEL = "liqo.io/replicated"
+
+# On a consumer ResourceSlice: "true" asks for a VirtualNode once the slice is accepted.
+CREATE_VIRTUAL_NODE_ANNOTATION = "liqo.io/create-virtual-node"
+
+# --- Namespace offloading ------------------------------------------------------------------
+
+# The only name a NamespaceOffloading may have (one per offloaded namespace).
+NAMESPACE_OFFLOADING_NAME = "offloading"
+
+# "true" on an offloaded namespace (strategy not Local): the pod webhook acts on its pods.
+SCHEDULING_ENABLED_LABEL = "liqo.io/scheduling-enabled"
+
+# Cluster label used by the tutorial's cluster selectors (propagated to virtual nodes).
+REGION_LABEL = "topology.liqo.io/region"
+
+# --- Reflection ----------------------------------------------------------------------------
+
+# Ownership labels on every object vk creates in a provider: the consumer cluster ID (origin),
+# the provider cluster ID (destination) and, on pods and token Secrets, the virtual node name.
+# A remote object without them is never touched.
+ORIGIN_LABEL = "offloading.liqo.io/origin"
+DESTINATION_LABEL = "offloading.liqo.io/destination"
+NODENAME_LABEL = "offloading.liqo.io/nodename"
+
+# With the DenyList policy, an object carrying this annotation is not reflected.
+SKIP_REFLECTION_ANNOTATION = "liqo.io/skip-reflection"
+# With the AllowList policy, only objects carrying this annotation are reflected.
+ALLOW_REFLECTION_ANNOTATION = "liqo.io/allow-reflection"
+
+# --- Tenants and identities ----------------------------------------------------------------
+
+# Each side of a peering keeps the objects of the other cluster in `liqo-tenant-<its ID>`.
+TENANT_NAMESPACE_PREFIX = "liqo-tenant-"
+
+# The consumer's kubeconfig Secret for the identity of a ResourceSlice, in the tenant namespace.
+KUBECONFIG_SECRET_PREFIX = "kubeconfig-resourceslice-"
+
+# vk's system namespace, and the ConfigMap in it holding this cluster's identity: its ID under
+# CLUSTER_ID_KEY and its cluster labels (a JSON object) under CLUSTER_LABELS_KEY.
+VK_NAMESPACE = "vk"
+CLUSTER_IDENTITY_CONFIGMAP = "vk-cluster-identity"
+CLUSTER_ID_KEY = "clusterID"
+CLUSTER_LABELS_KEY = "clusterLabels"
+
+
+def tenant_namespace(cluster_id: str) -> str:
+    """The tenant namespace holding the objects of the peering with `cluster_id`."""
+    return f"{TENANT_NAMESPACE_PREFIX}{cluster_id}"
+
+
+def kubeconfig_secret_name(resource_slice_name: str) -> str:
+    """The Secret holding the kubeconfig of the identity issued for a ResourceSlice."""
+    return f"{KUBECONFIG_SECRET_PREFIX}{resource_slice_name}"

@@ -1,0 +1,106 @@
+"""This cluster's identity: its cluster ID and cluster labels, kept in a ConfigMap.
+
+`vkctl install` writes it once; every component reads it at start. Forging and parsing are pure
+here, so a malformed ConfigMap is reported with one clear error wherever it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vk.api.constants import (
+    CLUSTER_ID_KEY,
+    CLUSTER_IDENTITY_CONFIGMAP,
+    CLUSTER_LABELS_KEY,
+    VK_NAMESPACE,
+)
+from vk.api.core import InvalidClusterID, validate_cluster_id
+
+_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class InvalidClusterIdentity(ValueError):
+    """The cluster identity (or the ConfigMap holding it) is malformed."""
+
+
+@dataclass(frozen=True)
+class ClusterIdentity:
+    """Who this cluster is to its peers."""
+
+    cluster_id: str
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+    """Cluster labels, suggested to consumers as virtual node labels."""
+
+
+def _label_problem(key: str, value: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+        return f"label key {key!r} has an invalid prefix (must be a DNS subdomain)"
+    if len(name) > 63 or not _LABEL_NAME_RE.match(name):
+        return f"label key {key!r} is not a valid label name"
+    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+        return f"label value {value!r} of {key!r} is not a valid label value"
+    return None
+
+
+def _validated(cluster_id: Any, labels: Any) -> ClusterIdentity:
+    if not isinstance(cluster_id, str):
+        raise InvalidClusterIdentity(f"cluster ID must be a string, not {cluster_id!r}")
+    try:
+        validate_cluster_id(cluster_id)
+    except InvalidClusterID as error:
+        raise InvalidClusterIdentity(str(error)) from error
+    if not isinstance(labels, Mapping):
+        raise InvalidClusterIdentity(f"cluster labels must be an object, not {labels!r}")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise InvalidClusterIdentity(
+                f"cluster label {key!r}: {value!r} is not a string-to-string pair"
+            )
+        problem = _label_problem(key, value)
+        if problem:
+            raise InvalidClusterIdentity(f"cluster labels: {problem}")
+    return ClusterIdentity(cluster_id=cluster_id, labels=dict(labels))
+
+
+def forge_cluster_identity_configmap(
+    cluster_id: str, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The ConfigMap manifest recording this cluster's identity in the vk namespace."""
+    identity = _validated(cluster_id, labels or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CLUSTER_IDENTITY_CONFIGMAP, "namespace": VK_NAMESPACE},
+        "data": {
+            CLUSTER_ID_KEY: identity.cluster_id,
+            CLUSTER_LABELS_KEY: json.dumps(identity.labels, sort_keys=True),
+        },
+    }
+
+
+def parse_cluster_identity(configmap: Mapping[str, Any]) -> ClusterIdentity:
+    """Read the identity from the ConfigMap as the API returns it; raise InvalidClusterIdentity."""
+    where = f"ConfigMap {VK_NAMESPACE}/{CLUSTER_IDENTITY_CONFIGMAP}"
+    data = configmap.get("data") if isinstance(configmap, Mapping) else None
+    if not isinstance(data, Mapping):
+        raise InvalidClusterIdentity(f"{where} has no data")
+    if CLUSTER_ID_KEY not in data:
+        raise InvalidClusterIdentity(f"{where} has no {CLUSTER_ID_KEY!r} key")
+    raw_labels = data.get(CLUSTER_LABELS_KEY) or "{}"
+    try:
+        labels = json.loads(raw_labels)
+    except (TypeError, ValueError) as error:
+        raise InvalidClusterIdentity(
+            f"{where}: {CLUSTER_LABELS_KEY!r} is not valid JSON ({error})"
+        ) from error
+    try:
+        return _validated(data[CLUSTER_ID_KEY], labels)
+    except InvalidClusterIdentity as error:
+        raise InvalidClusterIdentity(f"{where}: {error}") from error

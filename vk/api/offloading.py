@@ -1,0 +1,333 @@
+"""`offloading.liqo.io/v1beta1`: VirtualNode, NamespaceOffloading, NamespaceMap and Quota.
+
+VirtualNode asks for a virtual kubelet (and its Node); NamespaceOffloading says where a namespace
+is extended; NamespaceMap carries the resulting namespace mappings to each provider; Quota is the
+provider's limit on what a consumer may run.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, Field
+
+from vk.api.core import ClusterID, IngressType, LoadBalancerType, StorageType
+from vk.api.meta import Int64, KubeModel, KubeObject, LooseObject, ResourceList, Time
+
+GROUP = "offloading.liqo.io"
+VERSION = "v1beta1"
+
+# Marks a selector as replaced as a whole by server-side apply, as core/v1 does.
+_ATOMIC_MAP: dict[str, Any] = {"x-kubernetes-map-type": "atomic"}
+
+
+# --- VirtualNode ---------------------------------------------------------------------------
+
+
+class VirtualNodeConditionType(StrEnum):
+    VIRTUAL_KUBELET = "VirtualKubelet"
+    NODE = "Node"
+
+
+class VirtualNodeConditionStatus(StrEnum):
+    NONE = "None"
+    CREATING = "Creating"
+    RUNNING = "Running"
+    DRAINING = "Draining"
+    DELETING = "Deleting"
+
+
+class VirtualNodeCondition(KubeModel):
+    """The state of the virtual kubelet or of its Node."""
+
+    type: VirtualNodeConditionType
+    status: VirtualNodeConditionStatus = VirtualNodeConditionStatus.NONE
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class OffloadingPatch(KubeModel):
+    """Changes applied to every pod and object offloaded through this virtual node."""
+
+    annotations_not_reflected: list[str] | None = None
+    labels_not_reflected: list[str] | None = None
+    node_selector: dict[str, str] | None = None
+    tolerations: list[LooseObject] | None = None
+    affinity: LooseObject | None = None
+    runtime_class_name: str | None = None
+
+
+class ResourceQuotaSpec(KubeModel):
+    """A core/v1 ResourceQuotaSpec; `hard` becomes the Node's capacity and allocatable."""
+
+    hard: ResourceList | None = None
+    scopes: list[str] | None = None
+    scope_selector: LooseObject | None = None
+
+
+class LocalObjectReference(KubeModel):
+    """A reference to an object in the same namespace."""
+
+    name: str | None = None
+
+
+class ObjectReference(KubeModel):
+    """A core/v1 ObjectReference."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class ContainerImage(KubeModel):
+    """A container image reported in the Node status."""
+
+    names: list[str] | None = None
+    size_bytes: Int64 | None = None
+
+
+class Taint(KubeModel):
+    """A core/v1 Taint added to the virtual node."""
+
+    key: str
+    effect: str
+    value: str | None = None
+    time_added: Time | None = None
+
+
+class VirtualNodeSpec(KubeModel):
+    """What the virtual kubelet of this virtual node is and offers."""
+
+    cluster_id: ClusterID | None = Field(default=None, alias="clusterID")
+    """The provider's cluster ID."""
+    template: LooseObject | None = None
+    """The virtual kubelet Deployment template (metadata and apps/v1 DeploymentSpec)."""
+    offloading_patch: OffloadingPatch | None = None
+    create_node: bool | None = None
+    """Whether the virtual kubelet registers a Node."""
+    disable_network_check: bool | None = None
+    kubeconfig_secret_ref: LocalObjectReference | None = None
+    """The Secret holding the kubeconfig of the identity used on the provider."""
+    images: list[ContainerImage] | None = None
+    resource_quota: ResourceQuotaSpec | None = None
+    labels: dict[str, str] | None = None
+    """Labels added to the Node."""
+    annotations: dict[str, str] | None = None
+    """Annotations added to the Node."""
+    taints: list[Taint] | None = None
+    """Taints added to the Node besides the virtual-node taint."""
+    storage_classes: list[StorageType] | None = None
+    ingress_classes: list[IngressType] | None = None
+    load_balancer_classes: list[LoadBalancerType] | None = None
+    vk_options_template_ref: ObjectReference | None = None
+
+
+class VirtualNodeStatus(KubeModel):
+    """The observed state of the virtual kubelet and its Node."""
+
+    conditions: list[VirtualNodeCondition] | None = None
+
+
+class VirtualNode(KubeObject):
+    """A provider cluster seen as a Node of this one, served by its own virtual kubelet."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "VirtualNode"
+    PLURAL: ClassVar[str] = "virtualnodes"
+
+    spec: VirtualNodeSpec = Field(default_factory=VirtualNodeSpec)
+    status: VirtualNodeStatus = Field(default_factory=VirtualNodeStatus)
+
+
+# --- NamespaceOffloading -------------------------------------------------------------------
+
+
+class NamespaceMappingStrategy(StrEnum):
+    ENFORCE_SAME_NAME = "EnforceSameName"
+    DEFAULT_NAME = "DefaultName"
+    SELECTED_NAME = "SelectedName"
+
+
+class PodOffloadingStrategy(StrEnum):
+    LOCAL = "Local"
+    REMOTE = "Remote"
+    LOCAL_AND_REMOTE = "LocalAndRemote"
+
+
+class OffloadingPhase(StrEnum):
+    READY = "Ready"
+    NO_CLUSTER_SELECTED = "NoClusterSelected"
+    IN_PROGRESS = "InProgress"
+    SOME_FAILED = "SomeFailed"
+    ALL_FAILED = "AllFailed"
+    TERMINATING = "Terminating"
+
+
+class RemoteNamespaceConditionType(StrEnum):
+    OFFLOADING_REQUIRED = "OffloadingRequired"
+    READY = "Ready"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class RemoteNamespaceCondition(KubeModel):
+    """The state of the offloaded namespace on one provider."""
+
+    type: RemoteNamespaceConditionType
+    status: ConditionStatus
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class NodeSelectorOperator(StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"
+    LT = "Lt"
+
+
+class NodeSelectorRequirement(KubeModel):
+    """A core/v1 NodeSelectorRequirement."""
+
+    key: str
+    operator: NodeSelectorOperator
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(KubeModel):
+    """A core/v1 NodeSelectorTerm: its requirements are ANDed."""
+
+    model_config = ConfigDict(json_schema_extra=_ATOMIC_MAP)
+
+    match_expressions: list[NodeSelectorRequirement] | None = None
+    match_fields: list[NodeSelectorRequirement] | None = None
+
+
+class NodeSelector(KubeModel):
+    """A core/v1 NodeSelector: its terms are ORed."""
+
+    model_config = ConfigDict(json_schema_extra=_ATOMIC_MAP)
+
+    node_selector_terms: list[NodeSelectorTerm]
+
+
+class NamespaceOffloadingSpec(KubeModel):
+    """How and where the namespace is offloaded."""
+
+    namespace_mapping_strategy: NamespaceMappingStrategy = NamespaceMappingStrategy.DEFAULT_NAME
+    """How remote namespaces are named (immutable)."""
+    remote_namespace_name: str | None = None
+    """The remote namespace name, required with SelectedName (immutable)."""
+    pod_offloading_strategy: PodOffloadingStrategy = PodOffloadingStrategy.LOCAL_AND_REMOTE
+    """Where pods of the namespace may be scheduled."""
+    cluster_selector: NodeSelector | None = None
+    """Selects providers by the labels of their virtual nodes; no terms select them all."""
+
+
+class NamespaceOffloadingStatus(KubeModel):
+    """The progress of the offloading on each provider."""
+
+    remote_namespace_name: str | None = None
+    offloading_phase: OffloadingPhase | None = None
+    remote_namespaces_conditions: dict[str, list[RemoteNamespaceCondition]] | None = None
+    """Conditions per provider, keyed by the provider's NamespaceMap name (its cluster ID)."""
+    observed_generation: Int64 | None = None
+
+
+class NamespaceOffloading(KubeObject):
+    """Asks to extend the namespace it lives in to providers; it must be named `offloading`."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "NamespaceOffloading"
+    PLURAL: ClassVar[str] = "namespaceoffloadings"
+
+    spec: NamespaceOffloadingSpec
+    status: NamespaceOffloadingStatus = Field(default_factory=NamespaceOffloadingStatus)
+
+
+# --- NamespaceMap --------------------------------------------------------------------------
+
+
+class MappingPhase(StrEnum):
+    ACCEPTED = "Accepted"
+    CREATION_LOOP_BACK_OFF = "CreationLoopBackOff"
+    TERMINATING = "Terminating"
+
+
+class RemoteNamespaceStatus(KubeModel):
+    """The state of one remote namespace on the provider."""
+
+    remote_namespace: str | None = None
+    phase: MappingPhase | None = None
+
+
+class NamespaceMapSpec(KubeModel):
+    """The namespaces the consumer wants on this provider."""
+
+    desired_mapping: dict[str, str] | None = None
+    """Local namespace → remote namespace."""
+
+
+class NamespaceMapStatus(KubeModel):
+    """The namespaces the provider has created."""
+
+    current_mapping: dict[str, RemoteNamespaceStatus] | None = None
+    """Local namespace → state of its remote twin."""
+
+
+class NamespaceMap(KubeObject):
+    """The namespace mappings towards one provider, in its tenant namespace."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "NamespaceMap"
+    PLURAL: ClassVar[str] = "namespacemaps"
+
+    spec: NamespaceMapSpec = Field(default_factory=NamespaceMapSpec)
+    status: NamespaceMapStatus = Field(default_factory=NamespaceMapStatus)
+
+
+# --- Quota ---------------------------------------------------------------------------------
+
+
+class LimitsEnforcement(StrEnum):
+    NONE = "None"
+    SOFT = "Soft"
+    HARD = "Hard"
+
+
+class QuotaSpec(KubeModel):
+    """The resources a consumer identity may use on this provider."""
+
+    user: str = Field(min_length=1)
+    """The consumer identity (certificate common name) the quota applies to."""
+    limits_enforcement: LimitsEnforcement | None = None
+    resources: ResourceList
+    cordoned: bool | None = None
+    """A cordoned quota admits no new pods."""
+
+
+class Quota(KubeObject):
+    """The provider's limit on a consumer's offloaded pods, in the tenant namespace."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "Quota"
+    PLURAL: ClassVar[str] = "quotas"
+
+    spec: QuotaSpec
