@@ -1,0 +1,274 @@
+"""Builds the real Kubernetes binaries the playground runs, once, cached outside the repository.
+
+kube-apiserver and friends cannot be `go install`ed (their go.mod replaces the staging modules
+with local paths), so each tool is built from a throwaway wrapper module of its own in the
+cache; keeping the tools in separate wrappers stops their dependency versions lifting each
+other. A finished build lives in a directory keyed by tool and version, created by an atomic
+rename, so an interrupted build is simply redone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from vk.playground.progress import Progress
+
+KUBERNETES_VERSION = "v1.36.4"
+ETCD_VERSION = "v3.6.14"
+KWOK_VERSION = "v0.8.0"
+
+KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+class BuildError(RuntimeError):
+    """A build step failed; the message names the step and the log that tells why."""
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("VK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vk"
+    )
+    return Path(base)
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where the built binaries and the kwok data files are."""
+
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+    etcd: Path
+    kwok: Path
+    kwok_stages: Path  # kwok v0.8.0 has no built-in stages: these are the module's own YAMLs
+    kwok_metrics: Path
+
+
+def version_ldflags(version: str) -> str:
+    """The -ldflags that stamp a Kubernetes version, as the release build does; without them the
+    binaries report v0.0.0-master and clients warn about the skew."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {package}.{key}={value}" for key, value in stamps.items()]
+    return " ".join(flags)
+
+
+def staging_replaces(kubernetes_go_mod: str, version: str) -> list[str]:
+    """`go mod edit -replace` arguments pointing every staging module that k8s.io/kubernetes
+    replaces with a local path at its published twin (v1.36.4 -> v0.36.4)."""
+    staging_version = "v0" + version[2:]
+    replaces = []
+    for line in kubernetes_go_mod.splitlines():
+        parts = line.split()
+        if "=>" in parts and any(p.startswith("./staging/") for p in parts):
+            module = parts[0] if parts[0] != "replace" else parts[1]
+            replaces.append(f"{module}={module}@{staging_version}")
+    return replaces
+
+
+class BinaryBuilder:
+    """Builds each tool into `<cache>/bin/<tool>-<version>/` unless it is already there."""
+
+    def __init__(self, cache_dir: Path, progress: Progress) -> None:
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self.logs_dir = cache_dir / "logs"
+
+    def ensure_all(self) -> Binaries:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            kubernetes = self._ensure(f"kubernetes-{KUBERNETES_VERSION}", self._build_kubernetes)
+            etcd = self._ensure(f"etcd-{ETCD_VERSION}", self._build_etcd)
+            kwok = self._ensure(f"kwok-{KWOK_VERSION}", self._build_kwok)
+        return Binaries(
+            kube_apiserver=kubernetes / "kube-apiserver",
+            kube_controller_manager=kubernetes / "kube-controller-manager",
+            kube_scheduler=kubernetes / "kube-scheduler",
+            etcd=etcd / "etcd",
+            kwok=kwok / "kwok",
+            kwok_stages=kwok / "stage",
+            kwok_metrics=kwok / "metrics",
+        )
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        # Two `playground up` at once (a user and a test run) must not build the same thing twice.
+        with open(self.cache_dir / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _ensure(self, name: str, build: Callable[[Path], None]) -> Path:
+        final = self.cache_dir / "bin" / name
+        if final.is_dir():
+            return final
+        partial = self.cache_dir / "bin" / f".{name}.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        self.progress.info(f"building {name} into {final} (once; later runs reuse it)")
+        build(partial)
+        partial.rename(final)
+        return final
+
+    def _go(
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path,
+        log_name: str,
+        goflags: str = "",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> str:
+        env = {
+            **os.environ,
+            "GOTOOLCHAIN": "local",
+            "GOWORK": "off",
+            "CGO_ENABLED": "0",
+            "GOFLAGS": goflags,
+            **(extra_env or {}),
+        }
+        log_path = self.logs_dir / f"{log_name}.log"
+        with open(log_path, "a") as log:
+            log.write(f"$ go {' '.join(args)}  (in {cwd})\n")
+            log.flush()
+            try:
+                result = subprocess.run(
+                    ["go", *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+                )
+            except FileNotFoundError as error:
+                raise BuildError(
+                    "`go` is not on PATH: the playground builds the Kubernetes binaries from Go "
+                    "modules and needs Go 1.26 (add /usr/local/go/bin to PATH, or install Go)"
+                ) from error
+            log.write(result.stdout)
+        if result.returncode != 0:
+            tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
+            raise BuildError(
+                f"`go {' '.join(args)}` failed (exit {result.returncode}); "
+                f"full log: {log_path}\n{tail}"
+            )
+        return result.stdout
+
+    def _wrapper_module(self, name: str) -> Path:
+        src = self.cache_dir / "src" / name
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        self._go(["mod", "init", f"vk.local/{name}"], cwd=src, log_name=name)
+        self._go(["mod", "edit", "-go=1.26.0"], cwd=src, log_name=name)
+        return src
+
+    def _build_kubernetes(self, out: Path) -> None:
+        name = f"kubernetes-{KUBERNETES_VERSION}"
+        src = self._wrapper_module(name)
+        with self.progress.step(f"reading k8s.io/kubernetes@{KUBERNETES_VERSION}'s go.mod"):
+            info = json.loads(
+                self._go(
+                    ["mod", "download", "-json", f"k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+                    cwd=src,
+                    log_name=name,
+                    goflags="-mod=mod",
+                )
+            )
+            replaces = staging_replaces(Path(info["GoMod"]).read_text(), KUBERNETES_VERSION)
+            if not replaces:
+                raise BuildError(f"no staging replaces found in {info['GoMod']}")
+            edits = [f"-replace={r}" for r in replaces]
+            self._go(["mod", "edit", *edits], cwd=src, log_name=name)
+            self._go(
+                ["mod", "edit", f"-require=k8s.io/kubernetes@{KUBERNETES_VERSION}"],
+                cwd=src,
+                log_name=name,
+            )
+        packages = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in KUBERNETES_COMMANDS]
+        with self.progress.step("downloading the control-plane modules"):
+            self._go(
+                ["get", *(f"{p}@{KUBERNETES_VERSION}" for p in packages)],
+                cwd=src,
+                log_name=name,
+                goflags="-mod=mod",
+            )
+        with self.progress.step(
+            f"compiling {', '.join(KUBERNETES_COMMANDS)} {KUBERNETES_VERSION} (about 4 min cold)"
+        ):
+            self._go(
+                [
+                    "build",
+                    "-trimpath",
+                    "-ldflags",
+                    version_ldflags(KUBERNETES_VERSION),
+                    "-o",
+                    f"{out}/",
+                    *packages,
+                ],
+                cwd=src,
+                log_name=name,
+                goflags="-mod=mod",
+            )
+
+    def _build_etcd(self, out: Path) -> None:
+        name = f"etcd-{ETCD_VERSION}"
+        src = self._wrapper_module(name)
+        with self.progress.step(f"building etcd {ETCD_VERSION}"):
+            self._go(
+                ["get", f"go.etcd.io/etcd/server/v3@{ETCD_VERSION}"],
+                cwd=src,
+                log_name=name,
+                goflags="-mod=mod",
+            )
+            self._go(
+                [
+                    "build",
+                    "-trimpath",
+                    "-ldflags",
+                    "-s -w",
+                    "-o",
+                    str(out / "etcd"),
+                    "go.etcd.io/etcd/server/v3",
+                ],
+                cwd=src,
+                log_name=name,
+                goflags="-mod=mod",
+            )
+
+    def _build_kwok(self, out: Path) -> None:
+        name = f"kwok-{KWOK_VERSION}"
+        src = self.cache_dir / "src" / name
+        src.mkdir(parents=True, exist_ok=True)
+        with self.progress.step(f"building kwok {KWOK_VERSION}"):
+            self._go(
+                ["install", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"],
+                cwd=src,
+                log_name=name,
+                extra_env={"GOBIN": str(out)},
+            )
+        # The stage and metrics YAMLs ship inside the kwok module; keep a copy beside the
+        # binary so the playground does not depend on the Go module cache staying around.
+        module_dir = (
+            Path(self._go(["env", "GOMODCACHE"], cwd=src, log_name=name).strip())
+            / f"sigs.k8s.io/kwok@{KWOK_VERSION}"
+            / "kustomize"
+        )
+        shutil.copytree(module_dir / "stage", out / "stage")
+        shutil.copytree(module_dir / "metrics", out / "metrics")
+        for path in [
+            out / "stage",
+            out / "metrics",
+            *(out / "stage").rglob("*"),
+            *(out / "metrics").rglob("*"),
+        ]:
+            path.chmod(0o755 if path.is_dir() else 0o644)

@@ -1,0 +1,587 @@
+"""One playground cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
+all real binaries on 127.0.0.1, in one directory of their own.
+
+The command lines are built by pure functions from the cluster's paths and ports; the runtime
+starts what is not running, waits for each component's health endpoint, and then writes what a
+cluster needs to be used: its simulated nodes and vk's record of the cluster's identity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
+from vk.api.identity import forge_cluster_identity_configmap
+from vk.kube.client import KubeClient, NotFound, resource_path
+from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.playground.binaries import Binaries
+from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, write_cluster_pki
+from vk.playground.processes import (
+    free_port,
+    is_running,
+    log_tail,
+    port_in_use,
+    read_pid,
+    start_daemon,
+)
+from vk.playground.spec import ClusterSpec
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+PORT_NAMES = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# How long the node lifecycle controller waits before marking a silent node NotReady; shorter
+# than the 50 s default so tests of a provider outage do not idle.
+NODE_MONITOR_GRACE_PERIOD = "20s"
+STARTUP_TIMEOUT = 60.0
+
+
+class PlaygroundError(RuntimeError):
+    """Something in the playground failed; the message says what, and where its log is."""
+
+
+@dataclass(frozen=True)
+class ClusterPaths:
+    root: Path
+
+    @property
+    def pki(self) -> ClusterPki:
+        return ClusterPki(self.root / "pki")
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def ports_file(self) -> Path:
+        return self.root / "ports.json"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def kwok_dir(self) -> Path:
+        return self.root / "kwok"
+
+    def component_kubeconfig(self, component: str) -> Path:
+        return self.root / "kubeconfigs" / f"{component}.kubeconfig"
+
+    def log(self, component: str) -> Path:
+        return self.root / "logs" / f"{component}.log"
+
+    def pid(self, component: str) -> Path:
+        return self.root / "run" / f"{component}.pid"
+
+
+def kubeconfig_document(
+    cluster_name: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str
+) -> dict[str, Any]:
+    """A self-contained kubeconfig (certificates inline): it can be copied anywhere."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster_name,
+                "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+            }
+        ],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
+        "current-context": cluster_name,
+    }
+
+
+def etcd_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    client = f"http://127.0.0.1:{ports['etcd']}"
+    peer = f"http://127.0.0.1:{ports['etcd-peer']}"
+    return [
+        str(binaries.etcd),
+        "--name=etcd",
+        f"--data-dir={paths.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=etcd={peer}",
+        "--unsafe-no-fsync",  # a playground trades durability for speed on a shared disk
+        "--log-level=warn",
+    ]
+
+
+def apiserver_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    pki = paths.pki
+    return [
+        str(binaries.kube_apiserver),
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={ports['apiserver']}",
+        f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+        f"--tls-cert-file={pki.path('apiserver.crt')}",
+        f"--tls-private-key-file={pki.path('apiserver.key')}",
+        f"--client-ca-file={pki.ca_crt}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki.path('sa.pub')}",
+        f"--service-account-signing-key-file={pki.path('sa.key')}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        "--endpoint-reconciler-type=none",
+        "--allow-privileged=true",
+        f"--kubelet-client-certificate={pki.path('apiserver-kubelet-client.crt')}",
+        f"--kubelet-client-key={pki.path('apiserver-kubelet-client.key')}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        # The aggregation layer (metrics-server for `kubectl top`) needs the front proxy.
+        f"--requestheader-client-ca-file={pki.path('front-proxy-ca.crt')}",
+        "--requestheader-allowed-names=front-proxy-client",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={pki.path('front-proxy-client.crt')}",
+        f"--proxy-client-key-file={pki.path('front-proxy-client.key')}",
+        "--enable-aggregator-routing=true",
+    ]
+
+
+def controller_manager_args(
+    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]
+) -> list[str]:
+    pki = paths.pki
+    kubeconfig = paths.component_kubeconfig("kube-controller-manager")
+    return [
+        str(binaries.kube_controller_manager),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['controller-manager']}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        "--leader-elect=false",
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={pki.path('sa.key')}",
+        f"--root-ca-file={pki.ca_crt}",
+        # Approved CSRs get signed by the cluster CA, so they authenticate to this API server.
+        f"--cluster-signing-cert-file={pki.ca_crt}",
+        f"--cluster-signing-key-file={pki.ca_key}",
+        f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
+    ]
+
+
+def scheduler_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    kubeconfig = paths.component_kubeconfig("kube-scheduler")
+    return [
+        str(binaries.kube_scheduler),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={ports['scheduler']}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        "--leader-elect=false",
+    ]
+
+
+def kwok_args(
+    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int], pod_cidr: str
+) -> list[str]:
+    pki = paths.pki
+    return [
+        str(binaries.kwok),
+        f"--kubeconfig={paths.component_kubeconfig('kwok')}",
+        f"--config={paths.kwok_dir / 'kwok.yaml'}",
+        # Only the Nodes the playground creates with this annotation: never a Node that a
+        # virtual kubelet registers.
+        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+        "--node-ip=127.0.0.1",
+        "--node-name=localhost",
+        f"--node-port={ports['kwok']}",
+        f"--server-address=127.0.0.1:{ports['kwok']}",
+        f"--cidr={pod_cidr}",
+        "--node-lease-duration-seconds=40",
+        f"--tls-cert-file={pki.path('kwok-serving.crt')}",
+        f"--tls-private-key-file={pki.path('kwok-serving.key')}",
+    ]
+
+
+# kwok v0.8.0 has no built-in stages: these files of the kwok module make nodes Ready with a
+# Lease heartbeat and walk pods through Running, completion and deletion.
+KWOK_STAGE_FILES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+
+
+def kwok_documents(cluster_name: str, kwok_dir: Path, stages: list[Any]) -> list[dict[str, Any]]:
+    """kwok's configuration: options with every default set (kwok applies none when `options`
+    is present), the stages, and a kubelet API for every simulated pod: logs and attach from a
+    CRI-format log file, exec running the command on the host, port-forward to an echo."""
+    log_file = str(kwok_dir / "pod.log")
+    return [
+        {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokConfiguration",
+            "options": {
+                "enableDebuggingHandlers": True,
+                "podPlayStageParallelism": 4,
+                "nodePlayStageParallelism": 4,
+                "nodeLeaseParallelism": 4,
+                "podsOnNodeSyncParallelism": 1,
+            },
+        },
+        *stages,
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "playground-logs"},
+            "spec": {"logs": [{"logsFile": log_file, "follow": True}]},
+        },
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterAttach",
+            "metadata": {"name": "playground-attach"},
+            "spec": {"attaches": [{"logsFile": log_file}]},
+        },
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterExec",
+            "metadata": {"name": "playground-exec"},
+            "spec": {
+                "execs": [
+                    {
+                        "local": {
+                            "workDir": str(kwok_dir / "exec"),
+                            "envs": [{"name": "PLAYGROUND_CLUSTER", "value": cluster_name}],
+                        }
+                    }
+                ]
+            },
+        },
+        {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterPortForward",
+            "metadata": {"name": "playground-port-forward"},
+            # Any port of any simulated pod answers as an echo server.
+            "spec": {"forwards": [{"command": ["cat"]}]},
+        },
+    ]
+
+
+def pod_log_lines(cluster_name: str) -> str:
+    """What `kubectl logs` shows for a simulated pod, in the CRI log format kwok requires."""
+    stamp = "2026-01-01T00:00:0{}.000000000Z"
+    lines = [
+        f"hello from {cluster_name}",
+        f"this pod is simulated by kwok in cluster {cluster_name}",
+        "ready",
+    ]
+    return "".join(f"{stamp.format(i)} stdout F {line}\n" for i, line in enumerate(lines))
+
+
+def kwok_node(name: str, capacity: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/role": "worker",
+                "type": "kwok",
+            },
+        },
+        "status": {"capacity": dict(capacity), "allocatable": dict(capacity)},
+    }
+
+
+def node_names(spec: ClusterSpec) -> list[str]:
+    return [f"{spec.name}-worker-{i}" for i in range(1, spec.nodes + 1)]
+
+
+def node_is_ready(node: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in node.get("status", {}).get("conditions", [])
+    )
+
+
+@dataclass
+class ComponentStatus:
+    name: str
+    pid: int | None
+    running: bool
+    log: Path
+
+
+def component_status(paths: ClusterPaths) -> list[ComponentStatus]:
+    statuses = []
+    for name in COMPONENTS:
+        pid = read_pid(paths.pid(name))
+        running = pid is not None and is_running(pid, str(paths.root))
+        statuses.append(ComponentStatus(name, pid, running, paths.log(name)))
+    return statuses
+
+
+class ClusterRuntime:
+    """Starts, repairs, checks and describes one cluster of the playground."""
+
+    def __init__(self, spec: ClusterSpec, root: Path, binaries: Binaries, pod_cidr: str) -> None:
+        self.spec = spec
+        self.paths = ClusterPaths(root)
+        self.binaries = binaries
+        self.pod_cidr = pod_cidr
+        self.marker = str(root)  # every command line names a file under root
+
+    # -- state ---------------------------------------------------------------------------
+
+    def ports(self) -> dict[str, int]:
+        if self.paths.ports_file.exists():
+            ports: dict[str, int] = json.loads(self.paths.ports_file.read_text())
+            return ports
+        ports = {}
+        for name in PORT_NAMES:
+            port = free_port()
+            while port in ports.values():
+                port = free_port()
+            ports[name] = port
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        self.paths.ports_file.write_text(json.dumps(ports, indent=2) + "\n")
+        return ports
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports()['apiserver']}"
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _write_files(self) -> None:
+        pki = write_cluster_pki(self.paths.pki.root, self.spec.name)
+        ca = pki.ca_crt.read_bytes()
+        admin = kubeconfig_document(
+            self.spec.name,
+            self.server,
+            ca,
+            pki.path("admin.crt").read_bytes(),
+            pki.path("admin.key").read_bytes(),
+            f"{self.spec.name}-admin",
+        )
+        _write_private(self.paths.kubeconfig, yaml.safe_dump(admin, sort_keys=False))
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            document = kubeconfig_document(
+                self.spec.name,
+                self.server,
+                ca,
+                pki.path(f"{component}.crt").read_bytes(),
+                pki.path(f"{component}.key").read_bytes(),
+                component,
+            )
+            _write_private(
+                self.paths.component_kubeconfig(component),
+                yaml.safe_dump(document, sort_keys=False),
+            )
+        kwok_dir = self.paths.kwok_dir
+        (kwok_dir / "exec").mkdir(parents=True, exist_ok=True)
+        (kwok_dir / "home").mkdir(parents=True, exist_ok=True)
+        (kwok_dir / "pod.log").write_text(pod_log_lines(self.spec.name))
+        stages = [
+            yaml.safe_load((self.binaries.kwok_stages / f).read_text()) for f in KWOK_STAGE_FILES
+        ]
+        (kwok_dir / "kwok.yaml").write_text(
+            yaml.safe_dump_all(kwok_documents(self.spec.name, kwok_dir, stages), sort_keys=False)
+        )
+
+    # -- starting --------------------------------------------------------------------------
+
+    def _args(self, component: str) -> list[str]:
+        ports = self.ports()
+        builders: dict[str, Callable[[], list[str]]] = {
+            "etcd": lambda: etcd_args(self.binaries, self.paths, ports),
+            "kube-apiserver": lambda: apiserver_args(self.binaries, self.paths, ports),
+            "kube-controller-manager": lambda: controller_manager_args(
+                self.binaries, self.paths, ports
+            ),
+            "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
+            "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
+        }
+        return builders[component]()
+
+    def _health_probe(self, component: str) -> tuple[str, ssl.SSLContext | bool]:
+        ports = self.ports()
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # self-signed serving certs of kcm and scheduler
+        probes: dict[str, tuple[str, ssl.SSLContext | bool]] = {
+            "etcd": (f"http://127.0.0.1:{ports['etcd']}/health", False),
+            "kube-apiserver": (
+                f"{self.server}/readyz",
+                load_kubeconfig_file(self.paths.kubeconfig).ssl_context(),
+            ),
+            "kube-controller-manager": (
+                f"https://127.0.0.1:{ports['controller-manager']}/healthz",
+                insecure,
+            ),
+            "kube-scheduler": (f"https://127.0.0.1:{ports['scheduler']}/healthz", insecure),
+            "kwok": (f"https://127.0.0.1:{ports['kwok']}/healthz", insecure),
+        }
+        return probes[component]
+
+    def _port_of(self, component: str) -> int:
+        key = {
+            "kube-apiserver": "apiserver",
+            "kube-controller-manager": "controller-manager",
+            "kube-scheduler": "scheduler",
+        }.get(component, component)
+        return self.ports()[key]
+
+    async def _ensure_component(self, component: str) -> bool:
+        """Starts `component` unless it runs; waits until healthy. True when it was started."""
+        pid = read_pid(self.paths.pid(component))
+        started = False
+        if pid is None or not is_running(pid, self.marker):
+            port = self._port_of(component)
+            if port_in_use(port):
+                raise PlaygroundError(
+                    f"{self.spec.name}: port {port} for {component} is taken by another process; "
+                    f"free it, or run `vkctl playground down` and `up` again to pick new ports"
+                )
+            env = None
+            if component == "kwok":  # kwok writes its own state under $HOME
+                env = {**os.environ, "HOME": str(self.paths.kwok_dir / "home")}
+            pid = start_daemon(
+                self._args(component),
+                log_path=self.paths.log(component),
+                pid_path=self.paths.pid(component),
+                cwd=self.paths.root,
+                env=env,
+            )
+            started = True
+        await self._wait_healthy(component, pid)
+        return started
+
+    async def _wait_healthy(self, component: str, pid: int) -> None:
+        url, ssl_context = self._health_probe(component)
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        log = self.paths.log(component)
+        async with aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=ssl_context),
+            timeout=aiohttp.ClientTimeout(total=2),
+        ) as session:
+            while True:
+                if not is_running(pid, self.marker):
+                    raise PlaygroundError(
+                        f"{self.spec.name}: {component} exited during start-up; its log: {log}\n"
+                        f"{log_tail(log)}"
+                    )
+                try:
+                    async with session.get(url) as response:
+                        if response.status == 200:
+                            return
+                except (TimeoutError, aiohttp.ClientError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise PlaygroundError(
+                        f"{self.spec.name}: {component} did not become healthy at {url} within "
+                        f"{STARTUP_TIMEOUT:.0f}s; its log: {log}\n{log_tail(log)}"
+                    )
+                await asyncio.sleep(0.2)
+
+    async def up(self, report: Callable[[str], None]) -> None:
+        """Brings the cluster to a usable state: starts what does not run, then makes sure its
+        nodes and identity exist. Safe to call on a running cluster."""
+        self.ports()
+        self._write_files()
+        started = []
+        for component in ("etcd", "kube-apiserver"):
+            if await self._ensure_component(component):
+                started.append(component)
+        rest = ("kube-controller-manager", "kube-scheduler", "kwok")
+        results = await asyncio.gather(*(self._ensure_component(c) for c in rest))
+        started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
+        async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
+            await self._ensure_objects(client)
+            await self._wait_usable(client)
+        what = f"started {', '.join(started)}" if started else "already running"
+        report(f"{self.spec.name}: ready at {self.server} ({what})")
+
+    async def _ensure_objects(self, client: KubeClient) -> None:
+        for name in node_names(self.spec):
+            await client.apply(
+                resource_path("v1", "nodes", name=name), kwok_node(name, self.spec.node_capacity)
+            )
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VK_NAMESPACE}}
+        await client.apply(resource_path("v1", "namespaces", name=VK_NAMESPACE), namespace)
+        await client.apply(
+            resource_path(
+                "v1", "configmaps", namespace=VK_NAMESPACE, name=CLUSTER_IDENTITY_CONFIGMAP
+            ),
+            forge_cluster_identity_configmap(self.spec.name, self.spec.labels),
+        )
+
+    async def _wait_usable(self, client: KubeClient) -> None:
+        """Nodes Ready and the default ServiceAccount there: the cluster can run pods."""
+        names = set(node_names(self.spec))
+
+        async def nodes_ready() -> bool:
+            nodes = (await client.get(resource_path("v1", "nodes")))["items"]
+            ready = {n["metadata"]["name"] for n in nodes if node_is_ready(n)}
+            return names <= ready
+
+        async def default_service_account() -> bool:
+            try:
+                await client.get(
+                    resource_path("v1", "serviceaccounts", namespace="default", name="default")
+                )
+                return True
+            except NotFound:
+                return False
+
+        await _wait_for(nodes_ready, f"{self.spec.name}: kwok nodes Ready", self.paths.log("kwok"))
+        await _wait_for(
+            default_service_account,
+            f"{self.spec.name}: the default ServiceAccount",
+            self.paths.log("kube-controller-manager"),
+        )
+
+
+async def _wait_for(check: Callable[[], Awaitable[bool]], what: str, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while not await check():
+        if time.monotonic() > deadline:
+            raise PlaygroundError(
+                f"timed out after {STARTUP_TIMEOUT:.0f}s waiting for {what}; look at {log}\n"
+                f"{log_tail(log)}"
+            )
+        await asyncio.sleep(0.2)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)

@@ -1,0 +1,210 @@
+"""Certificates for one playground cluster: its own CA, serving certs and client identities.
+
+Every cluster gets a CA of its own, as real clusters do, so an identity issued by one cluster is
+worthless in another: peering has to earn its certificates through the provider's CSR API. The
+builders are pure (keys and PEM in, PEM out); `write_cluster_pki` is the only one touching disk.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = datetime.timedelta(days=365)
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+
+Key = ec.EllipticCurvePrivateKey
+
+
+@dataclass(frozen=True)
+class Issued:
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def new_key() -> Key:
+    # P-256: instant to generate (RSA-2048 takes ~100 ms a key on these cores), accepted by
+    # every Kubernetes component, service-account token signing included (ES256).
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_pem(key: Key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def public_key_pem(key: Key) -> bytes:
+    return key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
+
+
+def build_ca(common_name: str, now: datetime.datetime) -> tuple[x509.Certificate, Key]:
+    key = new_key()
+    name = _name(common_name)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + 10 * VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def issue(
+    ca: x509.Certificate,
+    ca_key: Key,
+    common_name: str,
+    now: datetime.datetime,
+    *,
+    organizations: tuple[str, ...] = (),
+    dns_names: tuple[str, ...] = (),
+    ip_addresses: tuple[str, ...] = (),
+    server: bool = False,
+    client: bool = False,
+) -> Issued:
+    """A leaf certificate signed by `ca`, for serving, for client authentication, or both."""
+    key = new_key()
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name, organizations))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), key_pem(key))
+
+
+@dataclass(frozen=True)
+class ClusterPki:
+    """Paths of one cluster's PKI files, all under `root`."""
+
+    root: Path
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def ca_crt(self) -> Path:
+        return self.root / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.root / "ca.key"
+
+
+# Client identities: file stem -> (common name, organizations).
+CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "admin": ("vk-playground-admin", ("system:masters",)),
+    "kube-controller-manager": ("system:kube-controller-manager", ()),
+    "kube-scheduler": ("system:kube-scheduler", ()),
+    "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
+    "kwok": ("kwok-controller", ("system:masters",)),
+}
+
+
+def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
+    """Generates every certificate and key one cluster needs, unless already there."""
+    pki = ClusterPki(root)
+    if pki.path("complete").exists():
+        return pki
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca, ca_key = build_ca(f"{cluster_name}-ca", now)
+    front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
+    files: dict[str, bytes] = {
+        "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
+        "ca.key": key_pem(ca_key),
+        "front-proxy-ca.crt": front_proxy_ca.public_bytes(serialization.Encoding.PEM),
+    }
+    sa_key = new_key()
+    files["sa.key"], files["sa.pub"] = key_pem(sa_key), public_key_pem(sa_key)
+    leaves = {
+        "apiserver": issue(
+            ca,
+            ca_key,
+            "kube-apiserver",
+            now,
+            server=True,
+            dns_names=(
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+            ip_addresses=("127.0.0.1", KUBERNETES_SERVICE_IP),
+        ),
+        # The kubelet API that kwok serves for the simulated nodes (all on 127.0.0.1).
+        "kwok-serving": issue(
+            ca,
+            ca_key,
+            "kwok-kubelet",
+            now,
+            server=True,
+            dns_names=("localhost",),
+            ip_addresses=("127.0.0.1",),
+        ),
+        "front-proxy-client": issue(
+            front_proxy_ca, front_proxy_key, "front-proxy-client", now, client=True
+        ),
+    }
+    for stem, (common_name, organizations) in CLIENT_IDENTITIES.items():
+        leaves[stem] = issue(ca, ca_key, common_name, now, organizations=organizations, client=True)
+    for stem, issued in leaves.items():
+        files[f"{stem}.crt"], files[f"{stem}.key"] = issued.cert_pem, issued.key_pem
+    for name, data in files.items():
+        fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    pki.path("complete").touch()
+    return pki

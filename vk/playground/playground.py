@@ -1,0 +1,145 @@
+"""The playground: a set of real clusters on this machine, brought up, repaired, described and
+torn down as one. Its whole state lives in one directory, so `down` can leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from vk.playground.binaries import BinaryBuilder, default_cache_dir
+from vk.playground.cluster import (
+    ClusterPaths,
+    ClusterRuntime,
+    ComponentStatus,
+    PlaygroundError,
+    component_status,
+)
+from vk.playground.processes import processes_with, stop_processes
+from vk.playground.progress import Progress
+from vk.playground.spec import DEFAULT_CLUSTERS, ClusterSpec, cluster_spec, validate_clusters
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("VK_PLAYGROUND_DIR") or os.path.join(
+        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"),
+        "vk",
+        "playground",
+    )
+    return Path(base)
+
+
+def pod_cidr(index: int) -> str:
+    """A pod CIDR per cluster (10.244/16, 10.245/16, ...), so pod IPs tell where a pod runs."""
+    return f"10.{244 + index}.0.0/16"
+
+
+def env_var_name(cluster_name: str) -> str:
+    return "KUBECONFIG_" + cluster_name.upper().replace("-", "_")
+
+
+def env_exports(clusters: tuple[ClusterSpec, ...], kubeconfigs: dict[str, Path]) -> list[str]:
+    """`export` lines as the tutorial has them: KUBECONFIG for the consumer (the entry point),
+    KUBECONFIG_<NAME> for every cluster."""
+    consumer = next((c for c in clusters if c.role == "consumer"), clusters[0])
+    lines = [f'export KUBECONFIG="{kubeconfigs[consumer.name]}"']
+    lines += [f'export {env_var_name(c.name)}="{kubeconfigs[c.name]}"' for c in clusters]
+    return lines
+
+
+@dataclass
+class ClusterStatus:
+    spec: ClusterSpec
+    server: str | None
+    kubeconfig: Path
+    components: list[ComponentStatus]
+
+    @property
+    def running(self) -> bool:
+        return all(c.running for c in self.components)
+
+
+class Playground:
+    def __init__(self, root: Path | None = None, progress: Progress | None = None) -> None:
+        self.root = root or default_state_dir()
+        self.progress = progress or Progress()
+        self.state_file = self.root / "playground.json"
+
+    def recorded_clusters(self) -> tuple[ClusterSpec, ...] | None:
+        if not self.state_file.exists():
+            return None
+        document = json.loads(self.state_file.read_text())
+        return tuple(cluster_spec(entry) for entry in document["clusters"])
+
+    def clusters(self) -> tuple[ClusterSpec, ...]:
+        recorded = self.recorded_clusters()
+        if recorded is None:
+            raise PlaygroundError("no playground here: run `vkctl playground up` first")
+        return recorded
+
+    def paths(self, name: str) -> ClusterPaths:
+        return ClusterPaths(self.root / name)
+
+    def kubeconfig(self, name: str) -> Path:
+        names = [c.name for c in self.clusters()]
+        if name not in names:
+            raise PlaygroundError(
+                f"no cluster {name!r} in the playground (it has {', '.join(names)})"
+            )
+        return self.paths(name).kubeconfig
+
+    def up(self, clusters: tuple[ClusterSpec, ...] | None = None) -> tuple[ClusterSpec, ...]:
+        """Starts every cluster, or repairs what died in a running playground."""
+        recorded = self.recorded_clusters()
+        if clusters is not None and recorded is not None and clusters != recorded:
+            raise PlaygroundError(
+                f"a playground with clusters {', '.join(c.name for c in recorded)} exists in "
+                f"{self.root}: run `vkctl playground down` first to start a different one"
+            )
+        wanted = validate_clusters(clusters or recorded or DEFAULT_CLUSTERS)
+        binaries = BinaryBuilder(default_cache_dir(), self.progress).ensure_all()
+        self.progress.info(f"binaries cached in {default_cache_dir()}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(
+            json.dumps({"clusters": [c.to_dict() for c in wanted]}, indent=2) + "\n"
+        )
+        runtimes = [
+            ClusterRuntime(spec, self.root / spec.name, binaries, pod_cidr(index))
+            for index, spec in enumerate(wanted)
+        ]
+        names = ", ".join(c.name for c in wanted)
+        with self.progress.step(f"starting clusters {names}"):
+            asyncio.run(self._up_all(runtimes))
+        return wanted
+
+    async def _up_all(self, runtimes: list[ClusterRuntime]) -> None:
+        await asyncio.gather(*(runtime.up(self.progress.info) for runtime in runtimes))
+
+    def status(self) -> list[ClusterStatus]:
+        statuses = []
+        for spec in self.clusters():
+            paths = self.paths(spec.name)
+            ports = json.loads(paths.ports_file.read_text()) if paths.ports_file.exists() else {}
+            server = f"https://127.0.0.1:{ports['apiserver']}" if ports else None
+            statuses.append(ClusterStatus(spec, server, paths.kubeconfig, component_status(paths)))
+        return statuses
+
+    def env(self) -> list[str]:
+        clusters = self.clusters()
+        return env_exports(clusters, {c.name: self.paths(c.name).kubeconfig for c in clusters})
+
+    def down(self) -> int:
+        """Stops every process the playground started and removes its directory. Returns how
+        many processes were stopped."""
+        marker = str(self.root) + os.sep
+        pids = processes_with(marker)
+        stop_processes(pids, marker=marker)
+        left = processes_with(marker)
+        if left:
+            raise PlaygroundError(f"processes {left} did not stop; kill them and run down again")
+        shutil.rmtree(self.root, ignore_errors=True)
+        return len(pids)

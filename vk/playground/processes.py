@@ -1,0 +1,136 @@
+"""Starting, finding and stopping the playground's daemons.
+
+A daemon belongs to the playground when its command line names the playground's directory: that
+survives lost pid files and pid reuse, and lets `down` find every process the playground ever
+started, even ones a crashed `up` left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# Popen objects of the daemons this process started: kept so they can be reaped (a dead child
+# that is never waited for stays a zombie, and a zombie still answers kill(pid, 0)).
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def start_daemon(
+    args: Sequence[str],
+    *,
+    log_path: Path,
+    pid_path: Path,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+) -> int:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            list(args),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,  # Ctrl-C in the user's shell must not take the clusters down
+        )
+    _children[process.pid] = process
+    pid_path.parent.mkdir(parents=True, exist_ok=True)
+    pid_path.write_text(f"{process.pid}\n")
+    return process.pid
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def is_running(pid: int, marker: str) -> bool:
+    """True when `pid` is alive and is ours (its command line contains `marker`)."""
+    child = _children.get(pid)
+    if child is not None and child.poll() is not None:
+        return False
+    cmdline = _cmdline(pid)
+    return cmdline is not None and marker in cmdline and not _is_zombie(pid)
+
+
+def read_pid(pid_path: Path) -> int | None:
+    try:
+        return int(pid_path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def processes_with(marker: str) -> list[int]:
+    """Every live process whose command line contains `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            cmdline = _cmdline(int(entry.name))
+            if cmdline and marker in cmdline and not _is_zombie(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def stop_processes(pids: Sequence[int], *, marker: str, grace: float = 10.0) -> None:
+    """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left (the apiserver takes
+    several seconds to exit on SIGTERM)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not [pid for pid in pids if is_running(pid, marker)]:
+            break
+        time.sleep(0.1)
+    for pid in pids:
+        if is_running(pid, marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while [pid for pid in pids if is_running(pid, marker)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        child = _children.pop(pid, None)
+        if child is not None:
+            child.wait(timeout=5)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def log_tail(log_path: Path, lines: int = 12) -> str:
+    try:
+        return "".join(log_path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,126 @@
+"""What clusters a playground has: names, roles, simulated nodes and cluster labels.
+
+The default is the tutorial's: venice (the consumer, region north), florence and naples
+(providers, regions center and south). Any other set comes from a small YAML file or from
+`--cluster NAME:ROLE:NODES:LABELS` flags, so that any cluster ID (say `cool-firefly`) works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+
+from vk.api.constants import REGION_LABEL
+from vk.api.core import validate_cluster_id
+
+Role = Literal["consumer", "provider"]
+ROLES: tuple[Role, ...] = ("consumer", "provider")
+
+DEFAULT_NODE_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+
+
+class InvalidPlaygroundSpec(ValueError):
+    """The playground description cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    role: Role
+    nodes: int
+    labels: dict[str, str] = field(default_factory=dict)
+    node_capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_NODE_CAPACITY))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "nodes": self.nodes,
+            "labels": dict(self.labels),
+            "nodeCapacity": dict(self.node_capacity),
+        }
+
+
+DEFAULT_CLUSTERS = (
+    ClusterSpec("venice", "consumer", 1, {REGION_LABEL: "north"}),
+    ClusterSpec("florence", "provider", 2, {REGION_LABEL: "center"}),
+    ClusterSpec("naples", "provider", 2, {REGION_LABEL: "south"}),
+)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`k=v,k2=v2` -> dict; the first `=` splits, as kubectl's --labels does."""
+    labels = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidPlaygroundSpec(f"label {item!r} is not KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
+    """Validates one cluster entry of a playground file (or of the recorded state)."""
+    name = str(data.get("name", ""))
+    try:
+        validate_cluster_id(name)
+    except ValueError as error:
+        raise InvalidPlaygroundSpec(f"cluster name {name!r}: {error}") from error
+    role = data.get("role", "provider")
+    if role not in ROLES:
+        raise InvalidPlaygroundSpec(f"cluster {name}: role must be one of {', '.join(ROLES)}")
+    nodes = data.get("nodes", 1)
+    if not isinstance(nodes, int) or nodes < 0:
+        raise InvalidPlaygroundSpec(f"cluster {name}: nodes must be a whole number >= 0")
+    labels = data.get("labels") or {}
+    capacity = {**DEFAULT_NODE_CAPACITY, **(data.get("nodeCapacity") or {})}
+    if not isinstance(labels, dict) or not isinstance(capacity, dict):
+        raise InvalidPlaygroundSpec(f"cluster {name}: labels and nodeCapacity must be mappings")
+    return ClusterSpec(
+        name,
+        role,
+        nodes,
+        {str(k): str(v) for k, v in labels.items()},
+        {str(k): str(v) for k, v in capacity.items()},
+    )
+
+
+def parse_cluster_flag(flag: str) -> ClusterSpec:
+    """`NAME[:ROLE[:NODES[:k=v,...]]]`,
+    e.g. `cool-firefly:provider:2:topology.liqo.io/region=east`."""
+    name, role, nodes, labels = ([*flag.split(":", 3), "", "", ""])[:4]
+    try:
+        node_count = int(nodes) if nodes else 1
+    except ValueError as error:
+        raise InvalidPlaygroundSpec(f"--cluster {flag}: NODES must be a number") from error
+    return cluster_spec(
+        {
+            "name": name,
+            "role": role or "provider",
+            "nodes": node_count,
+            "labels": parse_labels(labels),
+        }
+    )
+
+
+def parse_playground_file(text: str) -> tuple[ClusterSpec, ...]:
+    """A YAML file `clusters: [{name, role, nodes, labels, nodeCapacity}]`."""
+    try:
+        document = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise InvalidPlaygroundSpec(f"not valid YAML: {error}") from error
+    if not isinstance(document, dict) or not isinstance(document.get("clusters"), list):
+        raise InvalidPlaygroundSpec("expected a mapping with a `clusters:` list")
+    return validate_clusters(tuple(cluster_spec(entry) for entry in document["clusters"]))
+
+
+def validate_clusters(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
+    if not clusters:
+        raise InvalidPlaygroundSpec("a playground needs at least one cluster")
+    names = [c.name for c in clusters]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidPlaygroundSpec(f"cluster names must be unique: {', '.join(duplicates)}")
+    return clusters
