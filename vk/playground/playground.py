@@ -137,7 +137,8 @@ class Playground:
         many processes were stopped."""
         marker = str(self.root) + os.sep
         pids = processes_with(marker)
-        stop_processes(pids, marker=marker)
+        # Everything is deleted next, so nothing needs a graceful exit: a short grace period.
+        stop_processes(pids, marker=marker, grace=3.0)
         left = processes_with(marker)
         if left:
             raise PlaygroundError(f"processes {left} did not stop; kill them and run down again")

@@ -1,0 +1,101 @@
+"""The work queue's contract (client-go's): dedup, one worker per item, back-off, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from vk.kube.workqueue import ShutDown, TokenBucket, WorkQueue, exponential_backoff
+
+
+async def test_an_item_added_twice_is_handed_out_once() -> None:
+    queue: WorkQueue[str] = WorkQueue("dedup")
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert len(queue) == 2
+    assert [await queue.get(), await queue.get()] == ["a", "b"]
+
+
+async def test_an_item_added_while_processing_waits_until_done() -> None:
+    queue: WorkQueue[str] = WorkQueue("processing")
+    queue.add("a")
+    item = await queue.get()
+    queue.add("a")
+    assert len(queue) == 0  # not handed to a second worker while the first holds it
+    queue.done(item)
+    assert len(queue) == 1
+    assert await queue.get() == "a"
+
+
+async def test_get_waits_for_an_add() -> None:
+    queue: WorkQueue[str] = WorkQueue("wait")
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    assert not getter.done()
+    queue.add("x")
+    assert await asyncio.wait_for(getter, 1) == "x"
+
+
+async def test_add_after_keeps_the_earliest_time() -> None:
+    queue: WorkQueue[str] = WorkQueue("delay")
+    queue.add_after("a", 10)
+    queue.add_after("a", 0.02)
+    queue.add_after("a", 5)
+    assert len(queue) == 0
+    assert await asyncio.wait_for(queue.get(), 1) == "a"
+
+
+async def test_failures_back_off_exponentially_until_forgotten() -> None:
+    queue: WorkQueue[str] = WorkQueue("backoff", base_delay=0.02)
+    queue.add("a")
+    item = await queue.get()
+    waits = []
+    for _ in range(3):
+        queue.add_rate_limited(item)  # the attempt failed
+        queue.done(item)
+        started = asyncio.get_running_loop().time()
+        item = await asyncio.wait_for(queue.get(), 2)
+        waits.append(asyncio.get_running_loop().time() - started)
+    assert queue.num_requeues("a") == 3
+    assert waits[0] >= 0.018
+    assert waits[1] >= 0.038
+    assert waits[2] >= 0.078
+    queue.forget("a")
+    assert queue.num_requeues("a") == 0
+
+
+def test_exponential_backoff_doubles_up_to_the_cap() -> None:
+    assert [exponential_backoff(n, 0.005, 1000) for n in range(4)] == [0.005, 0.01, 0.02, 0.04]
+    assert exponential_backoff(40, 0.005, 1000) == 1000
+    assert exponential_backoff(10_000, 0.005, 1000) == 1000
+
+
+def test_token_bucket_allows_a_burst_then_paces() -> None:
+    bucket = TokenBucket(rate=10, burst=3)
+    assert [bucket.reserve() for _ in range(3)] == [0, 0, 0]
+    assert bucket.reserve() == pytest.approx(0.1, abs=0.01)
+    assert bucket.reserve() == pytest.approx(0.2, abs=0.01)
+
+
+async def test_shutdown_drains_then_stops_workers() -> None:
+    queue: WorkQueue[str] = WorkQueue("shutdown")
+    queue.add("last")
+    queue.add_after("never", 0.01)
+    queue.shutdown()
+    queue.add("ignored")
+    assert await queue.get() == "last"
+    with pytest.raises(ShutDown):
+        await queue.get()
+    await asyncio.sleep(0.02)
+    assert len(queue) == 0
+
+
+async def test_shutdown_wakes_a_waiting_worker() -> None:
+    queue: WorkQueue[str] = WorkQueue("wake")
+    getter = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    queue.shutdown()
+    with pytest.raises(ShutDown):
+        await asyncio.wait_for(getter, 1)

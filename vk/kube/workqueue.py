@@ -1,0 +1,158 @@
+"""The one rate-limited work queue every vk controller uses, with client-go's semantics.
+
+An item is queued at most once however often it is added (the dirty set), is never handed to
+two workers at once (the processing set: an item added while being processed is queued again
+when `done`), and is retried with per-item exponential back-off capped by an overall token
+bucket, so a broken object backs off while a storm of them cannot flood the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+from prometheus_client import Counter, Gauge
+
+T = TypeVar("T", bound=Hashable)
+
+QUEUE_DEPTH = Gauge("vk_workqueue_depth", "Items waiting in a work queue", ["name"])
+QUEUE_ADDS = Counter("vk_workqueue_adds_total", "Items added to a work queue", ["name"])
+QUEUE_RETRIES = Counter(
+    "vk_workqueue_retries_total", "Items re-queued after a failed attempt", ["name"]
+)
+
+
+class ShutDown(Exception):
+    """The queue was shut down and has nothing left to hand out."""
+
+
+class TokenBucket:
+    """Overall rate limit (client-go's default: 10 per second, bursts of 100). Each call reserves
+    a token and says how long to wait for it."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+
+    def reserve(self) -> float:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
+        self._tokens -= 1
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+
+def exponential_backoff(failures: int, base: float, cap: float) -> float:
+    """base * 2^failures, at most cap (client-go: 5 ms doubling up to 1000 s)."""
+    return float(min(cap, base * 2.0 ** min(failures, 64)))
+
+
+class WorkQueue(Generic[T]):
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_delay: float = 0.005,
+        max_delay: float = 1000.0,
+        rate: float = 10.0,
+        burst: int = 100,
+    ) -> None:
+        self.name = name
+        self._queue: collections.deque[T] = collections.deque()
+        self._dirty: set[T] = set()
+        self._processing: set[T] = set()
+        self._failures: dict[T, int] = {}
+        self._delayed: dict[T, tuple[float, asyncio.TimerHandle]] = {}
+        self._has_items = asyncio.Event()
+        self._shutting_down = False
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._bucket = TokenBucket(rate, burst)
+        self._depth = QUEUE_DEPTH.labels(name)
+        self._adds = QUEUE_ADDS.labels(name)
+        self._retries = QUEUE_RETRIES.labels(name)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def add(self, item: T) -> None:
+        if self._shutting_down or item in self._dirty:
+            return
+        self._adds.inc()
+        self._dirty.add(item)
+        if item in self._processing:
+            return  # queued again by done(): one worker at a time per item
+        self._queue.append(item)
+        self._depth.set(len(self._queue))
+        self._has_items.set()
+
+    def add_after(self, item: T, delay: float) -> None:
+        """Adds `item` after `delay` seconds; of several pending delays the earliest wins."""
+        if self._shutting_down:
+            return
+        if delay <= 0:
+            self.add(item)
+            return
+        ready_at = time.monotonic() + delay
+        pending = self._delayed.get(item)
+        if pending is not None:
+            if pending[0] <= ready_at:
+                return
+            pending[1].cancel()
+        handle = asyncio.get_running_loop().call_later(delay, self._delay_elapsed, item)
+        self._delayed[item] = (ready_at, handle)
+
+    def _delay_elapsed(self, item: T) -> None:
+        self._delayed.pop(item, None)
+        self.add(item)
+
+    def add_rate_limited(self, item: T) -> None:
+        """Re-queues `item` after a failure, backing off per item and overall."""
+        failures = self._failures.get(item, 0)
+        self._failures[item] = failures + 1
+        self._retries.inc()
+        delay = max(
+            exponential_backoff(failures, self._base_delay, self._max_delay),
+            self._bucket.reserve(),
+        )
+        self.add_after(item, delay)
+
+    def forget(self, item: T) -> None:
+        """Stops tracking failures of `item` (call it once the item succeeded)."""
+        self._failures.pop(item, None)
+
+    def num_requeues(self, item: T) -> int:
+        return self._failures.get(item, 0)
+
+    async def get(self) -> T:
+        """The next item; call `done(item)` when finished with it. Raises ShutDown."""
+        while not self._queue:
+            if self._shutting_down:
+                raise ShutDown(self.name)
+            self._has_items.clear()
+            await self._has_items.wait()
+        item = self._queue.popleft()
+        self._depth.set(len(self._queue))
+        self._processing.add(item)
+        self._dirty.discard(item)
+        return item
+
+    def done(self, item: T) -> None:
+        self._processing.discard(item)
+        if item in self._dirty:
+            self._queue.append(item)
+            self._depth.set(len(self._queue))
+            self._has_items.set()
+
+    def shutdown(self) -> None:
+        """No new items; workers drain what is queued, then `get` raises ShutDown."""
+        self._shutting_down = True
+        for _, handle in self._delayed.values():
+            handle.cancel()
+        self._delayed.clear()
+        self._has_items.set()
