@@ -8,6 +8,7 @@ list and watch event). Errors come back typed from the API's Status object, so c
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -42,12 +43,18 @@ class Conflict(ApiError):
     pass
 
 
+class Gone(ApiError):
+    """410: the resourceVersion asked for is too old; list again."""
+
+
 def _typed_error(status: int, body: str) -> ApiError:
     try:
         payload = json.loads(body)
         reason, message = payload.get("reason", ""), payload.get("message", body)
     except ValueError:
         reason, message = "", body
+    if status == 410:
+        return Gone(status, reason or "Expired", message)
     if status == 404:
         return NotFound(status, reason or "NotFound", message)
     if status == 409:
@@ -112,6 +119,13 @@ class KubeClient:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    def _session_or_new(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl), timeout=self._timeout
+            )
+        return self._session
+
     async def request(
         self,
         method: str,
@@ -121,12 +135,8 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> JSON:
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl), timeout=self._timeout
-            )
         data = None if body is None else json.dumps(body)
-        async with self._session.request(
+        async with self._session_or_new().request(
             method,
             self.connection.server + path,
             params=params,
@@ -142,6 +152,57 @@ class KubeClient:
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
         return await self.request("GET", path, params=params)
 
+    async def list_all(
+        self, path: str, params: dict[str, str] | None = None, *, page_size: int = 500
+    ) -> tuple[list[JSON], str]:
+        """Every item of a collection, page by page; and the list's resourceVersion, from
+        which a watch continues."""
+        items: list[JSON] = []
+        query = {**(params or {}), "limit": str(page_size)}
+        while True:
+            page = await self.get(path, query)
+            items.extend(page.get("items", []))
+            continue_token = page.get("metadata", {}).get("continue")
+            if not continue_token:
+                return items, page.get("metadata", {}).get("resourceVersion", "")
+            query["continue"] = continue_token
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ) -> AsyncIterator[JSON]:
+        """The watch events of a collection from `params["resourceVersion"]`, with bookmarks,
+        until the server ends the stream. An ERROR event is raised as its typed ApiError."""
+        query = {
+            **(params or {}),
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
+        async with self._session_or_new().get(
+            self.connection.server + path,
+            params=query,
+            headers=self._headers(None),
+            timeout=timeout,
+        ) as response:
+            if response.status >= 400:
+                raise _typed_error(response.status, await response.text())
+            # One event per line; split by hand, since aiohttp refuses lines over ~128 KiB and
+            # an event carries a whole object (a ConfigMap may hold 1 MiB).
+            pending = bytearray()
+            async for chunk in response.content.iter_any():
+                pending += chunk
+                while (end := pending.find(b"\n")) >= 0:
+                    line = bytes(pending[:end])
+                    del pending[: end + 1]
+                    if not line.strip():
+                        continue
+                    event: JSON = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object", {})
+                        raise _typed_error(int(status.get("code", 500)), json.dumps(status))
+                    yield event
+
     async def create(self, path: str, body: JSON) -> JSON:
         return await self.request("POST", path, body=body)
 
@@ -151,6 +212,10 @@ class KubeClient:
         return await self.request(
             "PATCH", path, params=params, body=body, content_type="application/apply-patch+yaml"
         )
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        """PUT: fails with Conflict if `body`'s resourceVersion is no longer current."""
+        return await self.request("PUT", path, body=body)
 
     async def merge_patch(self, path: str, patch: JSON) -> JSON:
         return await self.request(

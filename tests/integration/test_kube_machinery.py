@@ -1,0 +1,189 @@
+"""vk/kube against a real API server: the informer's cache follows the cluster, and Lease
+leader election gives the lease to exactly one candidate at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.conftest import Clusters
+from vk.kube.client import KubeClient, resource_path
+from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer, namespace_index
+from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.kube.leaderelection import LeaderElector
+
+
+@pytest.fixture
+async def venice(clusters: Clusters, namespace_name: str) -> AsyncIterator[KubeClient]:
+    clusters.kubectl("venice", "create", "namespace", namespace_name)
+    async with KubeClient(load_kubeconfig_file(clusters.kubeconfig("venice"))) as client:
+        yield client
+    clusters.kubectl("venice", "delete", "namespace", namespace_name, "--wait=false")
+
+
+def configmap(namespace: str, name: str, value: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"v": value},
+    }
+
+
+async def until(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def running(coroutine) -> AsyncIterator[asyncio.Task]:  # type: ignore[no-untyped-def]
+    task = asyncio.create_task(coroutine)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_informer_cache_follows_creates_updates_and_deletes(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    path = resource_path("v1", "configmaps", namespace=namespace_name)
+    await venice.create(path, configmap(namespace_name, "before", "1"))
+    informer = Informer(
+        venice,
+        "v1",
+        "configmaps",
+        namespace=namespace_name,
+        indexers={"namespace": namespace_index},
+    )
+    events: list[tuple[str, str]] = []
+    informer.add_handler(lambda kind, obj, old: events.append((kind, obj["metadata"]["name"])))
+    async with running(informer.run()):
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        assert informer.store.get(f"{namespace_name}/before")["data"] == {"v": "1"}
+        await venice.create(path, configmap(namespace_name, "during", "1"))
+        await venice.merge_patch(f"{path}/before", {"data": {"v": "2"}})
+        await venice.delete(f"{path}/during")
+        await until(lambda: (DELETED, "during") in events)
+    assert events[0] == (ADDED, "before")  # kube-root-ca.crt may come too, in any order
+    assert events.index((ADDED, "during")) < events.index((DELETED, "during"))
+    assert (MODIFIED, "before") in events
+    assert informer.store.get(f"{namespace_name}/before")["data"] == {"v": "2"}
+    assert informer.store.get(f"{namespace_name}/during") is None
+    names = {o["metadata"]["name"] for o in informer.store.by_index("namespace", namespace_name)}
+    assert "before" in names
+    assert "during" not in names
+    assert informer.lists == 1  # watched, never listed again
+
+
+async def test_informer_relist_reports_what_happened_while_it_was_not_watching(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    path = resource_path("v1", "configmaps", namespace=namespace_name)
+    for name in ("kept", "changed", "removed"):
+        await venice.create(path, configmap(namespace_name, name, "1"))
+    informer = Informer(venice, "v1", "configmaps", namespace=namespace_name, label_selector="")
+    async with running(informer.run()):
+        await asyncio.wait_for(informer.synced.wait(), 10)
+    # The gap a 410 Gone leaves: changes no watch event reported.
+    await venice.merge_patch(f"{path}/changed", {"data": {"v": "2"}})
+    await venice.delete(f"{path}/removed")
+    await venice.create(path, configmap(namespace_name, "new", "1"))
+    events: list[tuple[str, str]] = []
+    informer.add_handler(lambda kind, obj, old: events.append((kind, obj["metadata"]["name"])))
+    events.clear()
+    await informer._relist()
+    assert sorted(e for e in events if e[1] != "kube-root-ca.crt") == [
+        (ADDED, "new"),
+        (DELETED, "removed"),
+        (MODIFIED, "changed"),
+    ]
+
+
+async def test_informer_selects_by_label(venice: KubeClient, namespace_name: str) -> None:
+    path = resource_path("v1", "configmaps", namespace=namespace_name)
+    labelled = configmap(namespace_name, "mine", "1")
+    labelled["metadata"]["labels"] = {"owner": "vk"}
+    await venice.create(path, labelled)
+    await venice.create(path, configmap(namespace_name, "theirs", "1"))
+    informer = Informer(
+        venice, "v1", "configmaps", namespace=namespace_name, label_selector="owner=vk"
+    )
+    async with running(informer.run()):
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        assert informer.store.keys() == [f"{namespace_name}/mine"]
+
+
+def elector(client: KubeClient, namespace: str, identity: str) -> LeaderElector:
+    return LeaderElector(
+        client,
+        namespace=namespace,
+        name="vk-test",
+        identity=identity,
+        lease_duration=4,
+        renew_deadline=2,
+        retry_period=0.2,
+    )
+
+
+async def test_only_one_candidate_leads_and_release_hands_over_at_once(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    first, second = elector(venice, namespace_name, "a"), elector(venice, namespace_name, "b")
+    async with running(first.run()):
+        await asyncio.wait_for(first.is_leader.wait(), 5)
+        async with running(second.run()):
+            await asyncio.sleep(1.0)
+            assert not second.is_leader.is_set()
+            await first.release()
+            started = asyncio.get_running_loop().time()
+            await asyncio.wait_for(second.is_leader.wait(), 5)
+            # Released, not expired: the standby did not wait out the 4 s lease.
+            assert asyncio.get_running_loop().time() - started < 2.0
+    lease = await venice.get(
+        resource_path("coordination.k8s.io/v1", "leases", namespace=namespace_name, name="vk-test")
+    )
+    assert lease["spec"]["holderIdentity"] == "b"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_standby_takes_over_when_the_leader_stops_renewing(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    first, second = elector(venice, namespace_name, "a"), elector(venice, namespace_name, "b")
+    async with running(first.run()):
+        await asyncio.wait_for(first.is_leader.wait(), 5)
+    # `a` died without releasing; `b` must wait the lease out (4 s), then lead.
+    started = asyncio.get_running_loop().time()
+    async with running(second.run()):
+        await asyncio.wait_for(second.is_leader.wait(), 10)
+    assert asyncio.get_running_loop().time() - started >= 3.5
+
+
+async def test_leader_that_cannot_renew_reports_lost(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    leader = elector(venice, namespace_name, "a")
+    async with running(leader.run()) as task:
+        await asyncio.wait_for(leader.is_leader.wait(), 5)
+        path = resource_path(
+            "coordination.k8s.io/v1", "leases", namespace=namespace_name, name="vk-test"
+        )
+        # Someone else holds it now, freshly renewed: `a` cannot renew and must step down.
+        for _ in range(12):
+            await venice.merge_patch(
+                path, {"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30}}
+            )
+            await asyncio.sleep(0.2)
+        await asyncio.wait_for(leader.lost.wait(), 5)
+        assert not leader.is_leader.is_set()
+        assert task.done()
+    lease = json.dumps(await venice.get(path))
+    assert '"holderIdentity": "intruder"' in lease

@@ -1,0 +1,75 @@
+"""The reconcile loop: every key reconciled, failures retried with back-off, terminal errors
+not retried, and requeue-after honoured."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+
+from vk.kube.controller import Controller, Reconciler, Result, TerminalError
+
+
+class Recorder(Reconciler):
+    name = "recorder"
+
+    def __init__(self, failures: dict[str, int] | None = None) -> None:
+        self.calls: Counter[str] = Counter()
+        self.failures = failures or {}
+
+    async def reconcile(self, key: str) -> Result:
+        self.calls[key] += 1
+        if key == "bad":
+            raise TerminalError("bad input")
+        if self.calls[key] <= self.failures.get(key, 0):
+            raise RuntimeError("transient")
+        if key == "again" and self.calls[key] == 1:
+            return Result(requeue_after=0.05)
+        return Result()
+
+
+async def run_until(controller: Controller, condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    task = asyncio.create_task(controller.run())
+    try:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_each_key_is_reconciled_once_when_it_succeeds() -> None:
+    reconciler = Recorder()
+    controller = Controller(reconciler, workers=2)
+    for key in ("a", "b", "a"):
+        controller.enqueue(key)
+    await run_until(controller, lambda: reconciler.calls["b"] == 1 and reconciler.calls["a"] == 1)
+    await asyncio.sleep(0.05)
+    assert reconciler.calls == Counter({"a": 1, "b": 1})
+
+
+async def test_failures_are_retried_until_they_succeed() -> None:
+    reconciler = Recorder(failures={"flaky": 3})
+    controller = Controller(reconciler)
+    controller.enqueue("flaky")
+    await run_until(controller, lambda: reconciler.calls["flaky"] == 4)
+    assert controller.queue.num_requeues("flaky") == 0  # forgotten once it succeeded
+
+
+async def test_terminal_errors_are_not_retried() -> None:
+    reconciler = Recorder()
+    controller = Controller(reconciler)
+    controller.enqueue("bad")
+    controller.enqueue("good")
+    await run_until(controller, lambda: reconciler.calls["good"] == 1)
+    await asyncio.sleep(0.1)
+    assert reconciler.calls["bad"] == 1
+
+
+async def test_requeue_after_calls_again() -> None:
+    reconciler = Recorder()
+    controller = Controller(reconciler)
+    controller.enqueue("again")
+    await run_until(controller, lambda: reconciler.calls["again"] == 2)

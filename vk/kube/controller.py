@@ -1,0 +1,92 @@
+"""The reconciler contract and the loop that drives it (controller-runtime's, in asyncio).
+
+A reconciler is level-based: `reconcile(key)` looks at the current state of the caches and
+makes the world match, whatever event woke it. An exception means "retry with back-off";
+`TerminalError` means "do not retry until something changes"; a `Result` may ask to be
+called again after a while.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from dataclasses import dataclass
+
+import structlog
+
+from vk.kube.workqueue import ShutDown, WorkQueue
+
+log = structlog.get_logger("vk.kube.controller")
+
+
+@dataclass(frozen=True)
+class Result:
+    requeue_after: float | None = None
+
+
+class TerminalError(Exception):
+    """The object cannot be reconciled as it is (bad input): report it, do not retry."""
+
+
+class Reconciler(abc.ABC):
+    """Implement `reconcile`; name the reconciler for its queue, logs and metrics."""
+
+    name: str
+
+    @abc.abstractmethod
+    async def reconcile(self, key: str) -> Result:
+        """Make the world match the desired state of `key`; idempotent."""
+
+
+class Controller:
+    """Runs `workers` concurrent reconciles off one work queue. Items are keys; the queue
+    guarantees a key is never reconciled by two workers at once."""
+
+    def __init__(self, reconciler: Reconciler, *, workers: int = 1) -> None:
+        self.reconciler = reconciler
+        self.queue: WorkQueue[str] = WorkQueue(reconciler.name)
+        self.workers = workers
+        self.ready = asyncio.Event()
+        self._log = log.bind(controller=reconciler.name)
+
+    def enqueue(self, key: str) -> None:
+        self.queue.add(key)
+
+    async def run(self) -> None:
+        """Until cancelled; then the queue is shut down and in-flight reconciles finish."""
+        tasks = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        self.ready.set()
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self.queue.shutdown()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                result = await self.reconciler.reconcile(key)
+            except TerminalError as error:
+                self._log.warning("cannot reconcile", key=key, error=str(error))
+                self.queue.forget(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                self._log.warning(
+                    "reconcile failed, retrying",
+                    key=key,
+                    error=str(error),
+                    attempt=self.queue.num_requeues(key) + 1,
+                    exc_info=error,
+                )
+                self.queue.add_rate_limited(key)
+            else:
+                self.queue.forget(key)
+                if result.requeue_after is not None:
+                    self.queue.add_after(key, result.requeue_after)
+            finally:
+                self.queue.done(key)

@@ -1,0 +1,197 @@
+"""The one informer implementation: list, then watch, keeping an indexed cache of dicts.
+
+A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh on quiet
+collections), so an idle informer costs one long request per five minutes; only a 410 Gone
+makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
+hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
+should only enqueue keys: reconcilers read the cache, never the event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import structlog
+
+from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+EventHandler = Callable[[str, JSON, JSON | None], None]
+"""(event type, the object — for DELETED its last known state —, the previous object)."""
+
+Indexer = Callable[[JSON], list[str]]
+
+log = structlog.get_logger("vk.kube.informer")
+
+
+def object_key(obj: JSON) -> str:
+    """`namespace/name`, or `name` for cluster-scoped objects (client-go's key)."""
+    metadata = obj.get("metadata", {})
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{metadata['name']}" if namespace else str(metadata["name"])
+
+
+def split_key(key: str) -> tuple[str | None, str]:
+    namespace, _, name = key.rpartition("/")
+    return (namespace or None), name
+
+
+def namespace_index(obj: JSON) -> list[str]:
+    return [obj.get("metadata", {}).get("namespace", "")]
+
+
+class Store:
+    """Objects by key, plus secondary indexes (e.g. pods by node, objects by namespace)."""
+
+    def __init__(self, indexers: dict[str, Indexer] | None = None) -> None:
+        self._objects: dict[str, JSON] = {}
+        self._indexers = dict(indexers or {})
+        self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._indexers}
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    def get(self, key: str) -> JSON | None:
+        return self._objects.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self._objects)
+
+    def objects(self) -> list[JSON]:
+        return list(self._objects.values())
+
+    def by_index(self, index: str, value: str) -> list[JSON]:
+        keys = self._indexes[index].get(value, set())
+        return [self._objects[key] for key in keys]
+
+    def upsert(self, obj: JSON) -> JSON | None:
+        key = object_key(obj)
+        old = self._objects.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        self._objects[key] = obj
+        for name, indexer in self._indexers.items():
+            for value in indexer(obj):
+                self._indexes[name].setdefault(value, set()).add(key)
+        return old
+
+    def delete(self, key: str) -> JSON | None:
+        old = self._objects.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        return old
+
+    def _unindex(self, key: str, obj: JSON) -> None:
+        for name, indexer in self._indexers.items():
+            for value in indexer(obj):
+                keys = self._indexes[name].get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._indexes[name][value]
+
+
+def resource_version(obj: JSON) -> str:
+    return str(obj.get("metadata", {}).get("resourceVersion", ""))
+
+
+class Informer:
+    """Watches one resource type in one scope. `run()` until cancelled; `synced` is set once
+    the cache holds the first complete list."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        api_version: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        indexers: dict[str, Indexer] | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.client = client
+        self.path = resource_path(api_version, plural, namespace=namespace)
+        self.params: dict[str, str] = {}
+        if label_selector:
+            self.params["labelSelector"] = label_selector
+        if field_selector:
+            self.params["fieldSelector"] = field_selector
+        self.store = Store(indexers)
+        self.synced = asyncio.Event()
+        self.watch_timeout = watch_timeout
+        self._handlers: list[EventHandler] = []
+        self._log = log.bind(resource=plural, namespace=namespace)
+        self.lists = 0  # how many times it listed: a relist is worth knowing about
+
+    def add_handler(self, handler: EventHandler) -> None:
+        """Handlers see every change from now on; the cache's current objects come as ADDED."""
+        self._handlers.append(handler)
+        for obj in self.store.objects():
+            handler(ADDED, obj, None)
+
+    def _notify(self, event_type: str, obj: JSON, old: JSON | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(event_type, obj, old)
+            except Exception:  # one broken handler must not stop the informer
+                self._log.exception("event handler failed", event=event_type, key=object_key(obj))
+
+    async def run(self) -> None:
+        backoff = 0.5
+        resume_from: str | None = None
+        while True:
+            try:
+                if resume_from is None:
+                    resume_from = await self._relist()
+                resume_from = await self._watch(resume_from)
+                backoff = 0.5
+            except Gone:
+                self._log.info("watch expired, listing again")
+                resume_from = None
+            except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
+                self._log.warning("list/watch failed, retrying", error=str(error), retry_in=backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    async def _relist(self) -> str:
+        items, version = await self.client.list_all(self.path, self.params)
+        self.lists += 1
+        seen = set()
+        for obj in items:
+            key = object_key(obj)
+            seen.add(key)
+            old = self.store.upsert(obj)
+            if old is None:
+                self._notify(ADDED, obj, None)
+            elif resource_version(old) != resource_version(obj):
+                self._notify(MODIFIED, obj, old)
+        for key in set(self.store.keys()) - seen:
+            gone = self.store.delete(key)
+            if gone is not None:
+                self._notify(DELETED, gone, gone)
+        self.synced.set()
+        return version
+
+    async def _watch(self, version: str) -> str:
+        """Watches from `version` until the server closes the stream; returns the last
+        resourceVersion seen, to resume from."""
+        params: dict[str, Any] = {**self.params, "resourceVersion": version}
+        async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
+            obj = event["object"]
+            version = resource_version(obj) or version
+            event_type = event["type"]
+            if event_type == "BOOKMARK":
+                continue
+            if event_type == DELETED:
+                old = self.store.delete(object_key(obj))
+                self._notify(DELETED, obj, old)
+            else:
+                old = self.store.upsert(obj)
+                self._notify(ADDED if old is None else MODIFIED, obj, old)
+        return version
