@@ -29,11 +29,11 @@ QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-_QUANTITY_RE = re.compile(QUANTITY_PATTERN)
+QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 
 
 def _check_quantity(value: int | str) -> int | str:
-    if isinstance(value, str) and not _QUANTITY_RE.match(value):
+    if isinstance(value, str) and not QUANTITY_RE.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)")
     return value
 

@@ -3,13 +3,123 @@ one image and one command for all of them, as the Deployments run them."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 import click
+
+from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.kube.kubeconfig import InvalidKubeconfig
+from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vk", prog_name="vk")
 def vk() -> None:
     """vk's components. Each subcommand runs one of them as a long-lived process."""
+
+
+def _key_values(_: click.Context, __: click.Parameter, value: str) -> dict[str, str]:
+    try:
+        return parse_key_values(value)
+    except InvalidKeyValues as error:
+        raise click.BadParameter(str(error)) from error
+
+
+def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
+    """Go-style durations as Liqo takes them: `10s`, `1m`, `500ms`, or plain seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for suffix in ("ms", "s", "m", "h"):
+        if value.endswith(suffix) and value[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(value[: -len(suffix)]) * units[suffix]
+    try:
+        return float(value)
+    except ValueError as error:
+        raise click.BadParameter(f"{value!r} is not a duration like 10s or 1m") from error
+
+
+@vk.command()
+@click.option("--nodename", required=True, help="Name of the Node (= the VirtualNode's name).")
+@click.option("--tenant-namespace", required=True, help="Tenant namespace of the provider.")
+@click.option("--home-cluster-id", default="", help="This (the consumer) cluster's ID.")
+@click.option("--foreign-cluster-id", required=True, help="The provider cluster's ID.")
+@click.option(
+    "--foreign-kubeconfig-secret-name",
+    required=True,
+    help="Secret (key `kubeconfig`) in the tenant namespace: the provider identity.",
+)
+@click.option(
+    "--node-ip",
+    envvar="POD_IP",
+    default="127.0.0.1",
+    show_default=True,
+    help="The Node's InternalIP, where the kubelet API listens ($POD_IP).",
+)
+@click.option("--listen-port", default=10250, show_default=True, help="Kubelet API port.")
+@click.option(
+    "--metrics-address",
+    default=":5872",
+    show_default=True,
+    help="Address of /metrics, /healthz and /readyz.",
+)
+@click.option("--node-lease-duration", default="40s", callback=_seconds, show_default=True)
+@click.option("--node-ping-interval", default="10s", callback=_seconds, show_default=True)
+@click.option("--node-ping-timeout", default="1s", callback=_seconds, show_default=True)
+@click.option("--node-extra-labels", default="", callback=_key_values, help="k1=v1,k2=v2")
+@click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
+@click.option("--create-node/--no-create-node", default=True, show_default=True)
+@click.option(
+    "--home-kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig of this cluster ($KUBECONFIG); in-cluster config otherwise.",
+)
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
+def kubelet(
+    nodename: str,
+    tenant_namespace: str,
+    home_cluster_id: str,
+    foreign_cluster_id: str,
+    foreign_kubeconfig_secret_name: str,
+    node_ip: str,
+    listen_port: int,
+    metrics_address: str,
+    node_lease_duration: float,
+    node_ping_interval: float,
+    node_ping_timeout: float,
+    node_extra_labels: dict[str, str],
+    node_extra_annotations: dict[str, str],
+    create_node: bool,
+    home_kubeconfig: str | None,
+    log_level: str,
+) -> None:
+    """The virtual kubelet of one VirtualNode (POD_NAME, POD_NAMESPACE and VIRTUALNODE_NAME
+    are read from the environment, as the Deployment sets them)."""
+    options = VirtualKubeletOptions(
+        node_name=nodename,
+        tenant_namespace=tenant_namespace,
+        home_cluster_id=home_cluster_id,
+        foreign_cluster_id=foreign_cluster_id,
+        foreign_kubeconfig_secret_name=foreign_kubeconfig_secret_name,
+        node_ip=node_ip,
+        listen_port=listen_port,
+        metrics_address=metrics_address,
+        node_lease_duration=int(node_lease_duration),
+        node_ping_interval=node_ping_interval,
+        node_ping_timeout=node_ping_timeout,
+        node_extra_labels=node_extra_labels,
+        node_extra_annotations=node_extra_annotations,
+        create_node=create_node,
+        home_kubeconfig=home_kubeconfig or None,
+        pod_name=os.environ.get("POD_NAME", ""),
+        pod_namespace=os.environ.get("POD_NAMESPACE", ""),
+        virtual_node_name=os.environ.get("VIRTUALNODE_NAME", ""),
+        log_level=log_level,
+    )
+    try:
+        sys.exit(run_virtual_kubelet(options))
+    except InvalidKubeconfig as error:
+        raise click.ClickException(f"cannot reach this cluster: {error}") from error
 
 
 def main() -> None:

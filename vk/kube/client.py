@@ -14,11 +14,18 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "vk"
+
+API_REQUESTS = Counter(
+    "vk_api_requests_total",
+    "Requests to Kubernetes API servers, by client (home or provider), verb and HTTP code",
+    ["client", "verb", "code"],
+)
 
 
 class ApiError(Exception):
@@ -88,8 +95,11 @@ def resource_path(
 class KubeClient:
     """One API server, one identity. Use as `async with KubeClient(conn) as client:`."""
 
-    def __init__(self, connection: ClusterConnection, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, connection: ClusterConnection, *, name: str = "api", timeout: float = 30.0
+    ) -> None:
         self.connection = connection
+        self.name = name  # the `client` label of vk_api_requests_total
         self._ssl = connection.ssl_context() if connection.server.startswith("https") else False
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -135,6 +145,23 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> JSON:
+        text = await self._send(method, path, params=params, body=body, content_type=content_type)
+        result: JSON = json.loads(text) if text else {}
+        return result
+
+    async def get_text(self, path: str) -> str:
+        """A non-JSON endpoint, such as `/livez` or `/version`."""
+        return await self._send("GET", path)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> str:
         data = None if body is None else json.dumps(body)
         async with self._session_or_new().request(
             method,
@@ -143,11 +170,11 @@ class KubeClient:
             data=data,
             headers=self._headers(content_type if data is not None else None),
         ) as response:
+            API_REQUESTS.labels(self.name, method, str(response.status)).inc()
             text = await response.text()
             if response.status >= 400:
                 raise _typed_error(response.status, text)
-            result: JSON = json.loads(text) if text else {}
-            return result
+            return text
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
         return await self.request("GET", path, params=params)
@@ -185,6 +212,7 @@ class KubeClient:
             headers=self._headers(None),
             timeout=timeout,
         ) as response:
+            API_REQUESTS.labels(self.name, "WATCH", str(response.status)).inc()
             if response.status >= 400:
                 raise _typed_error(response.status, await response.text())
             # One event per line; split by hand, since aiohttp refuses lines over ~128 KiB and

@@ -14,6 +14,7 @@ import yaml
 
 from vk.api.constants import REGION_LABEL
 from vk.api.core import validate_cluster_id
+from vk.api.labels import InvalidKeyValues, parse_key_values
 
 Role = Literal["consumer", "provider"]
 ROLES: tuple[Role, ...] = ("consumer", "provider")
@@ -51,14 +52,10 @@ DEFAULT_CLUSTERS = (
 
 
 def parse_labels(text: str) -> dict[str, str]:
-    """`k=v,k2=v2` -> dict; the first `=` splits, as kubectl's --labels does."""
-    labels = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InvalidPlaygroundSpec(f"label {item!r} is not KEY=VALUE")
-        labels[key] = value
-    return labels
+    try:
+        return parse_key_values(text)
+    except InvalidKeyValues as error:
+        raise InvalidPlaygroundSpec(f"label {error}") from error
 
 
 def cluster_spec(data: dict[str, Any]) -> ClusterSpec:

@@ -1,0 +1,248 @@
+"""The virtual kubelet's Node (issue 4): registered from the VirtualNode as Liqo's is, kept in
+line with it, Ready only while the provider answers, and run active/passive."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Clusters
+from tests.integration.virtual_kubelets import HOME, VirtualNodeSetup, wait_until
+from vk.playground.processes import read_pid
+
+
+@pytest.fixture(scope="module")
+def crds(clusters: Clusters) -> Clusters:
+    repository = Path(__file__).resolve().parents[2]
+    clusters.kubectl(HOME, "apply", "--server-side", "-f", str(repository / "deploy" / "crds"))
+    clusters.kubectl(
+        HOME,
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/virtualnodes.offloading.liqo.io",
+    )
+    return clusters
+
+
+@pytest.fixture
+def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
+    virtual_node = VirtualNodeSetup(crds, tmp_path)
+    yield virtual_node
+    virtual_node.cleanup()
+
+
+@pytest.fixture
+def running(setup: VirtualNodeSetup) -> VirtualNodeSetup:
+    setup.create()
+    setup.start()
+    wait_until(setup.ready, "the virtual node Ready")
+    return setup
+
+
+def test_virtual_node_registers_a_ready_node_as_liqo_does(running: VirtualNodeSetup) -> None:
+    node = running.node_object()
+    assert node is not None
+    assert node["status"]["capacity"] == {
+        "cpu": "4",
+        "memory": "8Gi",
+        "pods": "110",
+        "ephemeral-storage": "20Gi",
+    }
+    assert node["status"]["allocatable"] == node["status"]["capacity"]
+    labels = node["metadata"]["labels"]
+    for key, value in {
+        "liqo.io/type": "virtual-node",
+        "liqo.io/remote-cluster-id": "naples",
+        "kubernetes.io/role": "agent",
+        "topology.liqo.io/region": "south",
+        "kubernetes.io/hostname": running.node,
+        "type": "virtual-kubelet",
+    }.items():
+        assert labels[key] == value
+    assert {
+        "key": "virtual-node.liqo.io/not-allowed",
+        "value": "true",
+        "effect": "NoExecute",
+    } in node["spec"]["taints"]
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "KubeletReady"
+    # `kubectl get node` as on the reference page: Ready, ROLES agent, the cluster's version.
+    table = running.kubectl("get", "node", running.node).stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    name, status, roles, _, version = table[1].split()
+    assert (name, status, roles, version) == (running.node, "Ready", "agent", "v1.36.4")
+    lease = json.loads(
+        running.kubectl("get", "lease", "-n", "kube-node-lease", running.node, "-o", "json").stdout
+    )
+    assert lease["spec"]["holderIdentity"] == running.node
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+
+
+def test_deleted_node_is_recreated(running: VirtualNodeSetup) -> None:
+    uid = running.node_object()["metadata"]["uid"]  # type: ignore[index]
+    running.kubectl("delete", "node", running.node)
+    wait_until(
+        lambda: (running.node_object() or {}).get("metadata", {}).get("uid") not in (None, uid),
+        "a new Node",
+    )
+    wait_until(running.ready, "the new Node Ready")
+
+
+def test_virtual_node_edits_show_on_the_node_and_admin_changes_survive(
+    running: VirtualNodeSetup,
+) -> None:
+    running.kubectl("label", "node", running.node, "admin=added")
+    running.kubectl("taint", "node", running.node, "admin=added:NoSchedule")
+    running.apply(
+        running.virtual_node(
+            labels={"topology.liqo.io/region": "east", "tier": "gold"},
+            taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}],
+            resourceQuota={"hard": {"cpu": "8", "memory": "16Gi", "pods": "200"}},
+        )
+    )
+
+    def edited() -> bool:
+        node = running.node_object() or {}
+        labels = node.get("metadata", {}).get("labels", {})
+        taint_keys = {t["key"] for t in node.get("spec", {}).get("taints", [])}
+        return (
+            labels.get("topology.liqo.io/region") == "east"
+            and labels.get("tier") == "gold"
+            and "gpu" in taint_keys
+            and node.get("status", {}).get("capacity")
+            == {"cpu": "8", "memory": "16Gi", "pods": "200"}
+        )
+
+    wait_until(edited, "the VirtualNode's edits on the Node", timeout=5)
+    node = running.node_object() or {}
+    assert node["metadata"]["labels"]["admin"] == "added"
+    taints = {(t["key"], t["effect"]) for t in node["spec"]["taints"]}
+    assert taints >= {
+        ("admin", "NoSchedule"),
+        ("gpu", "NoSchedule"),
+        ("virtual-node.liqo.io/not-allowed", "NoExecute"),
+    }
+    # Taken away from the VirtualNode, our taint goes; the administrator's stays.
+    running.apply(running.virtual_node())
+    wait_until(
+        lambda: "gpu" not in {t["key"] for t in (running.node_object() or {})["spec"]["taints"]},
+        "the gpu taint removed",
+        timeout=5,
+    )
+    node = running.node_object() or {}
+    assert ("admin", "NoSchedule") in {(t["key"], t["effect"]) for t in node["spec"]["taints"]}
+    assert "tier" not in node["metadata"]["labels"]
+    assert node["metadata"]["labels"]["admin"] == "added"
+
+
+def test_metrics_parse_as_prometheus_text(running: VirtualNodeSetup) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(running.replicas[0].metrics())}
+    assert "vk_api_requests" in families
+    clients = {s.labels["client"] for s in families["vk_api_requests"].samples}
+    assert clients == {"home", "provider"}
+    reachable = families["vk_node_provider_reachable"].samples
+    assert [(s.labels["node"], s.value) for s in reachable] == [(running.node, 1.0)]
+
+
+def test_provider_outage_turns_the_node_not_ready_and_back(running: VirtualNodeSetup) -> None:
+    paths = running.clusters.playground.paths(running.provider)
+    pid = read_pid(paths.pid("kube-apiserver"))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    try:
+
+        def not_ready() -> bool:
+            node = running.node_object() or {}
+            ready = [
+                c for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"
+            ]
+            return bool(ready) and ready[0]["status"] != "True"
+
+        wait_until(not_ready, "the Node NotReady", timeout=90)
+        events = running.events("ProviderUnreachable")
+        assert "unreachable" in events[0]["message"]
+    finally:
+        running.clusters.playground.up()
+    wait_until(running.ready, "the Node Ready again", timeout=60)
+
+
+def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
+    setup: VirtualNodeSetup,
+) -> None:
+    setup.create(with_secret=False)
+    replica = setup.start()
+    events = wait_until(lambda: setup.events("ProviderUnreachable"), "an Event")
+    assert f"Secret {setup.namespace}/{setup.secret} does not exist" in events[0]["message"]
+    assert not setup.ready()
+    setup.write_secret(b"garbage")
+    wait_until(
+        lambda: any(
+            "not a YAML mapping" in e["message"] for e in setup.events("ProviderUnreachable")
+        ),
+        "the garbage reported",
+    )
+    setup.write_secret(setup.clusters.kubeconfig(setup.provider).read_bytes())
+    wait_until(setup.ready, "the Node Ready once the Secret is right")
+    assert replica.process.poll() is None  # the same process, never restarted
+
+
+def test_unparsable_quantity_is_refused_with_a_clear_message(setup: VirtualNodeSetup) -> None:
+    setup.create()
+    broken = setup.virtual_node(resourceQuota={"hard": {"cpu": "four"}})
+    result = setup.kubectl("apply", "-f", "-", input=json.dumps(broken), check=False)
+    assert result.returncode != 0
+    assert "spec.resourceQuota.hard.cpu" in result.stderr
+
+
+def test_only_the_lease_holder_works_and_a_standby_takes_over(setup: VirtualNodeSetup) -> None:
+    setup.create()
+    first = setup.start("replica-a")
+    wait_until(setup.ready, "the virtual node Ready")
+    second = setup.start("replica-b")
+    time.sleep(3)
+
+    def writes(replica_metrics: str) -> float:
+        return sum(
+            s.value
+            for f in text_string_to_metric_families(replica_metrics)
+            for s in f.samples
+            if f.name == "vk_api_requests"
+            and s.labels["client"] == "home"
+            and s.labels["verb"] in ("POST", "PATCH", "PUT")
+        )
+
+    assert writes(second.metrics()) == 0  # the standby only watches the Lease
+
+    def lease_holder() -> str | None:
+        lease = setup.kubectl("get", "lease", "-n", setup.namespace, setup.node, "-o", "json")
+        holder: str | None = json.loads(lease.stdout)["spec"].get("holderIdentity")
+        return holder
+
+    assert lease_holder() == "replica-a"
+    first.signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_until(lambda: lease_holder() == "replica-b", "replica-b to hold the lease", timeout=30)
+    assert time.monotonic() - killed_at <= 15 + 5 + 2  # lease duration, retry period, slack
+    wait_until(lambda: writes(second.metrics()) > 0, "replica-b writing")
+    assert setup.ready()
+
+
+def test_sigterm_releases_the_lease_and_exits_cleanly(running: VirtualNodeSetup) -> None:
+    replica = running.replicas[0]
+    replica.signal(signal.SIGTERM)
+    assert replica.wait(timeout=20) == 0
+    lease = json.loads(
+        running.kubectl("get", "lease", "-n", running.namespace, running.node, "-o", "json").stdout
+    )
+    assert not lease["spec"].get("holderIdentity")
+    assert '"released the lease"' in replica.logs()

@@ -1,0 +1,239 @@
+"""Starting real `vk kubelet` processes for tests, with what later issues' controllers will
+create (VirtualNode, kubeconfig Secret, RBAC) written by hand, as issue 4 asks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import Clusters
+from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.playground.processes import free_port
+from vk.virtualkubelet.rbac import forge_virtual_kubelet_rbac, service_account_name
+
+VK = str(Path(sys.executable).parent / "vk")
+HOME = "venice"
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.25)
+
+
+@dataclass
+class Replica:
+    identity: str
+    process: subprocess.Popen[bytes]
+    metrics_port: int
+    log: Path
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def wait(self, timeout: float = 30) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def metrics(self) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ) as r:
+            return r.read().decode()
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@dataclass
+class VirtualNodeSetup:
+    """One VirtualNode in its own tenant namespace of venice, backed by `provider`."""
+
+    clusters: Clusters
+    workdir: Path
+    provider: str = "naples"
+    node: str = field(default_factory=lambda: f"vn-{uuid.uuid4().hex[:8]}")
+    replicas: list[Replica] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str:
+        return f"liqo-tenant-{self.node}"
+
+    @property
+    def secret(self) -> str:
+        return f"kubeconfig-resourceslice-{self.node}"
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Any:
+        return self.clusters.kubectl(HOME, *args, input=input, check=check)
+
+    def apply(self, manifest: dict[str, Any] | list[dict[str, Any]]) -> None:
+        items = manifest if isinstance(manifest, list) else [manifest]
+        self.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+        )
+
+    def virtual_node(self, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "VirtualNode",
+            "metadata": {"name": self.node, "namespace": self.namespace},
+            "spec": {
+                "clusterID": self.provider,
+                "createNode": True,
+                "kubeconfigSecretRef": {"name": self.secret},
+                "labels": {"topology.liqo.io/region": "south"},
+                "resourceQuota": {
+                    "hard": {
+                        "cpu": "4",
+                        "memory": "8Gi",
+                        "pods": "110",
+                        "ephemeral-storage": "20Gi",
+                    }
+                },
+                **spec,
+            },
+        }
+
+    def create(self, *, with_secret: bool = True) -> None:
+        self.kubectl("create", "namespace", self.namespace)
+        self.apply(forge_virtual_kubelet_rbac(self.node, self.namespace))
+        if with_secret:
+            self.write_secret(self.clusters.kubeconfig(self.provider).read_bytes())
+        self.apply(self.virtual_node())
+
+    def write_secret(self, kubeconfig: bytes) -> None:
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": self.secret, "namespace": self.namespace},
+                "data": {"kubeconfig": base64.b64encode(kubeconfig).decode()},
+            }
+        )
+
+    def service_account_kubeconfig(self) -> Path:
+        """venice as the virtual kubelet's own ServiceAccount (a TokenRequest token)."""
+        token = self.kubectl(
+            "create",
+            "token",
+            service_account_name(self.node),
+            "-n",
+            self.namespace,
+            "--duration=2h",
+        ).stdout.strip()
+        admin = load_kubeconfig_file(self.clusters.kubeconfig(HOME))
+        assert admin.ca_pem is not None
+        path = self.workdir / f"{self.node}.kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "vk",
+                    "clusters": [
+                        {
+                            "name": HOME,
+                            "cluster": {
+                                "server": admin.server,
+                                "certificate-authority-data": base64.b64encode(
+                                    admin.ca_pem
+                                ).decode(),
+                            },
+                        }
+                    ],
+                    "users": [{"name": "vk", "user": {"token": token}}],
+                    "contexts": [{"name": "vk", "context": {"cluster": HOME, "user": "vk"}}],
+                }
+            )
+        )
+        return path
+
+    def start(self, identity: str = "replica-1", *extra: str) -> Replica:
+        port = free_port()
+        log = self.workdir / f"{self.node}-{identity}.log"
+        env = {
+            **os.environ,
+            "POD_NAME": identity,
+            "POD_NAMESPACE": self.namespace,
+            "VIRTUALNODE_NAME": self.node,
+            "KUBECONFIG": str(self.service_account_kubeconfig()),
+        }
+        with open(log, "wb") as out:
+            process = subprocess.Popen(
+                [
+                    VK,
+                    "kubelet",
+                    f"--nodename={self.node}",
+                    f"--tenant-namespace={self.namespace}",
+                    f"--foreign-cluster-id={self.provider}",
+                    "--home-cluster-id=venice",
+                    f"--foreign-kubeconfig-secret-name={self.secret}",
+                    f"--metrics-address=127.0.0.1:{port}",
+                    "--node-ping-interval=1s",
+                    *extra,
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        replica = Replica(identity, process, port, log)
+        self.replicas.append(replica)
+        return replica
+
+    def node_object(self) -> dict[str, Any] | None:
+        result = self.kubectl("get", "node", self.node, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def ready(self) -> bool:
+        node = self.node_object()
+        return bool(node) and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in node.get("status", {}).get("conditions", [])
+        )
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        out = self.kubectl(
+            "get",
+            "events",
+            "-n",
+            self.namespace,
+            "-o",
+            "json",
+            "--field-selector",
+            f"reason={reason}",
+        ).stdout
+        return json.loads(out)["items"]
+
+    def cleanup(self) -> None:
+        for replica in self.replicas:
+            replica.signal(signal.SIGKILL)
+            replica.process.wait(timeout=10)
+        self.kubectl("delete", "node", self.node, "--ignore-not-found", "--wait=false")
+        self.kubectl("delete", "namespace", self.namespace, "--ignore-not-found", "--wait=false")
+        name = f"vk:virtual-kubelet:{self.node}"
+        self.kubectl("delete", "clusterrole,clusterrolebinding", name, "--ignore-not-found")
+        self.kubectl(
+            "delete", "-n", "kube-node-lease", "role,rolebinding", name, "--ignore-not-found"
+        )

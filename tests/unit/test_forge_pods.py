@@ -1,0 +1,1230 @@
+"""Pod forging: the consumer pod → the provider Pod, and the provider's status → the consumer's."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+from vk.reflection.forge.pods import (
+    deletion_grace_period,
+    forge_local_pod_status,
+    forge_remote_pod,
+    is_owned_by_us,
+    local_status_needs_update,
+    ownership_labels,
+    remote_pod_needs_update,
+    remote_root_ca_configmap_name,
+)
+
+JSON = dict[str, Any]
+
+HOME = "venice"
+PROVIDER = "cool-firefly"
+NODE = "cool-firefly"
+REMOTE_NAMESPACE = "demo-venice"
+NODE_IP = "10.0.0.17"
+
+VIRTUAL_NODE_TOLERATION = {
+    "effect": "NoExecute",
+    "key": VIRTUAL_NODE_TAINT_KEY,
+    "operator": "Exists",
+}
+NOT_READY_TOLERATION = {
+    "effect": "NoExecute",
+    "key": "node.kubernetes.io/not-ready",
+    "operator": "Exists",
+    "tolerationSeconds": 300,
+}
+UNREACHABLE_TOLERATION = {
+    "effect": "NoExecute",
+    "key": "node.kubernetes.io/unreachable",
+    "operator": "Exists",
+    "tolerationSeconds": 300,
+}
+
+
+def local_pod() -> JSON:
+    """A Deployment's pod in an offloaded namespace, as `kubectl get pod -o json` shows it once
+    the API server defaulted it, Liqo's pod webhook added the virtual-node toleration and node
+    affinity, the scheduler bound it to the virtual node and vk marked it offloaded."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-7c9f8d6b5-x2k4q",
+            "generateName": "web-7c9f8d6b5-",
+            "namespace": "demo",
+            "uid": "5f0c7a3e-9a51-4a43-8f0e-3b1f1b7d2c11",
+            "resourceVersion": "48213",
+            "generation": 1,
+            "creationTimestamp": "2025-05-06T09:12:44Z",
+            "labels": {
+                "app": "web",
+                "pod-template-hash": "7c9f8d6b5",
+                "liqo.io/shadowPod": "true",
+            },
+            "annotations": {"kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7c9f8d6b5",
+                    "uid": "0c2d7f0e-1d0b-4b7e-a1a4-8f5f2e0f6a90",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": "2025-05-06T09:12:44Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}},
+                }
+            ],
+        },
+        "spec": {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "liqo.io/type",
+                                        "operator": "In",
+                                        "values": ["virtual-node"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "nginx:1.27",
+                    "imagePullPolicy": "IfNotPresent",
+                    "ports": [{"containerPort": 80, "name": "http", "protocol": "TCP"}],
+                    "env": [
+                        {
+                            "name": "SERVICE_ACCOUNT",
+                            "valueFrom": {
+                                "fieldRef": {
+                                    "apiVersion": "v1",
+                                    "fieldPath": "spec.serviceAccountName",
+                                }
+                            },
+                        },
+                        {
+                            "name": "POD_NAME",
+                            "valueFrom": {
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}
+                            },
+                        },
+                    ],
+                    "resources": {
+                        "limits": {"memory": "128Mi"},
+                        "requests": {"cpu": "100m", "memory": "64Mi"},
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "volumeMounts": [
+                        {
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                            "name": "kube-api-access-7xk2p",
+                            "readOnly": True,
+                        }
+                    ],
+                }
+            ],
+            "dnsPolicy": "ClusterFirst",
+            "enableServiceLinks": True,
+            "nodeName": NODE,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0,
+            "restartPolicy": "Always",
+            "schedulerName": "default-scheduler",
+            "securityContext": {},
+            "serviceAccount": "web",
+            "serviceAccountName": "web",
+            "terminationGracePeriodSeconds": 30,
+            "tolerations": [VIRTUAL_NODE_TOLERATION, NOT_READY_TOLERATION, UNREACHABLE_TOLERATION],
+            "volumes": [
+                {
+                    "name": "kube-api-access-7xk2p",
+                    "projected": {
+                        "defaultMode": 420,
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "fieldRef": {
+                                                "apiVersion": "v1",
+                                                "fieldPath": "metadata.namespace",
+                                            },
+                                            "path": "namespace",
+                                        }
+                                    ]
+                                }
+                            },
+                        ],
+                    },
+                }
+            ],
+        },
+        "status": {
+            "phase": "Pending",
+            "qosClass": "Burstable",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": "2025-05-06T09:12:44Z",
+                    "observedGeneration": 1,
+                }
+            ],
+        },
+    }
+
+
+def forge(pod: JSON | None = None, **options: Any) -> JSON:
+    return forge_remote_pod(
+        local_pod() if pod is None else pod,
+        remote_namespace=REMOTE_NAMESPACE,
+        local_cluster_id=HOME,
+        remote_cluster_id=PROVIDER,
+        node_name=NODE,
+        **options,
+    )
+
+
+def as_created_by_provider(remote: JSON) -> JSON:
+    """`remote` as the provider's API server stores it and its kubelet reports it: defaults,
+    a CNI's annotations, and a running status."""
+    pod = copy.deepcopy(remote)
+    pod["metadata"].update(
+        uid="b8d3c1f2-3e4a-4c55-9d6e-7f8a9b0c1d2e",
+        resourceVersion="901",
+        generation=1,
+        creationTimestamp="2025-05-06T09:12:45Z",
+    )
+    pod["metadata"].setdefault("annotations", {}).update(
+        {
+            "cni.projectcalico.org/containerID": "4f1a9d",
+            "cni.projectcalico.org/podIP": "10.244.1.17/32",
+        }
+    )
+    pod["spec"].update(
+        nodeName="provider-worker-1",
+        schedulerName="default-scheduler",
+        serviceAccount="default",
+        serviceAccountName="default",
+        priority=0,
+        preemptionPolicy="PreemptLowerPriority",
+    )
+    pod["status"] = running_status()
+    return pod
+
+
+def condition(kind: str, status: str = "True", **extra: Any) -> JSON:
+    return {
+        "type": kind,
+        "status": status,
+        "lastProbeTime": None,
+        "lastTransitionTime": "2025-05-06T09:12:50Z",
+        **extra,
+    }
+
+
+def running_status() -> JSON:
+    return {
+        "phase": "Running",
+        "observedGeneration": 1,
+        "conditions": [
+            condition("PodReadyToStartContainers", observedGeneration=1),
+            condition("Initialized", observedGeneration=1),
+            condition("Ready", observedGeneration=1),
+            condition("ContainersReady", observedGeneration=1),
+            condition("PodScheduled", observedGeneration=1),
+        ],
+        "hostIP": "172.18.0.3",
+        "hostIPs": [{"ip": "172.18.0.3"}],
+        "podIP": "10.244.1.17",
+        "podIPs": [{"ip": "10.244.1.17"}, {"ip": "fd00:10:244:1::11"}],
+        "startTime": "2025-05-06T09:12:45Z",
+        "qosClass": "Burstable",
+        "containerStatuses": [
+            {
+                "name": "web",
+                "image": "docker.io/library/nginx:1.27",
+                "imageID": "docker.io/library/nginx@sha256:6784fb0834aa",
+                "containerID": "containerd://1f2e3d4c5b6a",
+                "ready": True,
+                "started": True,
+                "restartCount": 2,
+                "lastState": {},
+                "state": {"running": {"startedAt": "2025-05-06T09:12:49Z"}},
+            }
+        ],
+    }
+
+
+def running_remote_pod() -> JSON:
+    return as_created_by_provider(forge())
+
+
+# --- Ownership ---------------------------------------------------------------------------
+
+
+def test_ownership_labels_are_liqos_origin_destination_and_node_name() -> None:
+    assert ownership_labels(HOME, PROVIDER, NODE) == {
+        "offloading.liqo.io/origin": HOME,
+        "offloading.liqo.io/destination": PROVIDER,
+        "offloading.liqo.io/nodename": NODE,
+    }
+    assert ownership_labels(HOME, PROVIDER) == {
+        "offloading.liqo.io/origin": HOME,
+        "offloading.liqo.io/destination": PROVIDER,
+    }
+
+
+@pytest.mark.parametrize(
+    ("labels", "ours"),
+    [
+        ({ORIGIN_LABEL: HOME, DESTINATION_LABEL: PROVIDER, NODENAME_LABEL: NODE}, True),
+        # Another virtual kubelet of ours towards the same provider: still ours.
+        ({ORIGIN_LABEL: HOME, DESTINATION_LABEL: PROVIDER, NODENAME_LABEL: "other"}, True),
+        ({ORIGIN_LABEL: HOME, DESTINATION_LABEL: PROVIDER}, True),
+        (None, False),
+        ({}, False),
+        ({"app": "web"}, False),
+        ({ORIGIN_LABEL: HOME}, False),
+        ({DESTINATION_LABEL: PROVIDER}, False),
+        ({ORIGIN_LABEL: "another-consumer", DESTINATION_LABEL: PROVIDER}, False),
+        ({ORIGIN_LABEL: HOME, DESTINATION_LABEL: "another-provider"}, False),
+    ],
+)
+def test_object_without_ownership_labels_is_not_ours(
+    labels: dict[str, str] | None, ours: bool
+) -> None:
+    remote = {"metadata": {"name": "web", "labels": labels}}
+
+    assert is_owned_by_us(remote, HOME, PROVIDER) is ours
+
+
+def test_a_pod_we_forged_is_ours() -> None:
+    assert is_owned_by_us(forge(), HOME, PROVIDER)
+    assert not is_owned_by_us(forge(), PROVIDER, HOME)
+
+
+# --- The remote pod: metadata --------------------------------------------------------------
+
+
+def test_remote_pod_is_a_plain_v1_pod_with_the_same_name_in_the_mapped_namespace() -> None:
+    remote = forge()
+
+    assert remote["apiVersion"] == "v1"
+    assert remote["kind"] == "Pod"
+    assert remote["metadata"]["name"] == "web-7c9f8d6b5-x2k4q"
+    assert remote["metadata"]["namespace"] == REMOTE_NAMESPACE
+    json.dumps(remote)  # plain JSON, ready for the API
+
+
+def test_remote_pod_has_nothing_the_api_server_or_the_local_cluster_owns() -> None:
+    remote = forge()
+
+    assert set(remote) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(remote["metadata"]) == {"name", "namespace", "labels", "annotations"}
+
+
+def test_remote_pod_carries_the_local_labels_and_ours_but_not_the_offloaded_marker() -> None:
+    assert forge()["metadata"]["labels"] == {
+        "app": "web",
+        "pod-template-hash": "7c9f8d6b5",
+        ORIGIN_LABEL: HOME,
+        DESTINATION_LABEL: PROVIDER,
+        NODENAME_LABEL: NODE,
+    }
+
+
+def test_ownership_labels_win_over_local_labels_with_the_same_keys() -> None:
+    pod = local_pod()
+    # A pod that is itself offloaded from a third cluster, offloaded again.
+    pod["metadata"]["labels"].update(
+        {ORIGIN_LABEL: "rome", DESTINATION_LABEL: HOME, NODENAME_LABEL: "venice-node"}
+    )
+
+    labels = forge(pod)["metadata"]["labels"]
+
+    assert (labels[ORIGIN_LABEL], labels[DESTINATION_LABEL], labels[NODENAME_LABEL]) == (
+        HOME,
+        PROVIDER,
+        NODE,
+    )
+
+
+def test_remote_pod_keeps_the_local_annotations() -> None:
+    assert forge()["metadata"]["annotations"] == {
+        "kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z"
+    }
+
+
+def test_remote_pod_has_no_annotations_when_the_local_one_has_none() -> None:
+    pod = local_pod()
+    del pod["metadata"]["annotations"]
+
+    assert "annotations" not in forge(pod)["metadata"]
+
+
+def test_labels_and_annotations_the_virtual_node_does_not_reflect_are_dropped() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["metallb.universe.tf/address-pool"] = "public"
+    patch = {
+        "labelsNotReflected": ["pod-template-hash"],
+        "annotationsNotReflected": ["metallb.universe.tf/address-pool"],
+    }
+
+    metadata = forge(pod, offloading_patch=patch)["metadata"]
+
+    assert "pod-template-hash" not in metadata["labels"]
+    assert metadata["labels"]["app"] == "web"
+    assert metadata["annotations"] == {"kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z"}
+
+
+# --- The remote pod: spec ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("nodeName", NODE),
+        ("nodeSelector", {"liqo.io/type": "virtual-node"}),
+        ("affinity", {"podAntiAffinity": {}}),
+        ("schedulerName", "default-scheduler"),
+        ("priority", 1000),
+        ("priorityClassName", "high"),
+        ("preemptionPolicy", "Never"),
+        ("schedulingGates", [{"name": "wait"}]),
+        ("overhead", {"cpu": "10m"}),
+        ("runtimeClassName", "liqo"),
+        ("serviceAccount", "web"),
+        ("ephemeralContainers", [{"name": "debug", "image": "busybox"}]),
+        ("os", {"name": "linux"}),
+    ],
+)
+def test_remote_pod_drops_node_name_and_scheduling_fields(field: str, value: Any) -> None:
+    pod = local_pod()
+    pod["spec"][field] = value
+
+    assert field not in forge(pod)["spec"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("restartPolicy", "OnFailure"),
+        ("dnsPolicy", "None"),
+        ("dnsConfig", {"nameservers": ["1.1.1.1"], "options": [{"name": "ndots", "value": "2"}]}),
+        ("enableServiceLinks", False),
+        ("hostAliases", [{"ip": "10.1.2.3", "hostnames": ["db.local"]}]),
+        ("hostname", "web-0"),
+        ("subdomain", "web"),
+        ("setHostnameAsFQDN", True),
+        ("shareProcessNamespace", True),
+        ("imagePullSecrets", [{"name": "registry"}]),
+        ("readinessGates", [{"conditionType": "example.com/ready"}]),
+        ("securityContext", {"runAsNonRoot": True, "fsGroup": 2000}),
+        ("terminationGracePeriodSeconds", 45),
+        ("activeDeadlineSeconds", 600),
+        ("hostUsers", False),
+        (
+            "topologySpreadConstraints",
+            [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                }
+            ],
+        ),
+    ],
+)
+def test_remote_pod_keeps_what_the_workload_needs(field: str, value: Any) -> None:
+    pod = local_pod()
+    pod["spec"][field] = value
+
+    assert forge(pod)["spec"][field] == value
+
+
+def test_remote_pod_keeps_containers_as_they_are_but_the_service_account_name_env() -> None:
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [
+        {"name": "init", "image": "busybox:1.36", "command": ["true"]},
+    ]
+
+    spec = forge(pod)["spec"]
+
+    assert spec["initContainers"] == pod["spec"]["initContainers"]
+    container = spec["containers"][0]
+    expected = copy.deepcopy(pod["spec"]["containers"][0])
+    expected["env"][0] = {"name": "SERVICE_ACCOUNT", "value": "web"}
+    assert container == expected
+
+
+def test_remote_pod_keeps_user_tolerations_but_not_the_virtual_node_one() -> None:
+    pod = local_pod()
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    pod["spec"]["tolerations"].append(gpu)
+
+    assert forge(pod)["spec"]["tolerations"] == [
+        NOT_READY_TOLERATION,
+        UNREACHABLE_TOLERATION,
+        gpu,
+    ]
+
+
+def test_remote_pod_without_tolerations_left_has_no_tolerations_field() -> None:
+    pod = local_pod()
+    pod["spec"]["tolerations"] = [VIRTUAL_NODE_TOLERATION]
+
+    assert "tolerations" not in forge(pod)["spec"]
+
+
+@pytest.mark.parametrize("field", ["hostNetwork", "hostIPC", "hostPID"])
+def test_remote_pod_never_uses_the_providers_host_namespaces(field: str) -> None:
+    pod = local_pod()
+    pod["spec"][field] = True
+
+    assert forge(pod)["spec"][field] is False
+
+
+def test_remote_pod_does_not_depend_on_a_service_account_token() -> None:
+    spec = forge()["spec"]
+
+    assert spec["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in spec
+    assert spec["volumes"] == [
+        {
+            "name": "kube-api-access-7xk2p",
+            "projected": {
+                "defaultMode": 420,
+                "sources": [
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "fieldRef": {
+                                        "apiVersion": "v1",
+                                        "fieldPath": "metadata.namespace",
+                                    },
+                                    "path": "namespace",
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        }
+    ]
+    # The mount stays, so the container finds the CA and the namespace where it expects them.
+    assert (
+        spec["containers"][0]["volumeMounts"]
+        == local_pod()["spec"]["containers"][0]["volumeMounts"]
+    )
+
+
+def test_every_projected_token_goes_not_only_kube_api_access() -> None:
+    pod = local_pod()
+    pod["spec"]["volumes"].append(
+        {
+            "name": "vault-token",
+            "projected": {
+                "sources": [{"serviceAccountToken": {"audience": "vault", "path": "token"}}]
+            },
+        }
+    )
+
+    volumes = {v["name"]: v for v in forge(pod)["spec"]["volumes"]}
+
+    assert volumes["vault-token"]["projected"]["sources"] == []
+
+
+@pytest.mark.parametrize(
+    ("reflected", "config_map"),
+    [(False, "kube-root-ca.crt"), (True, "kube-root-ca.crt.venic")],
+)
+def test_root_ca_is_the_reflected_copy_only_once_config_maps_are_reflected(
+    reflected: bool, config_map: str
+) -> None:
+    sources = forge(root_ca_reflected=reflected)["spec"]["volumes"][0]["projected"]["sources"]
+
+    assert sources[0]["configMap"]["name"] == config_map
+
+
+@pytest.mark.parametrize(
+    ("cluster_id", "name"),
+    [
+        ("venice", "kube-root-ca.crt.venic"),
+        ("rome", "kube-root-ca.crt.rome"),
+        ("cool-firefly", "kube-root-ca.crt.cool-a"),
+        ("a1b2c3", "kube-root-ca.crt.a1b2c"),
+    ],
+)
+def test_reflected_root_ca_is_named_after_the_consumer_as_liqo_names_it(
+    cluster_id: str, name: str
+) -> None:
+    assert remote_root_ca_configmap_name(cluster_id) == name
+
+
+@pytest.mark.parametrize(
+    ("annotations", "service_account"),
+    [
+        ({"liqo.io/api-server-support": "remote"}, "web"),
+        (
+            {
+                "liqo.io/api-server-support": "remote",
+                "liqo.io/remote-service-account-name": "web-provider",
+            },
+            "web-provider",
+        ),
+    ],
+)
+def test_remote_api_server_support_runs_the_pod_with_a_provider_service_account(
+    annotations: dict[str, str], service_account: str
+) -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"].update(annotations)
+
+    spec = forge(pod)["spec"]
+
+    assert spec["serviceAccountName"] == service_account
+    assert spec["automountServiceAccountToken"] is True
+    assert spec["volumes"] == local_pod()["spec"]["volumes"]
+    assert spec["containers"][0]["env"] == local_pod()["spec"]["containers"][0]["env"]
+
+
+def test_disabled_api_server_support_annotation_is_the_default_behaviour() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["liqo.io/api-server-support"] = "disabled"
+
+    assert forge(pod)["spec"] == forge()["spec"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "pod_class", "patch_class", "expected"),
+    [
+        (None, None, None, None),
+        (None, "liqo", None, None),
+        (None, "gvisor", None, "gvisor"),
+        (None, "liqo", "kata", "kata"),
+        (None, "gvisor", "kata", "gvisor"),
+        (None, None, "liqo", None),
+        ("runc", "gvisor", "kata", "runc"),
+    ],
+)
+def test_remote_runtime_class_follows_liqos_order(
+    annotation: str | None, pod_class: str | None, patch_class: str | None, expected: str | None
+) -> None:
+    pod = local_pod()
+    if annotation:
+        pod["metadata"]["annotations"]["liqo.io/remote-runtime-class-name"] = annotation
+    if pod_class:
+        pod["spec"]["runtimeClassName"] = pod_class
+    patch = {"runtimeClassName": patch_class} if patch_class else None
+
+    assert forge(pod, offloading_patch=patch)["spec"].get("runtimeClassName") == expected
+
+
+def test_offloading_patch_places_the_pod_in_the_provider() -> None:
+    dedicated = {
+        "key": "dedicated",
+        "operator": "Equal",
+        "value": "tenants",
+        "effect": "NoSchedule",
+    }
+    node_affinity = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["tenants"]}]}
+            ]
+        }
+    }
+    patch = {
+        "nodeSelector": {"kubernetes.io/arch": "amd64"},
+        "tolerations": [dedicated],
+        "affinity": {"nodeAffinity": node_affinity},
+    }
+
+    spec = forge(offloading_patch=patch)["spec"]
+
+    assert spec["nodeSelector"] == {"kubernetes.io/arch": "amd64"}
+    assert spec["tolerations"] == [NOT_READY_TOLERATION, UNREACHABLE_TOLERATION, dedicated]
+    assert spec["affinity"] == {"nodeAffinity": node_affinity}
+
+
+SPREAD_TERM_LABELS = {"app": "web", NODENAME_LABEL: NODE}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "anti_affinity"),
+    [
+        (
+            {"liqo.io/anti-affinity-preset": "soft"},
+            {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 1,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": SPREAD_TERM_LABELS},
+                        },
+                    }
+                ]
+            },
+        ),
+        (
+            {"liqo.io/anti-affinity-preset": "hard"},
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": SPREAD_TERM_LABELS},
+                    }
+                ]
+            },
+        ),
+        (
+            {"liqo.io/anti-affinity-preset": "hard", "liqo.io/anti-affinity-labels": "app"},
+            {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": "web"}},
+                    }
+                ]
+            },
+        ),
+    ],
+)
+def test_anti_affinity_presets_spread_the_pods_in_the_provider(
+    annotations: dict[str, str], anti_affinity: JSON
+) -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"].update(annotations)
+
+    assert forge(pod)["spec"]["affinity"] == {"podAntiAffinity": anti_affinity}
+
+
+def test_propagate_preset_keeps_the_pods_own_anti_affinity_and_nothing_else() -> None:
+    pod = local_pod()
+    anti = {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"a": "b"}}}
+        ]
+    }
+    pod["spec"]["affinity"]["podAntiAffinity"] = anti
+    pod["metadata"]["annotations"]["liqo.io/anti-affinity-preset"] = "propagate"
+
+    assert forge(pod)["spec"]["affinity"] == {"podAntiAffinity": anti}
+
+
+def test_anti_affinity_preset_and_offloading_patch_node_affinity_both_apply() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["liqo.io/anti-affinity-preset"] = "soft"
+    node_affinity = {"preferredDuringSchedulingIgnoredDuringExecution": []}
+
+    affinity = forge(pod, offloading_patch={"affinity": {"nodeAffinity": node_affinity}})["spec"][
+        "affinity"
+    ]
+
+    assert set(affinity) == {"podAntiAffinity", "nodeAffinity"}
+
+
+def test_forging_leaves_the_local_pod_untouched() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["liqo.io/anti-affinity-preset"] = "propagate"
+    before = copy.deepcopy(pod)
+
+    remote = forge(pod, root_ca_reflected=True)
+    remote["spec"]["containers"][0]["image"] = "changed"
+
+    assert pod == before
+
+
+# --- Updating the remote pod -------------------------------------------------------------
+
+
+def update(local: JSON, remote: JSON, **options: Any) -> JSON | None:
+    return remote_pod_needs_update(
+        local,
+        remote,
+        local_cluster_id=HOME,
+        remote_cluster_id=PROVIDER,
+        node_name=NODE,
+        **options,
+    )
+
+
+def test_remote_pod_needs_no_update_as_the_provider_created_and_ran_it() -> None:
+    assert update(local_pod(), running_remote_pod()) is None
+
+
+def test_changed_and_added_labels_and_annotations_are_patched() -> None:
+    pod = local_pod()
+    pod["metadata"]["labels"]["app"] = "web-canary"
+    pod["metadata"]["labels"]["track"] = "canary"
+    pod["metadata"]["annotations"]["note"] = "hello"
+
+    assert update(pod, running_remote_pod()) == {
+        "metadata": {
+            "labels": {"app": "web-canary", "track": "canary"},
+            "annotations": {"note": "hello"},
+        }
+    }
+
+
+def test_keys_the_provider_added_or_the_local_pod_lost_are_left_alone() -> None:
+    pod = local_pod()
+    del pod["metadata"]["labels"]["pod-template-hash"]
+    del pod["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"]
+
+    assert update(pod, running_remote_pod()) is None
+
+
+def test_ownership_labels_are_put_back_in_an_update() -> None:
+    remote = running_remote_pod()
+    remote["metadata"]["labels"][NODENAME_LABEL] = "stale"
+
+    assert update(local_pod(), remote) == {"metadata": {"labels": {NODENAME_LABEL: NODE}}}
+
+
+def test_labels_not_reflected_are_not_patched() -> None:
+    pod = local_pod()
+    pod["metadata"]["labels"]["pod-template-hash"] = "new"
+
+    assert (
+        update(
+            pod,
+            running_remote_pod(),
+            offloading_patch={"labelsNotReflected": ["pod-template-hash"]},
+        )
+        is None
+    )
+
+
+def test_image_change_is_patched_on_the_remote_containers() -> None:
+    pod = local_pod()
+    pod["spec"]["containers"][0]["image"] = "nginx:1.28"
+    remote = running_remote_pod()
+    # What the provider's admission added (a LimitRange) is kept in the whole list sent back.
+    remote["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "500m"
+
+    patch = update(pod, remote)
+
+    expected = copy.deepcopy(remote["spec"]["containers"])
+    expected[0]["image"] = "nginx:1.28"
+    assert patch == {"spec": {"containers": expected}}
+
+
+def test_init_container_image_change_is_patched() -> None:
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]
+    remote = as_created_by_provider(forge(pod))
+    pod["spec"]["initContainers"][0]["image"] = "busybox:1.37"
+
+    assert update(pod, remote) == {
+        "spec": {"initContainers": [{"name": "init", "image": "busybox:1.37"}]}
+    }
+
+
+@pytest.mark.parametrize(
+    ("local_deadline", "remote_deadline", "patch"),
+    [
+        (600, None, {"spec": {"activeDeadlineSeconds": 600}}),
+        (300, 600, {"spec": {"activeDeadlineSeconds": 300}}),
+        (600, 600, None),
+        (None, None, None),
+    ],
+)
+def test_active_deadline_change_is_patched(
+    local_deadline: int | None, remote_deadline: int | None, patch: JSON | None
+) -> None:
+    pod = local_pod()
+    remote = running_remote_pod()
+    if local_deadline is not None:
+        pod["spec"]["activeDeadlineSeconds"] = local_deadline
+    if remote_deadline is not None:
+        remote["spec"]["activeDeadlineSeconds"] = remote_deadline
+
+    assert update(pod, remote) == patch
+
+
+def test_added_toleration_is_appended_to_the_remote_ones() -> None:
+    pod = local_pod()
+    gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    pod["spec"]["tolerations"].append(gpu)
+    remote = running_remote_pod()
+    provider_added = {"key": "tenant", "operator": "Exists", "effect": "NoSchedule"}
+    remote["spec"]["tolerations"].append(provider_added)
+
+    assert update(pod, remote) == {
+        "spec": {"tolerations": [NOT_READY_TOLERATION, UNREACHABLE_TOLERATION, provider_added, gpu]}
+    }
+
+
+def test_changed_toleration_seconds_replace_the_existing_toleration() -> None:
+    pod = local_pod()
+    pod["spec"]["tolerations"][1] = {**NOT_READY_TOLERATION, "tolerationSeconds": 30}
+
+    assert update(pod, running_remote_pod()) == {
+        "spec": {
+            "tolerations": [
+                {**NOT_READY_TOLERATION, "tolerationSeconds": 30},
+                UNREACHABLE_TOLERATION,
+            ]
+        }
+    }
+
+
+def test_two_changed_tolerations_do_not_take_the_same_remote_one() -> None:
+    pod = local_pod()
+    pod["spec"]["tolerations"][1] = {**NOT_READY_TOLERATION, "tolerationSeconds": 30}
+    pod["spec"]["tolerations"].append({**NOT_READY_TOLERATION, "tolerationSeconds": 60})
+    remote = running_remote_pod()
+
+    patch = update(pod, remote)
+
+    assert patch == {
+        "spec": {
+            "tolerations": [
+                {**NOT_READY_TOLERATION, "tolerationSeconds": 30},
+                UNREACHABLE_TOLERATION,
+                {**NOT_READY_TOLERATION, "tolerationSeconds": 60},
+            ]
+        }
+    }
+    remote["spec"]["tolerations"] = patch["spec"]["tolerations"]
+    assert update(pod, remote) is None
+
+
+def test_tolerations_differing_only_in_seconds_settle_after_one_patch() -> None:
+    pod = local_pod()
+    pod["spec"]["tolerations"].append({**NOT_READY_TOLERATION, "tolerationSeconds": 30})
+    remote = running_remote_pod()
+
+    patch = update(pod, remote)
+    assert patch is not None
+    remote["spec"]["tolerations"] = patch["spec"]["tolerations"]
+
+    assert update(pod, remote) is None
+
+
+# --- Deleting the remote pod -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("deletion_grace", "termination_grace", "expected"),
+    [
+        (10, 30, 10),
+        (0, 30, 0),
+        (None, 30, 30),
+        (None, 0, 0),
+        (None, None, None),
+    ],
+)
+def test_remote_deletion_honours_the_local_grace_period(
+    deletion_grace: int | None, termination_grace: int | None, expected: int | None
+) -> None:
+    pod = local_pod()
+    pod["metadata"]["deletionTimestamp"] = "2025-05-06T10:00:00Z"
+    if deletion_grace is not None:
+        pod["metadata"]["deletionGracePeriodSeconds"] = deletion_grace
+    if termination_grace is None:
+        del pod["spec"]["terminationGracePeriodSeconds"]
+    else:
+        pod["spec"]["terminationGracePeriodSeconds"] = termination_grace
+
+    assert deletion_grace_period(pod) == expected
+
+
+# --- Status back to the local pod --------------------------------------------------------
+
+
+def local_status(remote: JSON | None = None, local: JSON | None = None, **options: Any) -> JSON:
+    return forge_local_pod_status(
+        running_remote_pod() if remote is None else remote,
+        local_pod() if local is None else local,
+        node_ip=NODE_IP,
+        **options,
+    )
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "phase",
+        "podIP",
+        "podIPs",
+        "startTime",
+        "containerStatuses",
+        "initContainerStatuses",
+        "ephemeralContainerStatuses",
+        "reason",
+        "message",
+        "resize",
+    ],
+)
+def test_local_status_reports_what_the_provider_reports(field: str) -> None:
+    remote = running_remote_pod()
+    remote["status"].update(
+        reason="Evicted",
+        message="The node was low on resource: memory.",
+        initContainerStatuses=[{"name": "init", "ready": True, "restartCount": 0}],
+        ephemeralContainerStatuses=[{"name": "debugger", "ready": False, "restartCount": 0}],
+        resize="InProgress",
+    )
+
+    assert local_status(remote)[field] == remote["status"][field]
+
+
+def test_local_status_reports_virtual_node_ip_as_host_ip() -> None:
+    status = local_status()
+
+    assert status["hostIP"] == NODE_IP
+    assert status["hostIPs"] == [{"ip": NODE_IP}]
+
+
+def test_local_status_reports_no_host_ip_without_a_node_ip() -> None:
+    status = forge_local_pod_status(running_remote_pod(), local_pod(), node_ip="")
+
+    assert "hostIP" not in status
+    assert "hostIPs" not in status
+
+
+def test_local_status_reports_the_remote_pod_ips_as_assigned() -> None:
+    status = local_status()
+
+    assert status["podIP"] == "10.244.1.17"
+    assert status["podIPs"] == [{"ip": "10.244.1.17"}, {"ip": "fd00:10:244:1::11"}]
+
+
+def test_local_status_keeps_the_local_qos_class() -> None:
+    remote = running_remote_pod()
+    remote["status"]["qosClass"] = "Guaranteed"
+
+    assert local_status(remote)["qosClass"] == "Burstable"
+
+
+@pytest.mark.parametrize(("extra", "restarts"), [(0, 2), (1, 3), (4, 6)])
+def test_local_status_counts_lost_remote_pods_as_restarts(extra: int, restarts: int) -> None:
+    status = local_status(extra_restarts=extra)
+
+    assert status["containerStatuses"][0]["restartCount"] == restarts
+
+
+def test_local_status_shows_the_remote_conditions() -> None:
+    kinds = [c["type"] for c in local_status()["conditions"]]
+
+    assert kinds == [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ]
+
+
+def test_local_only_conditions_survive_but_stale_kubelet_ones_do_not() -> None:
+    pod = local_pod()
+    disruption = condition("DisruptionTarget", reason="EvictionByEvictionAPI")
+    gate = condition("example.com/ready")
+    pod["status"]["conditions"] += [disruption, gate, condition("Ready")]
+    remote = running_remote_pod()
+    # The remote pod was recreated and its kubelet has reported nothing yet.
+    remote["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+
+    conditions = local_status(remote, pod)["conditions"]
+
+    assert conditions == [pod["status"]["conditions"][0], disruption, gate]
+
+
+def test_local_pod_scheduled_stays_until_the_provider_reports_its_own() -> None:
+    remote = running_remote_pod()
+    remote["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+
+    assert local_status(remote)["conditions"] == local_pod()["status"]["conditions"]
+
+
+def test_remote_pod_scheduled_replaces_the_local_one() -> None:
+    remote = running_remote_pod()
+    unschedulable = condition(
+        "PodScheduled", "False", reason="Unschedulable", message="0/3 nodes are available"
+    )
+    remote["status"] = {"phase": "Pending", "conditions": [unschedulable]}
+
+    # With the local observedGeneration, which the API server would keep anyway.
+    assert local_status(remote)["conditions"] == [{**unschedulable, "observedGeneration": 1}]
+
+
+def test_status_of_a_remote_pod_without_one_keeps_the_local_phase() -> None:
+    remote = running_remote_pod()
+    del remote["status"]
+
+    assert local_status(remote)["phase"] == "Pending"
+
+
+@pytest.mark.parametrize(
+    ("remote_generation", "remote_observed", "local_generation", "local_observed", "expected"),
+    [
+        # The remote pod is caught up: the local one is, as far as vk can tell.
+        (1, 1, 1, None, 1),
+        (3, 3, 2, 1, 2),
+        # Not caught up: what the local status already says stays.
+        (3, 2, 2, 1, 1),
+        (3, 2, 2, None, None),
+        # Nothing observed remotely (an older kubelet): nothing to report.
+        (1, None, 1, None, None),
+        (1, None, 2, 1, 1),
+    ],
+)
+def test_observed_generation_is_reported_in_local_terms(
+    remote_generation: int,
+    remote_observed: int | None,
+    local_generation: int,
+    local_observed: int | None,
+    expected: int | None,
+) -> None:
+    remote = running_remote_pod()
+    remote["metadata"]["generation"] = remote_generation
+    remote["status"]["observedGeneration"] = remote_observed
+    for remote_condition in remote["status"]["conditions"]:
+        remote_condition["observedGeneration"] = remote_observed
+    pod = local_pod()
+    pod["metadata"]["generation"] = local_generation
+    pod["status"]["observedGeneration"] = local_observed
+    pod["status"]["conditions"][0]["observedGeneration"] = local_observed
+
+    status = local_status(remote, pod)
+
+    assert status.get("observedGeneration") == expected
+    scheduled = next(c for c in status["conditions"] if c["type"] == "PodScheduled")
+    assert scheduled.get("observedGeneration") == expected
+
+
+@pytest.mark.parametrize("remote_reports_ready", [True, False])
+def test_pod_whose_provider_is_unavailable_is_not_ready(remote_reports_ready: bool) -> None:
+    pod = local_pod()
+    pod["metadata"]["labels"]["liqo.io/remote-unavailable"] = "true"
+    remote = running_remote_pod()
+    if not remote_reports_ready:
+        remote["status"]["conditions"] = [
+            c for c in remote["status"]["conditions"] if c["type"] != "Ready"
+        ]
+
+    ready = [c for c in local_status(remote, pod)["conditions"] if c["type"] == "Ready"]
+
+    assert len(ready) == 1
+    assert ready[0]["status"] == "False"
+
+
+def test_forging_the_status_leaves_both_pods_untouched() -> None:
+    remote, pod = running_remote_pod(), local_pod()
+    pod["status"]["conditions"].append(condition("DisruptionTarget"))
+    before = copy.deepcopy((remote, pod))
+
+    status = local_status(remote, pod, extra_restarts=1)
+    status["conditions"][-1]["status"] = "changed"
+
+    assert (remote, pod) == before
+
+
+# --- Writing the status only on change ---------------------------------------------------
+
+
+def stored(status: JSON) -> JSON:
+    """`status` as the API server stores and returns it: other key order, empties dropped."""
+
+    def roundtrip(value: Any) -> Any:
+        if isinstance(value, dict):
+            kept = {k: roundtrip(v) for k, v in reversed(value.items())}
+            return {k: v for k, v in kept.items() if v not in ("", [], {})}
+        if isinstance(value, list):
+            return [roundtrip(item) for item in value]
+        return value
+
+    return roundtrip(copy.deepcopy(status))
+
+
+def test_status_update_is_skipped_when_nothing_changed() -> None:
+    pod = local_pod()
+    desired = local_status(local=pod)
+    pod["status"] = stored(desired)
+
+    assert not local_status_needs_update(pod, desired)
+    # And the next reconcile, from the stored status, wants nothing new either.
+    assert not local_status_needs_update(pod, local_status(local=pod))
+
+
+def test_status_update_is_skipped_for_empty_fields_the_api_server_drops() -> None:
+    pod = local_pod()
+    desired = local_status(local=pod)
+    pod["status"] = stored(desired)
+    desired = {**desired, "message": "", "reason": None, "nominatedNodeName": ""}
+    desired["containerStatuses"][0]["lastState"] = {}
+
+    assert not local_status_needs_update(pod, desired)
+
+
+def test_status_update_is_needed_for_a_new_pod() -> None:
+    assert local_status_needs_update(local_pod(), local_status())
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s.update(phase="Succeeded"),
+        lambda s: s.update(podIP="10.244.1.18", podIPs=[{"ip": "10.244.1.18"}]),
+        lambda s: s["conditions"][2].update(status="False"),
+        lambda s: s["containerStatuses"][0].update(restartCount=3),
+        lambda s: s["containerStatuses"][0].update(
+            state={"terminated": {"exitCode": 0, "reason": "Completed"}}
+        ),
+        lambda s: s.update(message="Pod was terminated"),
+    ],
+)
+def test_status_update_is_needed_when_the_remote_status_changed(change: Any) -> None:
+    pod = local_pod()
+    pod["status"] = stored(local_status(local=pod))
+    remote = running_remote_pod()
+    change(remote["status"])
+
+    assert local_status_needs_update(pod, local_status(remote, pod))

@@ -1,0 +1,106 @@
+"""Kubernetes Events: how vk tells a user about bad input or trouble, where they look for it
+(`kubectl describe`, `kubectl get events`). A repeated event updates its count instead of
+piling up new objects, as the kubelet's recorder does."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from typing import Any
+
+import aiohttp
+import structlog
+
+from vk.kube.client import ApiError, KubeClient, NotFound, resource_path
+
+log = structlog.get_logger("vk.kube.events")
+
+NORMAL, WARNING = "Normal", "Warning"
+
+
+def object_reference(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = obj.get("metadata", {})
+    reference = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "resourceVersion": metadata.get("resourceVersion"),
+    }
+    return {k: v for k, v in reference.items() if v}
+
+
+def forge_event(
+    involved: dict[str, Any],
+    event_type: str,
+    reason: str,
+    message: str,
+    component: str,
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """A core/v1 Event; its name is derived from what it reports, so the same report about the
+    same object is one Event whose count grows."""
+    reference = object_reference(involved)
+    digest = hashlib.sha256(f"{reference.get('uid')}/{reason}/{message}".encode()).hexdigest()
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{reference.get('name')}.{digest[:16]}",
+            "namespace": reference.get("namespace") or "default",
+        },
+        "involvedObject": reference,
+        "type": event_type,
+        "reason": reason,
+        "message": message,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+class EventRecorder:
+    def __init__(self, client: KubeClient, component: str) -> None:
+        self.client = client
+        self.component = component
+
+    async def record(
+        self, involved: dict[str, Any], event_type: str, reason: str, message: str
+    ) -> None:
+        """Best effort: failing to report must never stop the work being reported on."""
+        event = forge_event(
+            involved,
+            event_type,
+            reason,
+            message,
+            self.component,
+            datetime.datetime.now(datetime.UTC),
+        )
+        namespace = event["metadata"]["namespace"]
+        path = resource_path("v1", "events", namespace=namespace, name=event["metadata"]["name"])
+        log.info(
+            "event",
+            reason=reason,
+            message=message,
+            object=event["involvedObject"].get("name"),
+            type=event_type,
+        )
+        try:
+            try:
+                current = await self.client.get(path)
+            except NotFound:
+                await self.client.create(resource_path("v1", "events", namespace=namespace), event)
+                return
+            await self.client.merge_patch(
+                path,
+                {
+                    "count": int(current.get("count", 1)) + 1,
+                    "lastTimestamp": event["lastTimestamp"],
+                },
+            )
+        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+            log.warning("cannot record event", reason=reason, error=str(error))

@@ -1,0 +1,304 @@
+"""The Node a virtual kubelet registers, built from its VirtualNode: pure functions, no I/O.
+
+Labels, taints, capacity and conditions follow Liqo's virtual kubelet (reference §1.3-1.5), so
+selectors and tolerations written for Liqo's virtual nodes match ours.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from vk.api.constants import (
+    REMOTE_CLUSTER_ID_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
+)
+from vk.api.quantity import InvalidQuantity, parse_quantity
+
+JSON = dict[str, Any]
+
+# The taints this kubelet put on the Node last time, so it can remove those it no longer
+# wants while leaving any an administrator added (Node taints are one atomic list).
+APPLIED_TAINTS_ANNOTATION = "vk/last-applied-taints"
+
+VIRTUAL_NODE_TAINT = {
+    "key": VIRTUAL_NODE_TAINT_KEY,
+    "value": VIRTUAL_NODE_TAINT_VALUE,
+    "effect": VIRTUAL_NODE_TAINT_EFFECT,
+}
+
+READY_MESSAGE = "The Liqo Virtual Kubelet is posting ready status"
+
+
+class InvalidResourceQuota(ValueError):
+    """A VirtualNode's resourceQuota holds a quantity that does not parse."""
+
+
+def base_labels(node_name: str, remote_cluster_id: str, storage: bool) -> dict[str, str]:
+    return {
+        "kubernetes.io/hostname": node_name,
+        "kubernetes.io/role": "agent",
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        TYPE_LABEL: TYPE_VIRTUAL_NODE,
+        "type": "virtual-kubelet",
+        REMOTE_CLUSTER_ID_LABEL: remote_cluster_id,
+        "node.kubernetes.io/exclude-from-external-load-balancers": "true",
+        "alpha.service-controller.kubernetes.io/exclude-balancer": "true",
+        "storage.liqo.io/available": "true" if storage else "false",
+    }
+
+
+def node_capacity(hard: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Capacity (= allocatable) from `resourceQuota.hard`: every key, verbatim. Quantities
+    that do not parse are left out and returned apart, to be reported."""
+    capacity, invalid = {}, []
+    for resource, quantity in hard.items():
+        try:
+            parse_quantity(quantity)
+        except InvalidQuantity:
+            invalid.append(f"{resource}={quantity!r}")
+            continue
+        capacity[resource] = str(quantity)
+    return capacity, invalid
+
+
+def resources_ready(capacity: Mapping[str, str]) -> bool:
+    """Liqo: a node is usable when it offers some CPU and some memory."""
+
+    def positive(resource: str) -> bool:
+        try:
+            return parse_quantity(capacity.get(resource, "0")) > 0
+        except InvalidQuantity:
+            return False
+
+    return positive("cpu") and positive("memory")
+
+
+def desired_taints(virtual_node_spec: Mapping[str, Any]) -> list[JSON]:
+    return [dict(VIRTUAL_NODE_TAINT), *(dict(t) for t in virtual_node_spec.get("taints") or [])]
+
+
+def taint_identity(taint: Mapping[str, Any]) -> tuple[str, str]:
+    return str(taint.get("key", "")), str(taint.get("effect", ""))
+
+
+def merge_taints(
+    current: list[JSON], previously_applied: list[JSON], ours: list[JSON]
+) -> list[JSON]:
+    """The Node's taints: whatever others put there, plus ours; ours from last time that we no
+    longer want are removed. A taint is identified by key and effect, as Kubernetes does."""
+    ours_now = {taint_identity(t) for t in ours}
+    ours_before = {taint_identity(t) for t in previously_applied}
+    others = [
+        t
+        for t in current
+        if taint_identity(t) not in ours_now and taint_identity(t) not in ours_before
+    ]
+    return others + ours
+
+
+def forge_node_metadata(
+    node_name: str,
+    virtual_node_spec: Mapping[str, Any],
+    *,
+    remote_cluster_id: str,
+    extra_labels: Mapping[str, str],
+    extra_annotations: Mapping[str, str],
+) -> JSON:
+    """The Node's labels and annotations, for server-side apply (what we stop applying is
+    removed; what others set stays)."""
+    labels = {
+        **base_labels(node_name, remote_cluster_id, bool(virtual_node_spec.get("storageClasses"))),
+        **extra_labels,
+        **(virtual_node_spec.get("labels") or {}),
+    }
+    annotations = {**extra_annotations, **(virtual_node_spec.get("annotations") or {})}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node_name, "labels": labels, "annotations": annotations},
+    }
+
+
+def applied_taints(node: Mapping[str, Any]) -> list[JSON]:
+    text = node.get("metadata", {}).get("annotations", {}).get(APPLIED_TAINTS_ANNOTATION, "[]")
+    try:
+        taints = json.loads(text)
+    except ValueError:
+        return []
+    return taints if isinstance(taints, list) else []
+
+
+def forge_taints_patch(
+    node: Mapping[str, Any], virtual_node_spec: Mapping[str, Any]
+) -> JSON | None:
+    """A merge patch setting the Node's taints, or None when they are already right. It carries
+    the resourceVersion read, so a concurrent change by someone else makes it fail, not lose."""
+    ours = desired_taints(virtual_node_spec)
+    current = node.get("spec", {}).get("taints") or []
+    merged = merge_taints(current, applied_taints(node), ours)
+    if merged == current and applied_taints(node) == ours:
+        return None
+    return {
+        "metadata": {
+            "resourceVersion": node["metadata"]["resourceVersion"],
+            "annotations": {APPLIED_TAINTS_ANNOTATION: json.dumps(ours, sort_keys=True)},
+        },
+        "spec": {"taints": merged},
+    }
+
+
+def condition(
+    condition_type: str,
+    status: str,
+    reason: str,
+    message: str,
+    now: str,
+    previous: Mapping[str, Mapping[str, Any]],
+) -> JSON:
+    """A NodeCondition; lastTransitionTime moves only when the status does."""
+    before = previous.get(condition_type, {})
+    transition = before.get("lastTransitionTime") if before.get("status") == status else None
+    return {
+        "type": condition_type,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": transition or now,
+    }
+
+
+def forge_node_conditions(
+    capacity: Mapping[str, str], now: datetime.datetime, previous: list[JSON]
+) -> list[JSON]:
+    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    before = {c.get("type", ""): c for c in previous}
+    usable = resources_ready(capacity)
+    pressure = "False" if usable else "True"
+    return [
+        condition(
+            "Ready",
+            "True" if usable else "False",
+            "KubeletReady" if usable else "KubeletNotReady",
+            READY_MESSAGE if usable else "The virtual node offers no CPU or no memory",
+            stamp,
+            before,
+        ),
+        condition(
+            "MemoryPressure",
+            pressure,
+            "RemoteClusterHasSufficientMemory" if usable else "RemoteClusterHasMemoryPressure",
+            "The remote cluster has sufficient memory available"
+            if usable
+            else "The remote cluster has insufficient memory available",
+            stamp,
+            before,
+        ),
+        condition(
+            "DiskPressure",
+            pressure,
+            "RemoteClusterHasNoDiskPressure" if usable else "RemoteClusterHasDiskPressure",
+            "The remote cluster has no disk pressure"
+            if usable
+            else "The remote cluster has disk pressure",
+            stamp,
+            before,
+        ),
+        condition(
+            "PIDPressure",
+            pressure,
+            "RemoteClusterHasNoPIDPressure" if usable else "RemoteClusterHasPIDPressure",
+            "The remote cluster has sufficient PID available"
+            if usable
+            else "The remote cluster has insufficient PID available",
+            stamp,
+            before,
+        ),
+    ]
+
+
+def forge_node_status(
+    capacity: Mapping[str, str],
+    *,
+    node_ip: str,
+    kubelet_port: int,
+    kubelet_version: str,
+    now: datetime.datetime,
+    previous_conditions: list[JSON],
+) -> JSON:
+    """The Node's status (for server-side apply on the status subresource)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "status": {
+            "capacity": dict(capacity),
+            "allocatable": dict(capacity),
+            "conditions": forge_node_conditions(capacity, now, previous_conditions),
+            "addresses": [{"type": "InternalIP", "address": node_ip}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+            "nodeInfo": {
+                "kubeletVersion": kubelet_version,
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeProxyVersion": "",
+                "osImage": "",
+                "kernelVersion": "",
+                "containerRuntimeVersion": "",
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+            },
+        },
+    }
+
+
+def status_differs(node: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when the Node's status is not what we want, heartbeat times aside."""
+
+    def comparable(status: Mapping[str, Any]) -> JSON:
+        conditions = sorted(
+            (
+                {k: v for k, v in c.items() if k not in ("lastHeartbeatTime", "lastTransitionTime")}
+                for c in status.get("conditions", [])
+            ),
+            key=lambda c: str(c.get("type")),
+        )
+        return {
+            "capacity": status.get("capacity"),
+            "allocatable": status.get("allocatable"),
+            "conditions": conditions,
+            "addresses": status.get("addresses"),
+            "port": status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port"),
+            "version": status.get("nodeInfo", {}).get("kubeletVersion"),
+        }
+
+    return comparable(node.get("status", {})) != comparable(desired["status"])
+
+
+def forge_node_lease(node_name: str, node_uid: str, duration: int, now: datetime.datetime) -> JSON:
+    """The node's heartbeat Lease in kube-node-lease, owned by the Node as the kubelet's is
+    (deleting the Node deletes it)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": node_name,
+            "namespace": "kube-node-lease",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}
+            ],
+        },
+        "spec": {
+            "holderIdentity": node_name,
+            "leaseDurationSeconds": duration,
+            "renewTime": now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        },
+    }

@@ -1,0 +1,567 @@
+"""The Pod vk runs in a provider for a consumer pod, and the consumer pod's status from it.
+
+The virtual kubelet offloads each pod bound to its node as a plain Pod in the provider (DESIGN
+§4.6) and reports that Pod's status as the local pod's. The rules are Liqo's
+(`pkg/virtualKubelet/forge/pods.go`, `meta.go`) unless a docstring says otherwise, so a pod
+offloaded by vk looks in the provider as one offloaded by Liqo. Objects are the API's own JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    RUNTIME_CLASS_NAME,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+
+JSON = dict[str, Any]
+
+# --- Liqo's pod annotations and labels (pkg/consts), read or written only by pod forging ------
+
+# On local pods the virtual kubelet has offloaded; meaningful only locally, so not reflected.
+OFFLOADED_POD_LABEL = "liqo.io/shadowPod"
+# On local pods whose provider is unreachable: their Ready condition is reported False.
+REMOTE_UNAVAILABLE_LABEL = "liqo.io/remote-unavailable"
+# Per-pod choice of how the offloaded pod reaches an API server: "remote" runs it with a
+# ServiceAccount of the provider, "disabled" with none.
+API_SERVER_SUPPORT_ANNOTATION = "liqo.io/api-server-support"
+API_SERVER_SUPPORT_REMOTE = "remote"
+# With "remote" API-server support, the provider's ServiceAccount to run as (default: the pod's).
+REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION = "liqo.io/remote-service-account-name"
+# RuntimeClass to use in the provider, whatever the pod and the virtual node say.
+REMOTE_RUNTIME_CLASS_ANNOTATION = "liqo.io/remote-runtime-class-name"
+# Anti-affinity among offloaded pods: "propagate" the pod's own, or "soft"/"hard" against pods
+# sharing its labels (all of them, or the comma-separated keys of the labels annotation).
+ANTI_AFFINITY_PRESET_ANNOTATION = "liqo.io/anti-affinity-preset"
+ANTI_AFFINITY_LABELS_ANNOTATION = "liqo.io/anti-affinity-labels"
+
+# The ConfigMap with the cluster's CA that every namespace has and kube-api-access volumes use.
+ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+
+# What a pod spec keeps in the provider (Liqo's list, plus hostUsers): the workload itself.
+# Everything else is dropped: local scheduling (nodeName, nodeSelector, affinity, schedulerName,
+# priority, priorityClassName, preemptionPolicy, schedulingGates), what the provider's admission
+# would refuse or recompute (overhead, runtimeClassName, the deprecated serviceAccount),
+# ephemeral containers (not settable at creation), and what Liqo does not reflect either (os,
+# pod-level resources, resourceClaims, and any field Kubernetes adds later).
+_SPEC_FIELDS_KEPT = (
+    "containers",
+    "initContainers",
+    "volumes",
+    "activeDeadlineSeconds",
+    "dnsConfig",
+    "dnsPolicy",
+    "enableServiceLinks",
+    "hostAliases",
+    "hostname",
+    "imagePullSecrets",
+    "readinessGates",
+    "restartPolicy",
+    "securityContext",
+    "setHostnameAsFQDN",
+    "shareProcessNamespace",
+    "subdomain",
+    "terminationGracePeriodSeconds",
+    "topologySpreadConstraints",
+    # Not in Liqo's list: dropping it would run a pod that asked for a user namespace without
+    # one, with real root in the provider's nodes. A provider that cannot do it fails the pod.
+    "hostUsers",
+)
+
+# Labels a controller stamps on its pods to tell revisions apart: useless to keep pods apart.
+_REVISION_LABELS = (
+    "controller-revision-hash",
+    "pod-template-hash",
+    "statefulset.kubernetes.io/pod-name",
+)
+
+# Conditions the provider's kubelet owns: the local pod shows the provider's, or none.
+_KUBELET_CONDITIONS = frozenset(
+    {
+        "PodReadyToStartContainers",
+        "Initialized",
+        "ContainersReady",
+        "Ready",
+        "PodResizePending",
+        "PodResizeInProgress",
+    }
+)
+
+
+# --- Ownership ---------------------------------------------------------------------------
+
+
+def ownership_labels(
+    local_cluster_id: str, remote_cluster_id: str, node_name: str | None = None
+) -> dict[str, str]:
+    """Liqo's labels marking a provider object as reflected by this consumer: origin is the
+    consumer (home) cluster, destination the provider; pods (and, later, their token Secrets)
+    also name the virtual node, so each virtual kubelet lists only its own."""
+    labels = {ORIGIN_LABEL: local_cluster_id, DESTINATION_LABEL: remote_cluster_id}
+    if node_name is not None:
+        labels[NODENAME_LABEL] = node_name
+    return labels
+
+
+def is_owned_by_us(
+    remote_obj: Mapping[str, Any], local_cluster_id: str, remote_cluster_id: str
+) -> bool:
+    """Whether a provider object was reflected by this consumer to this provider (Liqo's
+    `IsReflected`: origin and destination match; the node name is not checked). vk never
+    modifies or deletes a remote object for which this is false."""
+    labels = (remote_obj.get("metadata") or {}).get("labels") or {}
+    return bool(
+        labels.get(ORIGIN_LABEL) == local_cluster_id
+        and labels.get(DESTINATION_LABEL) == remote_cluster_id
+    )
+
+
+def remote_root_ca_configmap_name(local_cluster_id: str) -> str:
+    """The provider-side name of the consumer's `kube-root-ca.crt` when the ConfigMap
+    reflection copies it (Liqo's `RemoteConfigMapName`): suffixed with the first five characters
+    of the consumer's cluster ID, so it does not collide with the provider's own."""
+    name = f"{ROOT_CA_CONFIGMAP}.{local_cluster_id[:5]}"
+    # A name cut after a dash would end in one, which no object name may.
+    return name if name[-1].isalnum() else name + "a"
+
+
+# --- Local pod → remote Pod --------------------------------------------------------------
+
+
+def forge_remote_pod(
+    local_pod: Mapping[str, Any],
+    *,
+    remote_namespace: str,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    node_name: str,
+    offloading_patch: Mapping[str, Any] | None = None,
+    root_ca_reflected: bool = False,
+) -> JSON:
+    """The Pod to create in the provider for `local_pod`: same name, in `remote_namespace`,
+    local labels and annotations plus the ownership labels, and a spec for the workload alone.
+
+    `offloading_patch` is the VirtualNode's `spec.offloadingPatch` as JSON: labels and
+    annotations it names are not reflected; its nodeSelector, tolerations, node affinity and
+    runtimeClassName apply in the provider, as in Liqo.
+
+    Service accounts: the ServiceAccount token reflection is not there yet, so pods run as
+    Liqo runs them with API-server support disabled: no serviceAccountName (the provider's
+    `default`), `automountServiceAccountToken: false`, and the serviceAccountToken sources of
+    projected volumes (kube-api-access) removed, so no pod waits for a token the provider does
+    not have; a `spec.serviceAccountName` fieldRef in env becomes the local name, which the pod
+    would otherwise no longer see. A pod annotated `liqo.io/api-server-support: remote` runs
+    with a provider ServiceAccount instead (the pod's name, or the one in
+    `liqo.io/remote-service-account-name`), its volumes untouched: that ServiceAccount must
+    exist in the provider. When the token reflection comes (Liqo's TokenAPI mode), it will
+    rewrite those token sources into a projection of the reflected Secret `<pod>-token`, keep
+    the local CA, and point KUBERNETES_SERVICE_HOST/PORT (and KUBERNETES_PORT*) and a
+    `kubernetes.default` host alias at the consumer's API server; until then the environment is
+    left to the provider, as Liqo does with the support disabled.
+
+    The `kube-root-ca.crt` reference of kube-api-access volumes is renamed to the reflected copy
+    (`remote_root_ca_configmap_name`) only with `root_ca_reflected`, i.e. once the ConfigMap
+    reflection runs: before, the renamed ConfigMap would not exist and the volume would never
+    mount. Liqo always renames it.
+    """
+    metadata = local_pod.get("metadata") or {}
+    local_spec = local_pod.get("spec") or {}
+    annotations: Mapping[str, str] = metadata.get("annotations") or {}
+    patch = offloading_patch or {}
+
+    spec: JSON = {
+        key: copy.deepcopy(local_spec[key]) for key in _SPEC_FIELDS_KEPT if key in local_spec
+    }
+    spec["tolerations"] = _remote_tolerations(local_spec, patch)
+    # Liqo forces these off: host namespaces of a provider's node are not the consumer's to use.
+    spec["hostNetwork"] = False
+    spec["hostIPC"] = False
+    spec["hostPID"] = False
+
+    if annotations.get(API_SERVER_SUPPORT_ANNOTATION) == API_SERVER_SUPPORT_REMOTE:
+        spec["serviceAccountName"] = annotations.get(
+            REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION, _service_account_name(local_spec)
+        )
+        spec["automountServiceAccountToken"] = True
+    else:
+        spec["automountServiceAccountToken"] = False
+        root_ca = remote_root_ca_configmap_name(local_cluster_id) if root_ca_reflected else None
+        spec["volumes"] = _volumes_without_tokens(spec.get("volumes") or [], root_ca)
+        for key in ("containers", "initContainers"):
+            for container in spec.get(key) or []:
+                _hardcode_service_account_name(container, _service_account_name(local_spec))
+
+    if node_selector := patch.get("nodeSelector"):
+        spec["nodeSelector"] = dict(node_selector)
+    labels = _remote_labels(metadata, local_cluster_id, remote_cluster_id, node_name, patch)
+    if affinity := _remote_affinity(local_spec, annotations, labels, patch):
+        spec["affinity"] = affinity
+    if runtime_class := _remote_runtime_class(local_spec, annotations, patch):
+        spec["runtimeClassName"] = runtime_class
+    for key in ("tolerations", "volumes"):
+        if not spec.get(key):
+            spec.pop(key, None)
+
+    remote_metadata: JSON = {
+        "name": metadata["name"],
+        "namespace": remote_namespace,
+        "labels": labels,
+    }
+    if remote_annotations := _remote_annotations(metadata, patch):
+        remote_metadata["annotations"] = remote_annotations
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": remote_metadata, "spec": spec}
+
+
+def remote_pod_needs_update(
+    local_pod: Mapping[str, Any],
+    remote_pod: Mapping[str, Any],
+    *,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    node_name: str,
+    offloading_patch: Mapping[str, Any] | None = None,
+) -> JSON | None:
+    """A JSON merge patch bringing the remote Pod in line with a changed local pod, or None.
+
+    Metadata: local labels and annotations that are new or changed are set (the ownership
+    labels always win); keys are never removed, because the provider's own controllers add
+    labels and annotations to its pods (a CNI's, a mesh's) that vk cannot tell from ones it
+    reflected and must not strip. So a label removed locally stays remotely; Liqo, too, never
+    removes the keys a pod was created with.
+
+    Spec: what Kubernetes lets change on a live pod and the local pod can have changed:
+    container and init-container images, activeDeadlineSeconds, and tolerations (added ones,
+    or a changed tolerationSeconds; the provider's additions are kept). Liqo forges the spec
+    only at creation and so ignores such changes (reference §8); vk propagates them. List
+    fields are sent whole, built on the remote's own lists, since a merge patch replaces lists.
+    """
+    patch = offloading_patch or {}
+    local_metadata = local_pod.get("metadata") or {}
+    remote_metadata = remote_pod.get("metadata") or {}
+    local_spec = local_pod.get("spec") or {}
+    remote_spec = remote_pod.get("spec") or {}
+
+    metadata_patch: JSON = {}
+    desired_labels = _remote_labels(
+        local_metadata, local_cluster_id, remote_cluster_id, node_name, patch
+    )
+    if changed := _changed_keys(desired_labels, remote_metadata.get("labels") or {}):
+        metadata_patch["labels"] = changed
+    desired_annotations = _remote_annotations(local_metadata, patch)
+    if changed := _changed_keys(desired_annotations, remote_metadata.get("annotations") or {}):
+        metadata_patch["annotations"] = changed
+
+    spec_patch: JSON = {}
+    for key in ("containers", "initContainers"):
+        images = {c["name"]: c.get("image") for c in local_spec.get(key) or []}
+        remote_containers = remote_spec.get(key) or []
+        if any(
+            images.get(c["name"]) and images[c["name"]] != c.get("image") for c in remote_containers
+        ):
+            spec_patch[key] = [
+                {**copy.deepcopy(c), "image": images.get(c["name"]) or c.get("image")}
+                for c in remote_containers
+            ]
+    deadline = local_spec.get("activeDeadlineSeconds")
+    if deadline is not None and deadline != remote_spec.get("activeDeadlineSeconds"):
+        spec_patch["activeDeadlineSeconds"] = deadline
+    tolerations = _tolerations_update(
+        remote_spec.get("tolerations") or [], _remote_tolerations(local_spec, patch)
+    )
+    if tolerations is not None:
+        spec_patch["tolerations"] = tolerations
+
+    result: JSON = {}
+    if metadata_patch:
+        result["metadata"] = metadata_patch
+    if spec_patch:
+        result["spec"] = spec_patch
+    return result or None
+
+
+def deletion_grace_period(local_pod: Mapping[str, Any]) -> int | None:
+    """The grace period for deleting the remote Pod of a local pod being deleted: the one the
+    local deletion asked for, else the pod's own; None leaves it to the provider. (Liqo deletes
+    without one, so the remote pod always gets its full terminationGracePeriodSeconds.)"""
+    requested = (local_pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+    if requested is not None:
+        return int(requested)
+    own = (local_pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return None if own is None else int(own)
+
+
+# --- Remote Pod status → local pod status ------------------------------------------------
+
+
+def forge_local_pod_status(
+    remote_pod: Mapping[str, Any],
+    local_pod: Mapping[str, Any],
+    *,
+    node_ip: str,
+    extra_restarts: int = 0,
+) -> JSON:
+    """The whole `status` to write on the local pod, from the remote Pod's (Liqo's
+    `LocalPodStatus`): phase, conditions, container statuses of all kinds, pod IPs (as the
+    provider assigned them: no IP remapping, DESIGN §9), startTime, reason, message and the
+    rest, with `hostIP`/`hostIPs` set to the virtual node's IP.
+
+    `extra_restarts` is added to every container's restartCount: the caller counts the remote
+    pods that were lost and recreated (a new remote UID), which Liqo reports as restarts; after
+    a restart of the virtual kubelet, Liqo infers it as the local minus the remote restartCount
+    of the first container, when positive.
+
+    Where vk departs from Liqo's plain copy, it is to keep the local pod's own truths:
+    - `qosClass` stays the local one: the API server fixes it at creation and refuses a change,
+      and the provider may compute another one (a LimitRange adding limits).
+    - Conditions that neither the remote status carries nor a kubelet owns stay as they are
+      locally: PodScheduled until the provider's scheduler reports one, DisruptionTarget (set
+      here by an eviction, read by Jobs' podFailurePolicy), readiness-gate conditions.
+    - `observedGeneration` (status and conditions) is about the remote pod's generation: it is
+      reported as the local pod's generation once the remote one is caught up, and otherwise
+      left at its local value (a value the API server would keep anyway if cleared).
+    A local pod labelled `liqo.io/remote-unavailable=true` is reported not Ready, as in Liqo.
+    """
+    status: JSON = copy.deepcopy(dict(remote_pod.get("status") or {}))
+    local_status = local_pod.get("status") or {}
+    local_conditions = {c.get("type"): c for c in local_status.get("conditions") or []}
+
+    if local_status.get("qosClass"):
+        status["qosClass"] = local_status["qosClass"]
+    if not status.get("phase") and local_status.get("phase"):
+        # An API server always sets one; a status without it would store an empty phase.
+        status["phase"] = local_status["phase"]
+    if node_ip:
+        status["hostIP"] = node_ip
+        status["hostIPs"] = [{"ip": node_ip}]
+    else:
+        status.pop("hostIP", None)
+        status.pop("hostIPs", None)
+
+    if extra_restarts:
+        for container in status.get("containerStatuses") or []:
+            container["restartCount"] = int(container.get("restartCount") or 0) + extra_restarts
+
+    remote_generation = (remote_pod.get("metadata") or {}).get("generation")
+    local_generation = (local_pod.get("metadata") or {}).get("generation")
+
+    def translate_generation(target: JSON, local_value: int | None) -> None:
+        value = _local_observed_generation(
+            target.get("observedGeneration"), remote_generation, local_generation, local_value
+        )
+        if value is None:
+            target.pop("observedGeneration", None)
+        else:
+            target["observedGeneration"] = value
+
+    translate_generation(status, local_status.get("observedGeneration"))
+    conditions: list[JSON] = status.get("conditions") or []
+    for condition in conditions:
+        previous = local_conditions.get(condition.get("type")) or {}
+        translate_generation(condition, previous.get("observedGeneration"))
+    remote_types = {c.get("type") for c in conditions}
+    conditions.extend(
+        copy.deepcopy(c)
+        for kind, c in local_conditions.items()
+        if kind not in remote_types and kind not in _KUBELET_CONDITIONS
+    )
+
+    local_labels = (local_pod.get("metadata") or {}).get("labels") or {}
+    if local_labels.get(REMOTE_UNAVAILABLE_LABEL) == "true":
+        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+        if ready is None:
+            conditions.append({"type": "Ready", "status": "False"})
+        else:
+            ready["status"] = "False"
+
+    if conditions:
+        status["conditions"] = conditions
+    return status
+
+
+def local_status_needs_update(
+    local_pod: Mapping[str, Any], desired_status: Mapping[str, Any]
+) -> bool:
+    """Whether `desired_status` says something the local pod's status does not. Key order,
+    and fields that are null or empty on one side and absent on the other (the API server
+    drops them), make no difference; list order does."""
+    return bool(_semantic(local_pod.get("status") or {}) != _semantic(desired_status))
+
+
+# --- The pieces ----------------------------------------------------------------------------
+
+
+def _service_account_name(spec: Mapping[str, Any]) -> str:
+    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+
+
+def _without(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+    dropped = set(keys)
+    return {k: v for k, v in mapping.items() if k not in dropped}
+
+
+def _remote_labels(
+    metadata: Mapping[str, Any],
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    node_name: str,
+    patch: Mapping[str, Any],
+) -> dict[str, str]:
+    not_reflected = [OFFLOADED_POD_LABEL, *(patch.get("labelsNotReflected") or [])]
+    labels = _without(metadata.get("labels") or {}, not_reflected)
+    return {**labels, **ownership_labels(local_cluster_id, remote_cluster_id, node_name)}
+
+
+def _remote_annotations(metadata: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, str]:
+    return _without(metadata.get("annotations") or {}, patch.get("annotationsNotReflected") or [])
+
+
+def _changed_keys(desired: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def _remote_tolerations(spec: Mapping[str, Any], patch: Mapping[str, Any]) -> list[JSON]:
+    # Without the virtual-node toleration, the pod cannot land on a virtual node of the
+    # provider in turn (no recursive offloading by default).
+    kept = [t for t in spec.get("tolerations") or [] if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
+    return copy.deepcopy([*kept, *(patch.get("tolerations") or [])])
+
+
+def _tolerations_update(current: list[JSON], desired: list[JSON]) -> list[JSON] | None:
+    """The remote tolerations with the desired ones added, or None if none is missing.
+    Kubernetes lets a live pod gain tolerations and change an existing one's tolerationSeconds,
+    nothing else, so every current toleration stays."""
+    result = copy.deepcopy(current)
+    exact = [t for t in desired if t in current]
+    unmatched = [i for i, t in enumerate(current) if t not in exact]
+    changed = False
+    for toleration in desired:
+        if toleration in exact:
+            continue
+        changed = True
+        same_but_seconds = next(
+            (i for i in unmatched if _but_seconds(current[i]) == _but_seconds(toleration)), None
+        )
+        if same_but_seconds is None:
+            result.append(copy.deepcopy(toleration))
+        else:
+            unmatched.remove(same_but_seconds)
+            result[same_but_seconds] = copy.deepcopy(toleration)
+    return result if changed else None
+
+
+def _but_seconds(toleration: Mapping[str, Any]) -> JSON:
+    return {k: v for k, v in toleration.items() if k != "tolerationSeconds"}
+
+
+def _volumes_without_tokens(volumes: list[JSON], root_ca: str | None) -> list[JSON]:
+    """Projected volumes without their serviceAccountToken sources and, if the CA is
+    reflected, with the reflected CA's name (Liqo's `RemoteVolumes`, API-server support
+    disabled). Other volume kinds are the provider's to resolve, like any ConfigMap or Secret."""
+    for volume in volumes:
+        projected = volume.get("projected")
+        if not projected:
+            continue
+        sources = [s for s in projected.get("sources") or [] if "serviceAccountToken" not in s]
+        for source in sources:
+            config_map = source.get("configMap")
+            if root_ca and config_map and config_map.get("name") == ROOT_CA_CONFIGMAP:
+                config_map["name"] = root_ca
+        projected["sources"] = sources
+    return volumes
+
+
+def _hardcode_service_account_name(container: JSON, name: str) -> None:
+    for env in container.get("env") or []:
+        field_ref = (env.get("valueFrom") or {}).get("fieldRef") or {}
+        if field_ref.get("fieldPath") == "spec.serviceAccountName":
+            env.pop("valueFrom")
+            env["value"] = name
+
+
+def _remote_affinity(
+    spec: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    remote_labels: Mapping[str, str],
+    patch: Mapping[str, Any],
+) -> JSON:
+    """The provider-side affinity: the pod's anti-affinity preset, if any, and the offloading
+    patch's node affinity. (Liqo applies the preset last and so loses the patch's node
+    affinity whenever a preset is set; vk keeps both.)"""
+    affinity: JSON = {}
+    preset = annotations.get(ANTI_AFFINITY_PRESET_ANNOTATION)
+    if preset == "propagate":
+        if anti := (spec.get("affinity") or {}).get("podAntiAffinity"):
+            affinity["podAntiAffinity"] = copy.deepcopy(anti)
+    elif preset in ("soft", "hard"):
+        term = {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {
+                "matchLabels": _anti_affinity_labels(
+                    remote_labels, annotations.get(ANTI_AFFINITY_LABELS_ANNOTATION, "")
+                )
+            },
+        }
+        if preset == "soft":
+            affinity["podAntiAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term}
+                ]
+            }
+        else:
+            affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    if node_affinity := (patch.get("affinity") or {}).get("nodeAffinity"):
+        affinity["nodeAffinity"] = copy.deepcopy(node_affinity)
+    return affinity
+
+
+def _anti_affinity_labels(labels: Mapping[str, str], keys: str) -> dict[str, str]:
+    # Liqo selects on the labels the remote pod gets from the local one, plus the node name.
+    labels = _without(labels, (ORIGIN_LABEL, DESTINATION_LABEL))
+    wanted = [key.strip() for key in keys.split(",") if key.strip()]
+    if wanted:
+        return {k: v for k, v in labels.items() if k in wanted}
+    return _without(labels, _REVISION_LABELS)
+
+
+def _remote_runtime_class(
+    spec: Mapping[str, Any], annotations: Mapping[str, str], patch: Mapping[str, Any]
+) -> str | None:
+    """Liqo's order: the pod's annotation, as it is; the pod's own class unless it is `liqo`
+    (which only steers pods to virtual nodes); the offloading patch's, likewise; else none,
+    i.e. the provider's default."""
+    if chosen := annotations.get(REMOTE_RUNTIME_CLASS_ANNOTATION):
+        return str(chosen)
+    for candidate in (spec.get("runtimeClassName"), patch.get("runtimeClassName")):
+        if candidate and candidate != RUNTIME_CLASS_NAME:
+            return str(candidate)
+    return None
+
+
+def _local_observed_generation(
+    remote_observed: int | None,
+    remote_generation: int | None,
+    local_generation: int | None,
+    local_value: int | None,
+) -> int | None:
+    """A remote `observedGeneration` in the local pod's terms: the local generation once the
+    remote pod's is observed, else the local value as it stands."""
+    caught_up = remote_observed is not None and (
+        remote_generation is None or remote_observed >= remote_generation
+    )
+    return local_generation if caught_up and local_generation is not None else local_value
+
+
+def _semantic(value: Any) -> Any:
+    """`value` without the nulls and empties that the API server drops when it stores it."""
+    if isinstance(value, Mapping):
+        cleaned = {k: _semantic(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v not in (None, "", [], {})}
+    if isinstance(value, list):
+        return [_semantic(item) for item in value]
+    return value

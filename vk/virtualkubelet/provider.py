@@ -1,0 +1,125 @@
+"""The provider's API server as the identity of the VirtualNode's kubeconfig Secret.
+
+The Secret is watched: a fixed or rotated kubeconfig takes effect without a restart, and a
+missing, empty or malformed one is a `problem` (reported as an Event by the caller), never a
+crash loop. Everything that talks to the provider takes the current client from here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import ssl
+from collections.abc import Callable
+
+import aiohttp
+import structlog
+
+from vk.kube.client import JSON, ApiError, KubeClient
+from vk.kube.informer import Informer
+from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, parse_kubeconfig
+
+KUBECONFIG_KEY = "kubeconfig"
+
+log = structlog.get_logger("vk.virtualkubelet.provider")
+
+
+def connection_from_secret(secret: JSON | None, where: str) -> ClusterConnection:
+    """The connection in a kubeconfig Secret; InvalidKubeconfig says what is wrong with it."""
+    if secret is None:
+        raise InvalidKubeconfig(f"Secret {where} does not exist")
+    encoded = (secret.get("data") or {}).get(KUBECONFIG_KEY)
+    if not encoded:
+        raise InvalidKubeconfig(f"Secret {where} has no `{KUBECONFIG_KEY}` key, or it is empty")
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise InvalidKubeconfig(f"Secret {where}: `{KUBECONFIG_KEY}` is not base64") from error
+    try:
+        connection = parse_kubeconfig(content)
+    except InvalidKubeconfig as error:
+        raise InvalidKubeconfig(f"Secret {where}: {error}") from error
+    try:
+        connection.ssl_context()
+    except (ssl.SSLError, ValueError, OSError) as error:
+        raise InvalidKubeconfig(
+            f"Secret {where}: its certificates or key cannot be loaded: {error}"
+        ) from error
+    return connection
+
+
+class ProviderConnection:
+    def __init__(self, home: KubeClient, *, namespace: str, secret_name: str) -> None:
+        self.where = f"{namespace}/{secret_name}"
+        self.secrets = Informer(
+            home,
+            "v1",
+            "secrets",
+            namespace=namespace,
+            field_selector=f"metadata.name={secret_name}",
+        )
+        self.secret_key = self.where
+        self.client: KubeClient | None = None
+        self.problem: str | None = "the kubeconfig Secret has not been read yet"
+        self._listeners: list[Callable[[], None]] = []
+        self._connection: ClusterConnection | None = None
+        self._retired: list[KubeClient] = []
+        self.loaded = asyncio.Event()  # the Secret has been read once (successfully or not)
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """`listener` runs whenever the client or the problem changes."""
+        self._listeners.append(listener)
+
+    async def run(self) -> None:
+        self.secrets.add_handler(lambda *_: self._reload())
+        try:
+            await self._run_informer()
+        finally:
+            for client in [*self._retired, *([self.client] if self.client else [])]:
+                await client.close()
+
+    async def _run_informer(self) -> None:
+        informer = asyncio.create_task(self.secrets.run())
+        await self.secrets.synced.wait()
+        self._reload()  # an absent Secret sends no event
+        self.loaded.set()
+        await informer
+
+    def _reload(self) -> None:
+        if not self.secrets.synced.is_set():
+            return
+        try:
+            connection = connection_from_secret(self.secrets.store.get(self.secret_key), self.where)
+        except InvalidKubeconfig as error:
+            if self.problem != str(error):
+                log.warning("provider kubeconfig unusable", error=str(error))
+                self.problem = str(error)
+                self._notify()
+            return
+        if connection == self._connection and self.problem is None:
+            return
+        if self.client is not None:
+            self._retired.append(self.client)  # requests in flight finish on the old one
+        self._connection = connection
+        self.client = KubeClient(connection, name="provider")
+        self.problem = None
+        log.info("provider kubeconfig loaded", server=connection.server)
+        self._notify()
+
+    def _notify(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    async def ping(self, within: float) -> str | None:
+        """None when the provider's API server answers `/livez`, else why not."""
+        await self.loaded.wait()
+        if self.client is None:
+            return self.problem
+        try:
+            await asyncio.wait_for(self.client.get_text("/livez"), within)
+        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+            return f"provider API server {self.client.connection.server} unreachable: {error!r}"
+        except ApiError as error:  # it answered, but not healthy (or not to this identity)
+            return f"provider API server {self.client.connection.server}: {error}"
+        return None

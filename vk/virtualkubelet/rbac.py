@@ -1,0 +1,112 @@
+"""The identity a virtual kubelet runs as in its home cluster: a ServiceAccount of its own per
+VirtualNode, with only the rights it uses. Not `system:node:*`: NodeRestriction would refuse
+the labels a virtual node needs (`kubernetes.io/role`, `liqo.io/*`).
+
+Every rule says what needs it. Pure: the VirtualNode controller and the tests apply the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+JSON = dict[str, Any]
+
+
+def service_account_name(node_name: str) -> str:
+    return f"vk-{node_name}"
+
+
+def _rule(
+    groups: list[str], resources: list[str], verbs: list[str], names: list[str] | None = None
+) -> JSON:
+    rule: JSON = {"apiGroups": groups, "resources": resources, "verbs": verbs}
+    if names:
+        rule["resourceNames"] = names
+    return rule
+
+
+def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JSON]:
+    """ServiceAccount, ClusterRole + binding (cluster-scoped needs) and Role + binding (the
+    tenant namespace) for the virtual kubelet of `node_name`."""
+    account = service_account_name(node_name)
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": tenant_namespace}]
+    cluster_role = f"vk:virtual-kubelet:{node_name}"
+    labels = {"app.kubernetes.io/name": "virtual-kubelet", "offloading.liqo.io/nodename": node_name}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": tenant_namespace, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": cluster_role, "labels": labels},
+            "rules": [
+                # Its own Node: watch it, create it, keep labels, taints and status.
+                _rule([""], ["nodes"], ["list", "watch", "create"]),
+                _rule([""], ["nodes"], ["get", "patch", "update"], [node_name]),
+                _rule([""], ["nodes/status"], ["get", "patch", "update"], [node_name]),
+                # Its VirtualNode (spec: labels, taints, resources), in the tenant namespace.
+                _rule(["offloading.liqo.io"], ["virtualnodes"], ["get", "list", "watch"]),
+                # The version reported as the node's kubelet version.
+                {"nonResourceURLs": ["/version"], "verbs": ["get"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": cluster_role, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": cluster_role,
+            },
+            "subjects": subject,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": cluster_role, "namespace": "kube-node-lease", "labels": labels},
+            "rules": [
+                # The node's heartbeat Lease (create has no name to restrict it by).
+                _rule(["coordination.k8s.io"], ["leases"], ["create"]),
+                _rule(["coordination.k8s.io"], ["leases"], ["get", "patch", "update"], [node_name]),
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": cluster_role, "namespace": "kube-node-lease", "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": cluster_role,
+            },
+            "subjects": subject,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": cluster_role, "namespace": tenant_namespace, "labels": labels},
+            "rules": [
+                # The provider kubeconfig Secret, followed for rotation.
+                _rule([""], ["secrets"], ["get", "list", "watch"]),
+                # The active/passive election among its replicas.
+                _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+                # Events on its VirtualNode (bad input, provider reachability).
+                _rule([""], ["events"], ["get", "create", "patch"]),
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": cluster_role, "namespace": tenant_namespace, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": cluster_role,
+            },
+            "subjects": subject,
+        },
+    ]
