@@ -73,6 +73,7 @@ class VirtualNodeSetup:
     provider: str = "naples"
     node: str = field(default_factory=lambda: f"vn-{uuid.uuid4().hex[:8]}")
     replicas: list[Replica] = field(default_factory=list)
+    cleanups: list[Callable[[], Any]] = field(default_factory=list)
 
     @property
     def namespace(self) -> str:
@@ -202,6 +203,102 @@ class VirtualNodeSetup:
         self.replicas.append(replica)
         return replica
 
+    def offload_namespace(self, namespace: str) -> str:
+        """What namespace offloading will do: a twin namespace in the provider, and the
+        mapping Accepted in the provider's NamespaceMap. Returns the remote namespace."""
+        remote = f"{namespace}-venice"
+        self.clusters.kubectl(self.provider, "create", "namespace", remote)
+        self.cleanups.append(
+            lambda: self.clusters.kubectl(
+                self.provider, "delete", "namespace", remote, "--wait=false", check=False
+            )
+        )
+        current = self.namespace_map_status()
+        current[namespace] = {"remoteNamespace": remote, "phase": "Accepted"}
+        self.apply(
+            {
+                "apiVersion": "offloading.liqo.io/v1beta1",
+                "kind": "NamespaceMap",
+                "metadata": {
+                    "name": self.provider,
+                    "namespace": self.namespace,
+                    "labels": {"liqo.io/remote-cluster-id": self.provider},
+                },
+                "spec": {
+                    "desiredMapping": {
+                        ns: entry["remoteNamespace"] for ns, entry in current.items()
+                    }
+                },
+            }
+        )
+        self.kubectl(
+            "patch",
+            "namespacemaps.offloading.liqo.io",
+            self.provider,
+            "-n",
+            self.namespace,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"currentMapping": current}}),
+        )
+        return remote
+
+    def namespace_map_status(self) -> dict[str, Any]:
+        result = self.kubectl(
+            "get",
+            "namespacemaps.offloading.liqo.io",
+            self.provider,
+            "-n",
+            self.namespace,
+            "-o",
+            "json",
+            check=False,
+        )
+        if result.returncode != 0:
+            return {}
+        mapping: dict[str, Any] = (
+            json.loads(result.stdout).get("status", {}).get("currentMapping", {})
+        )
+        return mapping
+
+    def pods(self, cluster: str, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        args = ["get", "pods", "-n", namespace, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        items: list[dict[str, Any]] = json.loads(self.clusters.kubectl(cluster, *args).stdout)[
+            "items"
+        ]
+        return items
+
+    def deployment(self, name: str, namespace: str, replicas: int) -> dict[str, Any]:
+        """A Deployment whose pods go to this virtual node (until namespace offloading's webhook
+        adds the toleration, the test does)."""
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": self.node},
+                        "tolerations": [
+                            {
+                                "key": "virtual-node.liqo.io/not-allowed",
+                                "operator": "Exists",
+                                "effect": "NoExecute",
+                            }
+                        ],
+                        "terminationGracePeriodSeconds": 5,
+                        "containers": [{"name": "app", "image": "nginx"}],
+                    },
+                },
+            },
+        }
+
     def node_object(self) -> dict[str, Any] | None:
         result = self.kubectl("get", "node", self.node, "-o", "json", check=False)
         return json.loads(result.stdout) if result.returncode == 0 else None
@@ -230,6 +327,8 @@ class VirtualNodeSetup:
         for replica in self.replicas:
             replica.signal(signal.SIGKILL)
             replica.process.wait(timeout=10)
+        for cleanup in self.cleanups:
+            cleanup()
         self.kubectl("delete", "node", self.node, "--ignore-not-found", "--wait=false")
         self.kubectl("delete", "namespace", self.namespace, "--ignore-not-found", "--wait=false")
         name = f"vk:virtual-kubelet:{self.node}"

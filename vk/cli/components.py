@@ -69,6 +69,12 @@ def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
 @click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
 @click.option("--create-node/--no-create-node", default=True, show_default=True)
 @click.option(
+    "--pod-reflection-workers",
+    default=10,
+    show_default=True,
+    help="Pods offloaded concurrently; 0 disables pod offloading.",
+)
+@click.option(
     "--home-kubeconfig",
     envvar="KUBECONFIG",
     default=None,
@@ -90,6 +96,7 @@ def kubelet(
     node_extra_labels: dict[str, str],
     node_extra_annotations: dict[str, str],
     create_node: bool,
+    pod_reflection_workers: int,
     home_kubeconfig: str | None,
     log_level: str,
 ) -> None:
@@ -110,6 +117,7 @@ def kubelet(
         node_extra_labels=node_extra_labels,
         node_extra_annotations=node_extra_annotations,
         create_node=create_node,
+        pod_reflection_workers=pod_reflection_workers,
         home_kubeconfig=home_kubeconfig or None,
         pod_name=os.environ.get("POD_NAME", ""),
         pod_namespace=os.environ.get("POD_NAMESPACE", ""),

@@ -29,6 +29,7 @@ from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.node.controller import NodeController, NodeOptions
+from vk.reflection.workload.pods import PodReflector
 from vk.virtualkubelet.provider import ProviderConnection
 
 log = structlog.get_logger("vk.virtualkubelet")
@@ -52,6 +53,7 @@ class VirtualKubeletOptions:
     node_extra_labels: dict[str, str] = field(default_factory=dict)
     node_extra_annotations: dict[str, str] = field(default_factory=dict)
     create_node: bool = True
+    pod_reflection_workers: int = 10
     home_kubeconfig: str | None = None
     pod_name: str = ""  # identity in the HA election
     pod_namespace: str = ""  # where the VirtualNode lives (default: the tenant namespace)
@@ -162,7 +164,20 @@ class VirtualKubelet:
             events=EventRecorder(self.home, "virtual-kubelet"),
         )
         provider.on_change(node.trigger)
+        pods = PodReflector(
+            self.home,
+            provider,
+            node_name=options.node_name,
+            node_ip=options.node_ip,
+            home_cluster_id=options.home_cluster_id,
+            remote_cluster_id=options.foreign_cluster_id,
+            tenant_namespace=options.tenant_namespace,
+            workers=options.pod_reflection_workers,
+            events=EventRecorder(self.home, "virtual-kubelet"),
+        )
         runnables = [virtual_nodes.run(), provider.run()]
+        if options.pod_reflection_workers > 0:
+            runnables.append(pods.run())
         if options.create_node:
             runnables.append(node.run())
         self.working.set()

@@ -49,6 +49,13 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 _rule([""], ["nodes/status"], ["get", "patch", "update"], [node_name]),
                 # Its VirtualNode (spec: labels, taints, resources), in the tenant namespace.
                 _rule(["offloading.liqo.io"], ["virtualnodes"], ["get", "list", "watch"]),
+                # The pods bound to its node (watched by field selector), in every namespace:
+                # their status reported from the provider, and deleted once the remote pod is.
+                _rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+                _rule([""], ["pods/status"], ["get", "patch", "update"]),
+                # Why a pod cannot be offloaded, or what happened to the provider: Events on
+                # the pod (in its namespace) or on the VirtualNode.
+                _rule([""], ["events"], ["get", "create", "patch"]),
                 # The version reported as the node's kubelet version.
                 {"nonResourceURLs": ["/version"], "verbs": ["get"]},
             ],
@@ -94,8 +101,8 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 _rule([""], ["secrets"], ["get", "list", "watch"]),
                 # The active/passive election among its replicas.
                 _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
-                # Events on its VirtualNode (bad input, provider reachability).
-                _rule([""], ["events"], ["get", "create", "patch"]),
+                # Which namespaces are offloaded to its provider.
+                _rule(["offloading.liqo.io"], ["namespacemaps"], ["get", "list", "watch"]),
             ],
         },
         {

@@ -1,0 +1,242 @@
+"""Pod offloading (issue 4): pods bound to the virtual node run in the provider, report their
+status back, follow deletions both ways, and survive a kill -9 of the virtual kubelet without
+a pod lost or re-created."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Clusters
+from tests.integration.test_virtual_node import crds  # noqa: F401  (the CRDs, once)
+from tests.integration.virtual_kubelets import VirtualNodeSetup, wait_until
+
+OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
+
+
+@pytest.fixture
+def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:  # noqa: F811
+    virtual_node = VirtualNodeSetup(crds, tmp_path)
+    virtual_node.create()
+    yield virtual_node
+    virtual_node.cleanup()
+
+
+@pytest.fixture
+def workload(setup: VirtualNodeSetup) -> tuple[VirtualNodeSetup, str, str]:
+    namespace = f"w-{uuid.uuid4().hex[:8]}"
+    setup.kubectl("create", "namespace", namespace)
+    setup.cleanups.append(
+        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    )
+    remote = setup.offload_namespace(namespace)
+    setup.start()
+    wait_until(setup.ready, "the virtual node Ready")
+    return setup, namespace, remote
+
+
+def running(pods: list[dict]) -> list[dict]:
+    return [
+        p
+        for p in pods
+        if p.get("status", {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def test_deployment_runs_in_the_provider_with_equal_statuses(workload) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, remote = workload
+    setup.apply(setup.deployment("web", namespace, 20))
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=web"))) == 20,
+        "20 local pods Running",
+        timeout=90,
+    )
+    local = {p["metadata"]["name"]: p for p in setup.pods("venice", namespace, "app=web")}
+    remote_pods = {p["metadata"]["name"]: p for p in setup.pods("naples", remote, OWNERSHIP)}
+    assert set(remote_pods) == set(local)
+    for name, pod in local.items():
+        twin = remote_pods[name]
+        assert pod["spec"]["nodeName"] == setup.node
+        assert twin["spec"]["nodeName"].startswith("naples-worker-")
+        assert twin["metadata"]["labels"]["offloading.liqo.io/nodename"] == setup.node
+        assert twin["metadata"]["labels"]["app"] == "web"
+        assert pod["status"]["phase"] == twin["status"]["phase"] == "Running"
+        assert pod["status"]["podIP"] == twin["status"]["podIP"]
+        assert pod["status"]["hostIP"] == "127.0.0.1"
+        ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+        assert ready["Ready"] == "True"
+
+
+def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, remote = workload
+    setup.apply(setup.deployment("web", namespace, 3))
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 3, "3 remote pods Running"
+    )
+    # A remote pod deleted by hand is re-created while its local pod lives.
+    victim = setup.pods("naples", remote, OWNERSHIP)[0]
+    setup.clusters.kubectl(
+        "naples", "delete", "pod", "-n", remote, victim["metadata"]["name"], "--wait=true"
+    )
+    wait_until(
+        lambda: any(
+            p["metadata"]["name"] == victim["metadata"]["name"]
+            and p["metadata"]["uid"] != victim["metadata"]["uid"]
+            for p in setup.pods("naples", remote, OWNERSHIP)
+        ),
+        "the remote pod re-created",
+    )
+    # Deleting a local pod with a grace period deletes the remote one with the same. kwok, the
+    # provider's simulated kubelet, finishes a terminating pod at once (deleting it again with
+    # grace 0), so watch the remote pod's updates and take the first grace period it got.
+    target = setup.pods("naples", remote, OWNERSHIP)[1]["metadata"]["name"]
+    watch = subprocess.Popen(
+        [
+            "kubectl",
+            f"--kubeconfig={setup.clusters.kubeconfig('naples')}",
+            "get",
+            "pod",
+            "-n",
+            remote,
+            target,
+            "--watch",
+            "-o",
+            'jsonpath={.metadata.deletionGracePeriodSeconds}{"\\n"}',
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        setup.kubectl("delete", "pod", "-n", namespace, target, "--grace-period=17", "--wait=false")
+        assert watch.stdout is not None
+        grace = ""
+        while not grace:
+            grace = watch.stdout.readline().strip()
+        assert grace == "17"
+    finally:
+        watch.terminate()
+        watch.wait(timeout=10)
+    wait_until(
+        lambda: setup.kubectl("get", "pod", "-n", namespace, target, check=False).returncode != 0,
+        "the local pod finished once the remote one is gone",
+    )
+    # Scale to zero: every remote pod goes.
+    setup.kubectl("scale", "deployment", "web", "-n", namespace, "--replicas=0")
+    wait_until(
+        lambda: not setup.pods("naples", remote, OWNERSHIP), "no remote pods left", timeout=60
+    )
+
+
+def test_pod_in_a_namespace_not_offloaded_waits_with_a_reason(setup: VirtualNodeSetup) -> None:
+    namespace = f"w-{uuid.uuid4().hex[:8]}"
+    setup.kubectl("create", "namespace", namespace)
+    setup.cleanups.append(
+        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    )
+    setup.start()
+    wait_until(setup.ready, "the virtual node Ready")
+    setup.apply(setup.deployment("early", namespace, 1))
+
+    def reason() -> str | None:
+        pods = setup.pods("venice", namespace, "app=early")
+        return pods[0].get("status", {}).get("reason") if pods else None
+
+    assert wait_until(reason, "a status reason") == "NamespaceNotOffloaded"
+    table = setup.kubectl("get", "pods", "-n", namespace).stdout
+    assert "NamespaceNotOffloaded" in table
+    events = json.loads(
+        setup.kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "-o",
+            "json",
+            "--field-selector",
+            "reason=NamespaceNotOffloaded",
+        ).stdout
+    )
+    assert "not offloaded to cluster naples" in events["items"][0]["message"]
+    remote = setup.offload_namespace(namespace)
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=early"))) == 1,
+        "the pod offloaded once the mapping appears",
+    )
+    assert len(setup.pods("naples", remote, OWNERSHIP)) == 1
+
+
+def test_remote_pod_not_created_by_vk_is_left_alone_and_reported(workload) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, remote = workload
+    setup.clusters.kubectl(
+        "naples", "run", "taken", "-n", remote, "--image=nginx", "--labels=owner=someone-else"
+    )
+    before = setup.pods("naples", remote, "owner=someone-else")[0]
+    pod = setup.deployment("taken", namespace, 1)["spec"]["template"]
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "taken", "namespace": namespace},
+            "spec": pod["spec"],
+        }
+    )
+
+    def reason() -> str | None:
+        local = json.loads(
+            setup.kubectl("get", "pod", "-n", namespace, "taken", "-o", "json").stdout
+        )
+        return local.get("status", {}).get("reason")
+
+    assert wait_until(reason, "the conflict reported") == "RemotePodConflict"
+    after = setup.pods("naples", remote, "owner=someone-else")[0]
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    setup.kubectl("delete", "pod", "-n", namespace, "taken", "--wait=false")
+
+
+def test_kill_9_while_creating_200_pods_loses_and_recreates_nothing(
+    setup: VirtualNodeSetup,
+) -> None:
+    setup.apply(
+        setup.virtual_node(resourceQuota={"hard": {"cpu": "100", "memory": "200Gi", "pods": "300"}})
+    )
+    namespace = f"w-{uuid.uuid4().hex[:8]}"
+    setup.kubectl("create", "namespace", namespace)
+    setup.cleanups.append(
+        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    )
+    remote = setup.offload_namespace(namespace)
+    first = setup.start("replica-a")
+    wait_until(setup.ready, "the virtual node Ready")
+    setup.apply(setup.deployment("many", namespace, 200))
+    wait_until(
+        lambda: len(setup.pods("naples", remote, OWNERSHIP)) >= 40,
+        "offloading under way",
+        timeout=60,
+    )
+    first.signal(signal.SIGKILL)
+    first.wait()
+    before = {
+        p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote, OWNERSHIP)
+    }
+    assert 0 < len(before) < 200, "the kill must land in the middle of the offloading"
+    setup.start("replica-b")
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=many"))) == 200,
+        "200 local pods Running",
+        timeout=180,
+    )
+    after = setup.pods("naples", remote, OWNERSHIP)
+    names = [p["metadata"]["name"] for p in after]
+    local_names = {p["metadata"]["name"] for p in setup.pods("venice", namespace, "app=many")}
+    assert sorted(names) == sorted(local_names)  # exactly one remote pod per local pod
+    assert all(p["status"]["phase"] == "Running" for p in after)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in after}
+    assert {name: uids[name] for name in before} == before  # none re-created

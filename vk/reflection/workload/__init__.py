@@ -1,0 +1,1 @@
+"""Reflection of workloads: the pods bound to the virtual node."""

@@ -1,0 +1,399 @@
+"""Offloads the pods bound to the virtual node: each becomes a plain Pod in the provider, in the
+namespace its NamespaceMap maps it to, and reports that Pod's status back (DESIGN §4.6).
+
+Level-based and restart-safe: every local pod key is reconciled from the two caches (local pods
+on this node; our pods in each mapped provider namespace), so a restart lists both sides and
+converges without re-creating anything, and a remote pod whose local pod is gone is deleted.
+A remote pod without our ownership labels is never modified or deleted: the conflict is
+reported on the local pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+
+import structlog
+from prometheus_client import REGISTRY, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, REMOTE_CLUSTER_ID_LABEL
+from vk.api.offloading import NamespaceMap
+from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.events import WARNING, EventRecorder
+from vk.kube.informer import Informer, namespace_index, split_key
+from vk.reflection.forge.pods import (
+    deletion_grace_period,
+    forge_local_pod_status,
+    forge_remote_pod,
+    is_owned_by_us,
+    local_status_needs_update,
+    remote_pod_needs_update,
+)
+from vk.reflection.namespacemap import accepted_mappings
+from vk.reflection.provider import Provider
+
+log = structlog.get_logger("vk.reflection.pods")
+
+POD_OFFLOAD_SECONDS = Histogram(
+    "vk_pod_offload_seconds",
+    "From when the virtual kubelet first sees a pod bound to its node to when it reports the "
+    "pod Running from the provider",
+    ["node"],
+    buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120),
+)
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+# Reasons shown in `kubectl get pod` (STATUS) and `kubectl describe pod` for pods that cannot
+# be offloaded, and on the Events that explain them.
+REASON_NOT_OFFLOADED = "NamespaceNotOffloaded"
+REASON_CONFLICT = "RemotePodConflict"
+
+
+class PodsByPhase(Collector):
+    """`vk_pods{node, phase}`: the pods bound to the virtual node, counted at scrape time."""
+
+    def __init__(self, node: str, pods: Informer) -> None:
+        self.node = node
+        self.pods = pods
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "vk_pods", "Pods bound to the virtual node, by phase", labels=["node", "phase"]
+        )
+        counts: dict[str, int] = {}
+        for pod in self.pods.store.objects():
+            phase = pod.get("status", {}).get("phase") or "Pending"
+            counts[phase] = counts.get(phase, 0) + 1
+        for phase in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
+            family.add_metric([self.node, phase], counts.get(phase, 0))
+        yield family
+
+
+def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
+    return resource_path("v1", "pods", namespace=namespace, name=name, subresource=subresource)
+
+
+class PodReflector(Reconciler):
+    name = "pods"
+
+    def __init__(
+        self,
+        home: KubeClient,
+        provider: Provider,
+        *,
+        node_name: str,
+        node_ip: str,
+        home_cluster_id: str,
+        remote_cluster_id: str,
+        tenant_namespace: str,
+        workers: int,
+        events: EventRecorder,
+    ) -> None:
+        self.home = home
+        self.provider = provider
+        self.node_name = node_name
+        self.node_ip = node_ip
+        self.home_cluster_id = home_cluster_id
+        self.remote_cluster_id = remote_cluster_id
+        self.events = events
+        self.local = Informer(
+            home,
+            "v1",
+            "pods",
+            field_selector=f"spec.nodeName={node_name}",
+            indexers={"namespace": namespace_index},
+        )
+        self.namespace_maps = Informer(
+            home,
+            NamespaceMap.group_version(),
+            NamespaceMap.PLURAL,
+            namespace=tenant_namespace,
+            label_selector=f"{REMOTE_CLUSTER_ID_LABEL}={remote_cluster_id}",
+        )
+        self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
+        self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
+        self._remote_tasks: dict[str, asyncio.Task[None]] = {}
+        self._remote_client: KubeClient | None = None
+        self.controller = Controller(self, workers=workers)
+        self._first_seen: dict[str, float] = {}
+        self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
+        self._reported: dict[str, str] = {}
+        self._owned_selector = (
+            f"{ORIGIN_LABEL}={home_cluster_id},{DESTINATION_LABEL}={remote_cluster_id}"
+        )
+        self._log = log.bind(node=node_name)
+
+    # -- wiring --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        collector = PodsByPhase(self.node_name, self.local)
+        REGISTRY.register(collector)
+        self.local.add_handler(lambda _, pod, __: self.controller.enqueue(_key(pod)))
+        self.namespace_maps.add_handler(lambda *_: self._on_namespace_maps())
+        self.provider.on_change(self._on_provider_change)
+        informers = [
+            asyncio.create_task(self.local.run()),
+            asyncio.create_task(self.namespace_maps.run()),
+        ]
+        try:
+            await self.local.synced.wait()
+            await self.namespace_maps.synced.wait()
+            self._on_provider_change()
+            await self.controller.run()
+        finally:
+            for task in [*informers, *self._remote_tasks.values()]:
+                task.cancel()
+            await asyncio.gather(*informers, *self._remote_tasks.values(), return_exceptions=True)
+            REGISTRY.unregister(collector)
+
+    def _on_namespace_maps(self) -> None:
+        mappings = accepted_mappings(self.namespace_maps.store.objects())
+        if mappings == self.mappings:
+            return
+        changed = {
+            ns for ns in {*mappings, *self.mappings} if mappings.get(ns) != self.mappings.get(ns)
+        }
+        self.mappings = mappings
+        self._sync_remote_informers()
+        for namespace in changed:
+            for pod in self.local.store.by_index("namespace", namespace):
+                self.controller.enqueue(_key(pod))
+
+    def _on_provider_change(self) -> None:
+        client = self.provider.client
+        if client is self._remote_client:
+            return
+        for namespace in list(self.remote):
+            self._stop_remote(namespace)
+        self._remote_client = client
+        self._sync_remote_informers()
+
+    def _sync_remote_informers(self) -> None:
+        wanted = set(self.mappings.values()) if self._remote_client else set()
+        for namespace in set(self.remote) - wanted:
+            self._stop_remote(namespace)
+        for namespace in wanted - set(self.remote):
+            assert self._remote_client is not None
+            informer = Informer(
+                self._remote_client,
+                "v1",
+                "pods",
+                namespace=namespace,
+                label_selector=self._owned_selector,
+            )
+            informer.add_handler(self._on_remote)
+            self.remote[namespace] = informer
+            self._remote_tasks[namespace] = asyncio.create_task(informer.run())
+
+    def _stop_remote(self, namespace: str) -> None:
+        self.remote.pop(namespace, None)
+        task = self._remote_tasks.pop(namespace, None)
+        if task is not None:
+            task.cancel()
+
+    def _on_remote(self, _: str, pod: JSON, __: JSON | None) -> None:
+        remote_namespace = pod["metadata"]["namespace"]
+        for local, remote in self.mappings.items():
+            if remote == remote_namespace:
+                self.controller.enqueue(f"{local}/{pod['metadata']['name']}")
+
+    # -- the reconcile ---------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        local = self.local.store.get(key)
+        remote_namespace = self.mappings.get(namespace)
+        client = self._remote_client
+        informer = self.remote.get(remote_namespace) if remote_namespace else None
+        if local is None:
+            self._first_seen.pop(key, None)
+            self._remote_uids.pop(key, None)
+            self._reported.pop(key, None)
+            if client and informer and informer.synced.is_set():
+                await self._delete_orphan(client, informer, remote_namespace or "", name)
+            return Result()
+        self._first_seen.setdefault(key, time.monotonic())
+        if remote_namespace is None:
+            await self._report(
+                local,
+                REASON_NOT_OFFLOADED,
+                f"namespace {namespace} is not offloaded to cluster "
+                f"{self.remote_cluster_id}: no Accepted entry in its NamespaceMap; "
+                "the pod waits until there is one",
+            )
+            return Result()
+        if client is None or informer is None:
+            return Result(requeue_after=5.0)  # no usable provider identity: the node says why
+        if not informer.synced.is_set():
+            return Result(requeue_after=0.2)
+        remote = informer.store.get(f"{remote_namespace}/{name}")
+        if local["metadata"].get("deletionTimestamp"):
+            return await self._delete(client, local, remote, remote_namespace)
+        if remote is None:
+            return await self._create(client, local, remote_namespace)
+        self._count_recreation(key, remote)
+        patch = remote_pod_needs_update(
+            local,
+            remote,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+            node_name=self.node_name,
+        )
+        if patch is not None:
+            await client.merge_patch(pod_path(remote_namespace, name), patch)
+        await self._reflect_status(key, local, remote)
+        return Result()
+
+    async def _create(self, client: KubeClient, local: JSON, remote_namespace: str) -> Result:
+        phase = local.get("status", {}).get("phase")
+        if phase in TERMINAL_PHASES:
+            return Result()  # finished: a finished pod is never started again
+        name = local["metadata"]["name"]
+        remote = forge_remote_pod(
+            local,
+            remote_namespace=remote_namespace,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+            node_name=self.node_name,
+        )
+        try:
+            await client.create(resource_path("v1", "pods", namespace=remote_namespace), remote)
+        except AlreadyExists:
+            try:
+                existing = await client.get(pod_path(remote_namespace, name))
+            except NotFound:
+                return Result(requeue_after=0.5)  # gone meanwhile: try again
+            if not is_owned_by_us(existing, self.home_cluster_id, self.remote_cluster_id):
+                await self._report(
+                    local,
+                    REASON_CONFLICT,
+                    f"a pod {remote_namespace}/{name} that vk did not create exists in cluster "
+                    f"{self.remote_cluster_id}; it is left untouched: rename or remove it there",
+                )
+            # ours: the informer has not caught up yet; its event brings us back
+        return Result()
+
+    async def _delete(
+        self, client: KubeClient, local: JSON, remote: JSON | None, remote_namespace: str
+    ) -> Result:
+        """The local pod is being deleted: delete the remote one with the same grace period,
+        then finish the local one, as a kubelet does once its containers have stopped."""
+        if remote is not None:
+            if not remote["metadata"].get("deletionTimestamp"):
+                options: JSON = {
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "preconditions": {"uid": remote["metadata"]["uid"]},
+                }
+                grace = deletion_grace_period(local)
+                if grace is not None:
+                    options["gracePeriodSeconds"] = grace
+                with contextlib.suppress(NotFound):
+                    await client.delete(
+                        pod_path(remote_namespace, remote["metadata"]["name"]), body=options
+                    )
+            return Result()  # the remote pod's deletion event brings us back
+        metadata = local["metadata"]
+        with contextlib.suppress(NotFound):
+            await self.home.delete(
+                pod_path(metadata["namespace"], metadata["name"]),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "gracePeriodSeconds": 0,
+                    "preconditions": {"uid": metadata["uid"]},
+                },
+            )
+        return Result()
+
+    async def _delete_orphan(
+        self, client: KubeClient, informer: Informer, namespace: str, name: str
+    ) -> None:
+        remote = informer.store.get(f"{namespace}/{name}")
+        if remote is None or remote["metadata"].get("deletionTimestamp"):
+            return
+        if not is_owned_by_us(remote, self.home_cluster_id, self.remote_cluster_id):
+            return
+        self._log.info(
+            "deleting a remote pod whose local pod is gone", namespace=namespace, pod=name
+        )
+        with contextlib.suppress(NotFound):
+            await client.delete(
+                pod_path(namespace, name),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "preconditions": {"uid": remote["metadata"]["uid"]},
+                },
+            )
+
+    def _count_recreation(self, key: str, remote: JSON) -> None:
+        """A remote pod replaced by a new one counts as a restart of the local pod."""
+        uid = remote["metadata"]["uid"]
+        seen = self._remote_uids.get(key)
+        if seen is None:
+            self._remote_uids[key] = (uid, 0)
+        elif seen[0] != uid:
+            self._remote_uids[key] = (uid, seen[1] + 1)
+
+    async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
+        desired = forge_local_pod_status(
+            remote,
+            local,
+            node_ip=self.node_ip,
+            extra_restarts=self._remote_uids.get(key, ("", 0))[1],
+        )
+        if not local_status_needs_update(local, desired):
+            return
+        was_running = local.get("status", {}).get("phase") == "Running"
+        await self.home.replace(
+            pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
+            {**local, "status": desired},
+        )
+        self._reported.pop(key, None)
+        if desired.get("phase") == "Running" and not was_running and key in self._first_seen:
+            POD_OFFLOAD_SECONDS.labels(self.node_name).observe(
+                time.monotonic() - self._first_seen[key]
+            )
+
+    async def _report(self, local: JSON, reason: str, message: str) -> None:
+        """Why a pod cannot be offloaded: in its status (STATUS in `kubectl get pod`) and as a
+        Warning Event, once per distinct message."""
+        key = _key(local)
+        if self._reported.get(key) == message:
+            return
+        self._reported[key] = message
+        self._log.warning(
+            "cannot offload pod",
+            namespace=local["metadata"]["namespace"],
+            pod=local["metadata"]["name"],
+            reason=reason,
+            error=message,
+        )
+        status = local.get("status", {})
+        if status.get("reason") != reason or status.get("message") != message:
+            try:
+                await self.home.merge_patch(
+                    pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
+                    {
+                        "status": {
+                            "phase": status.get("phase") or "Pending",
+                            "reason": reason,
+                            "message": message,
+                        }
+                    },
+                )
+            except ApiError as error:
+                self._log.warning("cannot write the pod status", error=str(error))
+        await self.events.record(local, WARNING, reason, message)
+
+
+def _key(pod: JSON) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
