@@ -5,6 +5,7 @@ a pod lost or re-created."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import uuid
@@ -12,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.test_virtual_node import crds  # noqa: F401  (the CRDs, once)
 from tests.integration.virtual_kubelets import VirtualNodeSetup, wait_until
+from vk.playground.processes import read_pid
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
 
@@ -72,6 +75,13 @@ def test_deployment_runs_in_the_provider_with_equal_statuses(workload) -> None: 
         assert pod["status"]["hostIP"] == "127.0.0.1"
         ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
         assert ready["Ready"] == "True"
+    families = {f.name: f for f in text_string_to_metric_families(setup.replicas[0].metrics())}
+    offload = {s.name: s.value for s in families["vk_pod_offload_seconds"].samples}
+    assert offload["vk_pod_offload_seconds_count"] == 20
+    by_phase = {s.labels["phase"]: s.value for s in families["vk_pods"].samples}
+    assert by_phase["Running"] == 20
+    assert any(s.labels["name"] == "pods" for s in families["vk_workqueue_depth"].samples)
+    assert any(s.labels["name"] == "pods" for s in families["vk_workqueue_retries"].samples)
 
 
 def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # type: ignore[no-untyped-def]
@@ -132,6 +142,38 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # t
     wait_until(
         lambda: not setup.pods("naples", remote, OWNERSHIP), "no remote pods left", timeout=60
     )
+
+
+def test_provider_outage_turns_the_node_not_ready_and_pods_made_meanwhile_run_after(
+    workload,  # type: ignore[no-untyped-def]
+) -> None:
+    setup, namespace, remote = workload
+    paths = setup.clusters.playground.paths(setup.provider)
+    pid = read_pid(paths.pid("kube-apiserver"))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    try:
+
+        def not_ready() -> bool:
+            node = setup.node_object() or {}
+            ready = [
+                c for c in node.get("status", {}).get("conditions", []) if c["type"] == "Ready"
+            ]
+            return bool(ready) and ready[0]["status"] != "True"
+
+        wait_until(not_ready, "the Node NotReady", timeout=90)
+        events = setup.events("ProviderUnreachable")
+        assert "unreachable" in events[0]["message"]
+        setup.apply(setup.deployment("meanwhile", namespace, 3))
+    finally:
+        setup.clusters.playground.up()
+    wait_until(setup.ready, "the Node Ready again", timeout=60)
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=meanwhile"))) == 3,
+        "the pods created during the outage Running",
+        timeout=90,
+    )
+    assert len(running(setup.pods("naples", remote, OWNERSHIP))) == 3
 
 
 def test_pod_in_a_namespace_not_offloaded_waits_with_a_reason(setup: VirtualNodeSetup) -> None:
