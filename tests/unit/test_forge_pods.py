@@ -18,11 +18,13 @@ from vk.reflection.forge.pods import (
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
+    forge_status_patch,
     is_owned_by_us,
     local_status_needs_update,
     ownership_labels,
     remote_pod_needs_update,
     remote_root_ca_configmap_name,
+    status_worth_reporting,
 )
 
 JSON = dict[str, Any]
@@ -1228,3 +1230,56 @@ def test_status_update_is_needed_when_the_remote_status_changed(change: Any) -> 
     change(remote["status"])
 
     assert local_status_needs_update(pod, local_status(remote, pod))
+
+
+@pytest.mark.parametrize(
+    ("status", "worth"),
+    [
+        ({}, False),
+        ({"phase": "Pending"}, False),
+        ({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}, False),
+        (
+            {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+                ],
+            },
+            True,
+        ),
+        (
+            {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {"name": "c", "state": {"waiting": {"reason": "ImagePullBackOff"}}}
+                ],
+            },
+            True,
+        ),
+        ({"phase": "Running"}, True),
+        ({"phase": "Failed"}, True),
+    ],
+)
+def test_an_empty_pending_remote_status_is_not_worth_a_write(status: dict, worth: bool) -> None:
+    assert status_worth_reporting({"status": status}) is worth
+
+
+def test_status_patch_nulls_what_the_provider_no_longer_reports() -> None:
+    local = {
+        "status": {
+            "phase": "Pending",
+            "reason": "NamespaceNotOffloaded",
+            "message": "m",
+            "qosClass": "BestEffort",
+        }
+    }
+    desired = {"phase": "Running", "qosClass": "BestEffort", "podIP": "10.0.0.1"}
+    assert forge_status_patch(local, desired) == {
+        "status": {
+            "reason": None,
+            "message": None,
+            "phase": "Running",
+            "qosClass": "BestEffort",
+            "podIP": "10.0.0.1",
+        }
+    }

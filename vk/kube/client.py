@@ -23,9 +23,26 @@ FIELD_MANAGER = "vk"
 
 API_REQUESTS = Counter(
     "vk_api_requests_total",
-    "Requests to Kubernetes API servers, by client (home or provider), verb and HTTP code",
-    ["client", "verb", "code"],
+    "Requests to Kubernetes API servers, by client (home or provider), verb, resource and "
+    "HTTP code",
+    ["client", "verb", "resource", "code"],
 )
+
+
+def resource_of(path: str) -> str:
+    """`pods`, `pods/status`, `leases`... of a REST path (`-` for non-resource paths)."""
+    parts = path.split("?", 1)[0].strip("/").split("/")
+    if parts[0] == "api":
+        rest = parts[2:]
+    elif parts[0] == "apis":
+        rest = parts[3:]
+    else:
+        return "-"
+    if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    if not rest:
+        return "-"
+    return f"{rest[0]}/{rest[2]}" if len(rest) > 2 else rest[0]
 
 
 class ApiError(Exception):
@@ -170,7 +187,7 @@ class KubeClient:
             data=data,
             headers=self._headers(content_type if data is not None else None),
         ) as response:
-            API_REQUESTS.labels(self.name, method, str(response.status)).inc()
+            API_REQUESTS.labels(self.name, method, resource_of(path), str(response.status)).inc()
             text = await response.text()
             if response.status >= 400:
                 raise _typed_error(response.status, text)
@@ -212,7 +229,7 @@ class KubeClient:
             headers=self._headers(None),
             timeout=timeout,
         ) as response:
-            API_REQUESTS.labels(self.name, "WATCH", str(response.status)).inc()
+            API_REQUESTS.labels(self.name, "WATCH", resource_of(path), str(response.status)).inc()
             if response.status >= 400:
                 raise _typed_error(response.status, await response.text())
             # One event per line; split by hand, since aiohttp refuses lines over ~128 KiB and

@@ -565,3 +565,26 @@ def _semantic(value: Any) -> Any:
     if isinstance(value, list):
         return [_semantic(item) for item in value]
     return value
+
+
+def status_worth_reporting(remote_pod: Mapping[str, Any]) -> bool:
+    """False while the remote pod says nothing the local pod does not already say: Pending,
+    no container statuses yet, no condition failing. Skipping that state saves a write per pod
+    without hiding anything: a pull, a wait reason or Unschedulable all make it worth it."""
+    status = remote_pod.get("status") or {}
+    if status.get("phase", "Pending") != "Pending":
+        return True
+    if status.get("containerStatuses") or status.get("initContainerStatuses"):
+        return True
+    return any(c.get("status") == "False" for c in status.get("conditions") or [])
+
+
+def forge_status_patch(local_pod: Mapping[str, Any], desired_status: Mapping[str, Any]) -> JSON:
+    """A merge patch turning the local pod's status into `desired_status`: keys the provider
+    no longer reports are nulled. No resourceVersion: the status is the virtual kubelet's alone
+    to write, so there is nothing to conflict with (a PUT would fail on every unrelated change
+    of the pod)."""
+    current = local_pod.get("status") or {}
+    patch: JSON = {key: None for key in current if key not in desired_status}
+    patch.update(desired_status)
+    return {"status": patch}

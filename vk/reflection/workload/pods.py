@@ -30,9 +30,11 @@ from vk.reflection.forge.pods import (
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
+    forge_status_patch,
     is_owned_by_us,
     local_status_needs_update,
     remote_pod_needs_update,
+    status_worth_reporting,
 )
 from vk.reflection.namespacemap import accepted_mappings
 from vk.reflection.provider import Provider
@@ -344,6 +346,8 @@ class PodReflector(Reconciler):
             self._remote_uids[key] = (uid, seen[1] + 1)
 
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
+        if not status_worth_reporting(remote):
+            return
         desired = forge_local_pod_status(
             remote,
             local,
@@ -353,9 +357,9 @@ class PodReflector(Reconciler):
         if not local_status_needs_update(local, desired):
             return
         was_running = local.get("status", {}).get("phase") == "Running"
-        await self.home.replace(
+        await self.home.merge_patch(
             pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
-            {**local, "status": desired},
+            forge_status_patch(local, desired),
         )
         self._reported.pop(key, None)
         if desired.get("phase") == "Running" and not was_running and key in self._first_seen:
