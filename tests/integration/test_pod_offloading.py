@@ -282,3 +282,95 @@ def test_kill_9_while_creating_200_pods_loses_and_recreates_nothing(
     assert all(p["status"]["phase"] == "Running" for p in after)
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in after}
     assert {name: uids[name] for name in before} == before  # none re-created
+
+
+def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, remote = workload
+    pod = setup.deployment("once", namespace, 1)["spec"]["template"]
+    pod["spec"]["restartPolicy"] = "Never"
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "once", "namespace": namespace, "labels": {"app": "once"}},
+            "spec": pod["spec"],
+        }
+    )
+    wait_until(lambda: running(setup.pods("naples", remote, OWNERSHIP)), "the pod running")
+    # The provider's kubelet reports the container done (kwok completes only Jobs' pods).
+    finished = {
+        "status": {
+            "phase": "Succeeded",
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "image": "nginx",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": "2026-11-22T00:00:00Z",
+                            "finishedAt": "2026-11-22T00:00:01Z",
+                        }
+                    },
+                }
+            ],
+        }
+    }
+    setup.clusters.kubectl(
+        "naples",
+        "patch",
+        "pod",
+        "once",
+        "-n",
+        remote,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(finished),
+    )
+
+    def local_phase() -> str | None:
+        pods = setup.pods("venice", namespace, "app=once")
+        return pods[0]["status"].get("phase") if pods else None
+
+    wait_until(lambda: local_phase() == "Succeeded", "the local pod Succeeded")
+    local = setup.pods("venice", namespace, "app=once")[0]
+    terminated = local["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+
+
+def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, remote = workload
+    setup.apply(setup.deployment("web", namespace, 3))
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 3, "3 remote pods Running"
+    )
+    setup.kubectl("scale", "deployment", "web", "-n", namespace, "--replicas=2")
+    first = setup.replicas[0]
+    first.signal(signal.SIGKILL)
+    first.wait()
+    # While no virtual kubelet runs, a pod is force-deleted at home: its twin is an orphan.
+    setup.kubectl("scale", "deployment", "web", "-n", namespace, "--replicas=0")
+    wait_until(
+        lambda: all(
+            p["metadata"].get("deletionTimestamp")
+            for p in setup.pods("venice", namespace, "app=web")
+        ),
+        "the local pods terminating",
+    )
+    for pod in setup.pods("venice", namespace, "app=web"):
+        setup.kubectl(
+            "delete", "pod", "-n", namespace, pod["metadata"]["name"], "--grace-period=0", "--force"
+        )
+    assert setup.pods("naples", remote, OWNERSHIP)  # orphans, for now
+    setup.start(first.identity)
+    wait_until(
+        lambda: not setup.pods("naples", remote, OWNERSHIP),
+        "the orphans deleted on start",
+        timeout=60,
+    )

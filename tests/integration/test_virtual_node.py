@@ -190,8 +190,32 @@ def test_unparsable_quantity_is_refused_with_a_clear_message(setup: VirtualNodeS
 
 def test_only_the_lease_holder_works_and_a_standby_takes_over(setup: VirtualNodeSetup) -> None:
     setup.create()
+    namespace = f"w-{setup.node}"
+    setup.kubectl("create", "namespace", namespace)
+    setup.cleanups.append(
+        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    )
+    remote = setup.offload_namespace(namespace)
     first = setup.start("replica-a")
     wait_until(setup.ready, "the virtual node Ready")
+    setup.apply(setup.deployment("web", namespace, 5))
+    owned = "offloading.liqo.io/origin=venice"
+    wait_until(
+        lambda: (
+            len(
+                [
+                    p
+                    for p in setup.pods("naples", remote, owned)
+                    if p.get("status", {}).get("phase") == "Running"
+                ]
+            )
+            == 5
+        ),
+        "5 pods offloaded",
+    )
+    uids = {
+        p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote, owned)
+    }
     second = setup.start("replica-b")
     time.sleep(3)
 
@@ -219,6 +243,10 @@ def test_only_the_lease_holder_works_and_a_standby_takes_over(setup: VirtualNode
     assert time.monotonic() - killed_at <= 15 + 5 + 2  # lease duration, retry period, slack
     wait_until(lambda: writes(second.metrics()) > 0, "replica-b writing")
     assert setup.ready()
+    after = {
+        p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote, owned)
+    }
+    assert after == uids  # the takeover re-created no remote pod
 
 
 def test_sigterm_releases_the_lease_and_exits_cleanly(running: VirtualNodeSetup) -> None:
