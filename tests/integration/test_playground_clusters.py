@@ -21,19 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import Clusters
+from tests.integration.polling import wait_until
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.cluster import kubeconfig_document
-
-
-def wait_until(condition, what: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.5)
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
-import uuid
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
+from tests.integration.polling import wait_until
 from tests.integration.test_virtual_node import crds  # noqa: F401  (the CRDs, once)
-from tests.integration.virtual_kubelets import VirtualNodeSetup, wait_until
+from tests.integration.virtual_kubelets import VirtualNodeSetup
 from vk.playground.processes import read_pid
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
@@ -33,11 +35,7 @@ def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:  # noqa
 
 @pytest.fixture
 def workload(setup: VirtualNodeSetup) -> tuple[VirtualNodeSetup, str, str]:
-    namespace = f"w-{uuid.uuid4().hex[:8]}"
-    setup.kubectl("create", "namespace", namespace)
-    setup.cleanups.append(
-        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    )
+    namespace = setup.local_namespace()
     remote = setup.offload_namespace(namespace)
     setup.start()
     wait_until(setup.ready, "the virtual node Ready")
@@ -105,8 +103,13 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # t
     )
     # Deleting a local pod with a grace period deletes the remote one with the same. kwok, the
     # provider's simulated kubelet, finishes a terminating pod at once (deleting it again with
-    # grace 0), so watch the remote pod's updates and take the first grace period it got.
+    # grace 0): a finalizer holds the remote pod, and a watch started before the deletion sees
+    # the grace period of the first delete, ours.
     target = setup.pods("naples", remote, OWNERSHIP)[1]["metadata"]["name"]
+    hold = {"metadata": {"finalizers": ["vk.test/hold"]}}
+    setup.clusters.kubectl(
+        "naples", "patch", "pod", "-n", remote, target, "--type=merge", "-p", json.dumps(hold)
+    )
     watch = subprocess.Popen(
         [
             "kubectl",
@@ -124,15 +127,35 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # t
         text=True,
     )
     try:
-        setup.kubectl("delete", "pod", "-n", namespace, target, "--grace-period=17", "--wait=false")
         assert watch.stdout is not None
-        grace = ""
-        while not grace:
-            grace = watch.stdout.readline().strip()
-        assert grace == "17"
+        assert watch.stdout.readline() == "\n"  # the watch runs: the pod, not being deleted
+        setup.kubectl("delete", "pod", "-n", namespace, target, "--grace-period=17", "--wait=false")
+        graces = []
+        deadline = time.monotonic() + 30
+        while not graces and time.monotonic() < deadline:
+            ready, _, _ = select.select([watch.stdout], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            line = watch.stdout.readline()
+            if not line:
+                break  # the watch ended
+            graces += [line.strip()] if line.strip() else []
+        assert graces == ["17"]
     finally:
         watch.terminate()
         watch.wait(timeout=10)
+        setup.clusters.kubectl(
+            "naples",
+            "patch",
+            "pod",
+            "-n",
+            remote,
+            target,
+            "--type=merge",
+            "-p",
+            json.dumps({"metadata": {"finalizers": None}}),
+            check=False,
+        )
     wait_until(
         lambda: setup.kubectl("get", "pod", "-n", namespace, target, check=False).returncode != 0,
         "the local pod finished once the remote one is gone",
@@ -177,11 +200,7 @@ def test_provider_outage_turns_the_node_not_ready_and_pods_made_meanwhile_run_af
 
 
 def test_pod_in_a_namespace_not_offloaded_waits_with_a_reason(setup: VirtualNodeSetup) -> None:
-    namespace = f"w-{uuid.uuid4().hex[:8]}"
-    setup.kubectl("create", "namespace", namespace)
-    setup.cleanups.append(
-        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    )
+    namespace = setup.local_namespace()
     setup.start()
     wait_until(setup.ready, "the virtual node Ready")
     setup.apply(setup.deployment("early", namespace, 1))
@@ -249,11 +268,7 @@ def test_kill_9_while_creating_200_pods_loses_and_recreates_nothing(
     setup.apply(
         setup.virtual_node(resourceQuota={"hard": {"cpu": "100", "memory": "200Gi", "pods": "300"}})
     )
-    namespace = f"w-{uuid.uuid4().hex[:8]}"
-    setup.kubectl("create", "namespace", namespace)
-    setup.cleanups.append(
-        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    )
+    namespace = setup.local_namespace()
     remote = setup.offload_namespace(namespace)
     first = setup.start("replica-a")
     wait_until(setup.ready, "the virtual node Ready")

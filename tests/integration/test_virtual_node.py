@@ -13,7 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
-from tests.integration.virtual_kubelets import HOME, VirtualNodeSetup, wait_until
+from tests.integration.polling import wait_until
+from tests.integration.virtual_kubelets import HOME, VirtualNodeSetup
 
 
 @pytest.fixture(scope="module")
@@ -190,11 +191,7 @@ def test_unparsable_quantity_is_refused_with_a_clear_message(setup: VirtualNodeS
 
 def test_only_the_lease_holder_works_and_a_standby_takes_over(setup: VirtualNodeSetup) -> None:
     setup.create()
-    namespace = f"w-{setup.node}"
-    setup.kubectl("create", "namespace", namespace)
-    setup.cleanups.append(
-        lambda: setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-    )
+    namespace = setup.local_namespace()
     remote = setup.offload_namespace(namespace)
     first = setup.start("replica-a")
     wait_until(setup.ready, "the virtual node Ready")

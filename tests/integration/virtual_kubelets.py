@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,17 +24,6 @@ from vk.virtualkubelet.rbac import forge_virtual_kubelet_rbac, service_account_n
 
 VK = str(Path(sys.executable).parent / "vk")
 HOME = "venice"
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.25)
 
 
 @dataclass
@@ -202,6 +190,15 @@ class VirtualNodeSetup:
         replica = Replica(identity, process, port, log)
         self.replicas.append(replica)
         return replica
+
+    def local_namespace(self) -> str:
+        """A fresh namespace in venice for a test's pods, removed afterwards."""
+        namespace = f"w-{uuid.uuid4().hex[:8]}"
+        self.kubectl("create", "namespace", namespace)
+        self.cleanups.append(
+            lambda: self.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+        )
+        return namespace
 
     def offload_namespace(self, namespace: str) -> str:
         """What namespace offloading will do: a twin namespace in the provider, and the
