@@ -20,14 +20,6 @@ CRDS = REPOSITORY / "deploy" / "crds"
 CLUSTER = "venice"
 
 
-@pytest.fixture(scope="module")
-def crds(clusters: Clusters) -> Clusters:
-    clusters.kubectl(CLUSTER, "apply", "--server-side", "-f", str(CRDS))
-    names = [f"crd/{crd['metadata']['name']}" for crd in crd_manifests()]
-    clusters.kubectl(CLUSTER, "wait", "--for=condition=Established", "--timeout=60s", *names)
-    return clusters
-
-
 def ensure_namespace(clusters: Clusters, name: str) -> None:
     manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     clusters.kubectl(CLUSTER, "apply", "-f", "-", input=json.dumps(manifest))

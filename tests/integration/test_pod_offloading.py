@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.test_virtual_node import crds  # noqa: F401  (the CRDs, once)
 from tests.integration.virtual_kubelets import VirtualNodeSetup
 from vk.playground.processes import read_pid
 
@@ -26,7 +25,7 @@ OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=nap
 
 
 @pytest.fixture
-def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:  # noqa: F811
+def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
     virtual_node = VirtualNodeSetup(crds, tmp_path)
     virtual_node.create()
     yield virtual_node

@@ -14,21 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.virtual_kubelets import HOME, VirtualNodeSetup
-
-
-@pytest.fixture(scope="module")
-def crds(clusters: Clusters) -> Clusters:
-    repository = Path(__file__).resolve().parents[2]
-    clusters.kubectl(HOME, "apply", "--server-side", "-f", str(repository / "deploy" / "crds"))
-    clusters.kubectl(
-        HOME,
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/virtualnodes.offloading.liqo.io",
-    )
-    return clusters
+from tests.integration.virtual_kubelets import VirtualNodeSetup
 
 
 @pytest.fixture
@@ -72,7 +58,8 @@ def test_virtual_node_registers_a_ready_node_as_liqo_does(running: VirtualNodeSe
         "effect": "NoExecute",
     } in node["spec"]["taints"]
     assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
-    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 10250
+    port = running.replicas[0].kubelet_port
+    assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == port
     ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] == "KubeletReady"
     # `kubectl get node` as on the reference page: Ready, ROLES agent, the cluster's version.

@@ -31,6 +31,7 @@ class Replica:
     identity: str
     process: subprocess.Popen[bytes]
     metrics_port: int
+    kubelet_port: int
     log: Path
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
@@ -160,7 +161,7 @@ class VirtualNodeSetup:
         return path
 
     def start(self, identity: str = "replica-1", *extra: str) -> Replica:
-        port = free_port()
+        port, kubelet_port = free_port(), free_port()
         log = self.workdir / f"{self.node}-{identity}.log"
         env = {
             **os.environ,
@@ -180,6 +181,7 @@ class VirtualNodeSetup:
                     "--home-cluster-id=venice",
                     f"--foreign-kubeconfig-secret-name={self.secret}",
                     f"--metrics-address=127.0.0.1:{port}",
+                    f"--listen-port={kubelet_port}",
                     "--node-ping-interval=1s",
                     *extra,
                 ],
@@ -187,7 +189,7 @@ class VirtualNodeSetup:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        replica = Replica(identity, process, port, log)
+        replica = Replica(identity, process, port, kubelet_port, log)
         self.replicas.append(replica)
         return replica
 
@@ -333,3 +335,4 @@ class VirtualNodeSetup:
         self.kubectl(
             "delete", "-n", "kube-node-lease", "role,rolebinding", name, "--ignore-not-found"
         )
+        self.kubectl("delete", "-n", "kube-system", "rolebinding", name, "--ignore-not-found")

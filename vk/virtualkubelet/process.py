@@ -28,6 +28,8 @@ from vk.kube.informer import Informer
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector
 from vk.kube.observability import MetricsServer, configure_logging
+from vk.kubelet.auth import KubeletAuth
+from vk.kubelet.server import KubeletServer
 from vk.node.controller import NodeController, NodeOptions
 from vk.reflection.workload.pods import PodReflector
 from vk.virtualkubelet.provider import ProviderConnection
@@ -175,7 +177,16 @@ class VirtualKubelet:
             workers=options.pod_reflection_workers,
             events=EventRecorder(self.home, "virtual-kubelet"),
         )
-        runnables = [virtual_nodes.run(), provider.run()]
+        kubelet = KubeletServer(
+            node_name=options.node_name,
+            address=options.node_ip,
+            port=options.listen_port,
+            auth=KubeletAuth(self.home, options.node_name),
+            remote_namespace=pods.remote_namespace_of,
+            pods=pods.bound_pods,
+            provider=lambda: provider.connection,
+        )
+        runnables = [virtual_nodes.run(), provider.run(), kubelet.run()]
         if options.pod_reflection_workers > 0:
             runnables.append(pods.run())
         if options.create_node:

@@ -67,6 +67,11 @@ class ProviderConnection:
         self._retired: list[KubeClient] = []
         self.loaded = asyncio.Event()  # the Secret has been read once (successfully or not)
 
+    @property
+    def connection(self) -> ClusterConnection | None:
+        """The provider API server and identity now in use (None: unusable)."""
+        return self._connection if self.problem is None else None
+
     def on_change(self, listener: Callable[[], None]) -> None:
         """`listener` runs whenever the client or the problem changes."""
         self._listeners.append(listener)

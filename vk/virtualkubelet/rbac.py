@@ -56,6 +56,10 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 # Why a pod cannot be offloaded, or what happened to the provider: Events on
                 # the pod (in its namespace) or on the VirtualNode.
                 _rule([""], ["events"], ["get", "create", "patch"]),
+                # The kubelet API authenticates bearer tokens and authorizes every request,
+                # as the real kubelet's webhook modes do.
+                _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+                _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
                 # The version reported as the node's kubelet version.
                 {"nonResourceURLs": ["/version"], "verbs": ["get"]},
             ],
@@ -89,6 +93,19 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "Role",
                 "name": cluster_role,
+            },
+            "subjects": subject,
+        },
+        {
+            # The client CA that the API server's kubelet-client certificate chains to, read
+            # from kube-system/extension-apiserver-authentication (Kubernetes' own Role).
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": cluster_role, "namespace": "kube-system", "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "extension-apiserver-authentication-reader",
             },
             "subjects": subject,
         },

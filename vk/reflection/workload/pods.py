@@ -131,6 +131,15 @@ class PodReflector(Reconciler):
         )
         self._log = log.bind(node=node_name)
 
+    def remote_namespace_of(self, namespace: str, pod: str) -> str | None:
+        """Where a pod bound to this node runs in the provider (None: not offloaded here)."""
+        if self.local.store.get(f"{namespace}/{pod}") is None:
+            return None
+        return self.mappings.get(namespace)
+
+    def bound_pods(self) -> list[JSON]:
+        return self.local.store.objects()
+
     # -- wiring --------------------------------------------------------------------------
 
     async def run(self) -> None:
