@@ -4,13 +4,18 @@ requests are authenticated and authorized as the real kubelet does."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import pty
 import select
+import signal
 import socket
 import ssl
+import struct
 import subprocess
+import termios
 import time
 import urllib.error
 import urllib.request
@@ -213,3 +218,105 @@ def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded) -> N
     code, body = kubelet_get(port, "/containerLogs/default/not-offloaded/c", cert=cert)
     assert code == 404
     assert "is not offloaded by the virtual node" in json.loads(body)["message"]
+
+
+def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, pod = offloaded
+    controller, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+    exec_ = subprocess.Popen(
+        [
+            "kubectl",
+            f"--kubeconfig={setup.clusters.kubeconfig('venice')}",
+            "-n",
+            namespace,
+            "exec",
+            "-it",
+            pod,
+            "--",
+            "sh",
+            "-c",
+            "stty size; sleep 2; stty size",
+        ],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    output = b""
+    try:
+        time.sleep(1)
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 44, 122, 0, 0))
+        exec_.send_signal(signal.SIGWINCH)
+        deadline = time.monotonic() + 20
+        while b"44 122" not in output and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.5)
+            if ready:
+                output += os.read(controller, 4096)
+    finally:
+        exec_.wait(timeout=20)
+        os.close(controller)
+        os.close(terminal)
+    assert output.split() == [b"33", b"111", b"44", b"122"]
+
+
+def test_kubectl_cp_copies_a_file_out_of_the_pod(offloaded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, pod = offloaded
+    # kwok runs a simulated container's commands in the cluster's scratch directory.
+    content = os.urandom(64 * 1024)
+    source = setup.clusters.playground.paths("naples").kwok_dir / "exec" / f"{setup.node}.bin"
+    source.write_bytes(content)
+    target = tmp_path / "copied.bin"
+    setup.kubectl("cp", f"{namespace}/{pod}:{source.name}", str(target))
+    assert target.read_bytes() == content
+
+
+def test_two_port_forward_connections_at_once(offloaded) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, pod = offloaded
+    forward = subprocess.Popen(
+        [
+            "kubectl",
+            f"--kubeconfig={setup.clusters.kubeconfig('venice')}",
+            "-n",
+            namespace,
+            "port-forward",
+            f"pod/{pod}",
+            ":8080",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert forward.stdout is not None
+        local_port = int(forward.stdout.readline().split("127.0.0.1:")[1].split()[0])
+        first = socket.create_connection(("127.0.0.1", local_port), timeout=20)
+        second = socket.create_connection(("127.0.0.1", local_port), timeout=20)
+        with first, second:
+            first.sendall(b"first connection")
+            second.sendall(b"second connection")
+            assert second.recv(100) == b"second connection"
+            assert first.recv(100) == b"first connection"
+    finally:
+        forward.terminate()
+        forward.wait(timeout=10)
+
+
+async def test_python_client_exec_over_websocket(offloaded) -> None:  # type: ignore[no-untyped-def]
+    setup, namespace, pod = offloaded
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.stream import WsApiClient
+
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(setup.clusters.kubeconfig("venice")), client_configuration=configuration
+    )
+    async with WsApiClient(configuration=configuration) as ws:
+        output = await client.CoreV1Api(api_client=ws).connect_get_namespaced_pod_exec(
+            pod,
+            namespace,
+            command=["sh", "-c", "echo from $PLAYGROUND_CLUSTER"],
+            stderr=True,
+            stdin=False,
+            stdout=True,
+            tty=False,
+        )
+    assert output == "from naples\n"
