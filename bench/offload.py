@@ -8,60 +8,32 @@ RSS and CPU seconds; API writes per offloaded pod (home + provider, heartbeats a
 `kill -9` of the virtual kubelet with N pods running, a new one started, the time until it has
 converged and the number of remote pods re-created (must be 0).
 
-    .venv/bin/python bench/offload.py [--pods 1000]
+    .venv/bin/python -m bench.offload [--pods 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
+from bench.virtual_node import (
+    LOCAL_NAMESPACE,
+    NODE,
+    REMOTE_NAMESPACE,
+    BenchVirtualNode,
+    apply,
+    kubectl,
+    proc_stats,
+)
 from vk.kube.client import KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.playground import Playground
-from vk.playground.processes import free_port
-from vk.playground.progress import Progress
-from vk.playground.spec import ClusterSpec
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-VK = str(Path(sys.executable).parent / "vk")
-TENANT = "liqo-tenant-far"
-NODE = "far"
 TARGETS = {"ratio": 1.25, "p99": 5.0, "rss": 150.0, "writes": 3.0, "restart": 10.0}
-
-
-def kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
-    return subprocess.run(
-        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
-        input=input,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def apply(kubeconfig: Path, *objects: dict[str, Any]) -> None:
-    kubectl(
-        kubeconfig,
-        "apply",
-        "-f",
-        "-",
-        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)}),
-    )
 
 
 def deployment(name: str, namespace: str, replicas: int, node: str, virtual: bool) -> dict:
@@ -129,16 +101,6 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
-def metrics(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
 def writes(sample: dict, *, heartbeat: bool) -> float:
     """Write requests in a metrics sample; the heartbeat's (node Lease, Node status, the HA
     Lease) or all the others."""
@@ -158,153 +120,13 @@ def writes(sample: dict, *, heartbeat: bool) -> float:
     return total
 
 
-def proc_stats(pid: int) -> tuple[float, float]:
-    """(peak RSS in MiB, CPU seconds) of a process."""
-    peak = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            peak = int(line.split()[1]) / 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return peak, cpu
-
-
-def start_virtual_kubelet(home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    # The same POD_NAME each time: a kill -9 restarts the container in the same pod, which
-    # holds the HA Lease already (a replacement pod would wait the Lease out instead).
-    env = {**os.environ, "KUBECONFIG": str(home), "POD_NAME": "bench-virtual-kubelet"}
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            [
-                VK,
-                "kubelet",
-                f"--nodename={NODE}",
-                f"--tenant-namespace={TENANT}",
-                "--home-cluster-id=home",
-                "--foreign-cluster-id=far",
-                "--foreign-kubeconfig-secret-name=kubeconfig-resourceslice-far",
-                f"--metrics-address=127.0.0.1:{port}",
-                "--pod-reflection-workers=10",
-            ],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def wait_node_ready(home: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        result = subprocess.run(
-            [
-                "kubectl",
-                f"--kubeconfig={home}",
-                "get",
-                "node",
-                NODE,
-                "-o",
-                'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if result.stdout == "True":
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the virtual node {NODE} did not become Ready")
-
-
-def wait_metrics(port: int) -> dict:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            return metrics(port)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000)
     n = parser.parse_args().pods
-    capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(n + 100)}
-    clusters = (
-        ClusterSpec("home", "consumer", 1, {}, capacity),
-        ClusterSpec("far", "provider", 2, {}, capacity),
-    )
-    scratch = Path(tempfile.mkdtemp(prefix="vk-bench-offload-"))
-    playground = Playground(scratch / "playground", Progress())
-    playground.up(clusters)
-    home, far = playground.kubeconfig("home"), playground.kubeconfig("far")
-    process: subprocess.Popen[bytes] | None = None
-    try:
-        kubectl(home, "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds"))
-        kubectl(
-            home,
-            "wait",
-            "--for=condition=Established",
-            "crd/namespacemaps.offloading.liqo.io",
-            "crd/virtualnodes.offloading.liqo.io",
-        )
-        for namespace in (TENANT, "bench-local", "bench-remote"):
-            kubectl(home, "create", "namespace", namespace)
-        kubectl(far, "create", "namespace", "bench-remote-home")
-        apply(
-            home,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "kubeconfig-resourceslice-far", "namespace": TENANT},
-                "data": {"kubeconfig": base64.b64encode(far.read_bytes()).decode()},
-            },
-            {
-                "apiVersion": "offloading.liqo.io/v1beta1",
-                "kind": "VirtualNode",
-                "metadata": {"name": NODE, "namespace": TENANT},
-                "spec": {
-                    "clusterID": "far",
-                    "createNode": True,
-                    "kubeconfigSecretRef": {"name": "kubeconfig-resourceslice-far"},
-                    "resourceQuota": {"hard": capacity},
-                },
-            },
-            {
-                "apiVersion": "offloading.liqo.io/v1beta1",
-                "kind": "NamespaceMap",
-                "metadata": {
-                    "name": "far",
-                    "namespace": TENANT,
-                    "labels": {"liqo.io/remote-cluster-id": "far"},
-                },
-                "spec": {"desiredMapping": {"bench-remote": "bench-remote-home"}},
-            },
-        )
-        kubectl(
-            home,
-            "patch",
-            "namespacemaps.offloading.liqo.io",
-            "far",
-            "-n",
-            TENANT,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps(
-                {
-                    "status": {
-                        "currentMapping": {
-                            "bench-remote": {
-                                "remoteNamespace": "bench-remote-home",
-                                "phase": "Accepted",
-                            }
-                        }
-                    }
-                }
-            ),
-        )
-
+    with BenchVirtualNode(pods_capacity=n + 100, name="offload") as scene:
+        home, far = scene.home, scene.far
+        kubectl(home, "create", "namespace", "bench-local")
         print(f"\n== {n} replicas on home's local kwok node (baseline)")
         local_time, _ = asyncio.run(
             time_to_ready(
@@ -319,23 +141,21 @@ def main() -> None:
         print(f"all Ready in {local_time:.1f}s")
         kubectl(home, "delete", "namespace", "bench-local", "--wait=false")
 
-        port = free_port()
-        log = scratch / "virtual-kubelet.log"
-        process = start_virtual_kubelet(home, port, log)
-        wait_node_ready(home)
-        before = wait_metrics(port)
+        process = scene.start_kubelet()
+        scene.wait_node_ready()
+        before = scene.metrics()
         print(f"\n== the same {n} replicas offloaded through one virtual kubelet")
         remote_time, startup = asyncio.run(
             time_to_ready(
                 home,
-                "bench-remote",
+                LOCAL_NAMESPACE,
                 n,
-                lambda: apply(home, deployment("bench", "bench-remote", n, NODE, virtual=True)),
+                lambda: apply(home, deployment("bench", LOCAL_NAMESPACE, n, NODE, virtual=True)),
             )
         )
         time.sleep(2)  # let the last status writes land before counting
-        after = metrics(port)
-        peak_rss, cpu = proc_stats(process.pid)
+        after = scene.metrics()
+        _, peak_rss, cpu = proc_stats(process.pid)
         pod_writes = (writes(after, heartbeat=False) - writes(before, heartbeat=False)) / n
         heartbeat_writes = writes(after, heartbeat=True) - writes(before, heartbeat=True)
         breakdown = {
@@ -348,79 +168,67 @@ def main() -> None:
         print(f"all Ready in {remote_time:.1f}s")
 
         print(f"\n== kill -9 with {n} pods running, and a new virtual kubelet")
-        remote_uids = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for p in json.loads(
-                kubectl(far, "get", "pods", "-n", "bench-remote-home", "-o", "json")
-            )["items"]
-        }
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        port = free_port()
+        remote_uids = remote_pod_uids(far)
+        scene.kill()
         started = time.monotonic()
-        process = start_virtual_kubelet(home, port, log)
+        scene.start_kubelet()
         while True:  # converged: every pod reconciled once and nothing left to do
-            sample = wait_metrics(port)
+            sample = scene.metrics()
             adds = sample.get(("vk_workqueue_adds_total", (("name", "pods"),)), 0)
             depth = sample.get(("vk_workqueue_depth", (("name", "pods"),)), 1)
             if adds >= n and depth == 0:
                 break
             time.sleep(0.1)
         converged = time.monotonic() - started
-        after_restart = {
-            p["metadata"]["name"]: p["metadata"]["uid"]
-            for p in json.loads(
-                kubectl(far, "get", "pods", "-n", "bench-remote-home", "-o", "json")
-            )["items"]
-        }
+        after_restart = remote_pod_uids(far)
         recreated = sum(1 for name, uid in remote_uids.items() if after_restart.get(name) != uid)
 
-        ratio = remote_time / local_time
-        p50, p99 = percentile(startup, 0.50), percentile(startup, 0.99)
+    ratio = remote_time / local_time
+    p50, p99 = percentile(startup, 0.50), percentile(startup, 0.99)
 
-        def verdict(ok: bool) -> str:
-            return "met" if ok else "MISSED"
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
 
-        print(f"\n== results ({n} pods)")
-        print(f"time to all Ready, local kwok node:    {local_time:7.1f} s")
-        print(f"time to all Ready, offloaded:          {remote_time:7.1f} s")
+    print(f"\n== results ({n} pods)")
+    print(f"time to all Ready, local kwok node:    {local_time:7.1f} s")
+    print(f"time to all Ready, offloaded:          {remote_time:7.1f} s")
+    print(
+        f"ratio offloaded / local:               {ratio:7.2f}    target <= 1.25: "
+        f"{verdict(ratio <= TARGETS['ratio'])}"
+    )
+    print(
+        f"per-pod startup p50 / p99:             {p50:7.2f} s / {p99:.2f} s   "
+        f"target p99 <= 5 s: {verdict(p99 <= TARGETS['p99'])}"
+    )
+    print(
+        f"virtual kubelet peak RSS:              {peak_rss:7.1f} MiB   target <= 150: "
+        f"{verdict(peak_rss <= TARGETS['rss'])}"
+    )
+    print(f"virtual kubelet CPU during the run:    {cpu:7.1f} s")
+    print(
+        f"API writes per offloaded pod:          {pod_writes:7.2f}    target <= 3: "
+        f"{verdict(pod_writes <= TARGETS['writes'])}   (+ {heartbeat_writes:.0f} "
+        "heartbeat writes in all)"
+    )
+    for labels, value in sorted(breakdown.items(), key=lambda item: -item[1]):
+        label = dict(labels)
         print(
-            f"ratio offloaded / local:               {ratio:7.2f}    target <= 1.25: "
-            f"{verdict(ratio <= TARGETS['ratio'])}"
+            f"    {value / n:5.2f} per pod  {label['client']:8s} {label['verb']:6s} "
+            f"{label['resource']:14s} {label['code']}"
         )
-        print(
-            f"per-pod startup p50 / p99:             {p50:7.2f} s / {p99:.2f} s   "
-            f"target p99 <= 5 s: {verdict(p99 <= TARGETS['p99'])}"
-        )
-        print(
-            f"virtual kubelet peak RSS:              {peak_rss:7.1f} MiB   target <= 150: "
-            f"{verdict(peak_rss <= TARGETS['rss'])}"
-        )
-        print(f"virtual kubelet CPU during the run:    {cpu:7.1f} s")
-        print(
-            f"API writes per offloaded pod:          {pod_writes:7.2f}    target <= 3: "
-            f"{verdict(pod_writes <= TARGETS['writes'])}   (+ {heartbeat_writes:.0f} "
-            "heartbeat writes in all)"
-        )
-        for labels, value in sorted(breakdown.items(), key=lambda item: -item[1]):
-            label = dict(labels)
-            print(
-                f"    {value / n:5.2f} per pod  {label['client']:8s} {label['verb']:6s} "
-                f"{label['resource']:14s} {label['code']}"
-            )
-        print(
-            f"restart with {n} pods: converged in    {converged:7.1f} s   target <= 10: "
-            f"{verdict(converged <= TARGETS['restart'])}"
-        )
-        print(
-            f"remote pods re-created by the restart: {recreated:7d}    target 0: "
-            f"{verdict(recreated == 0)}"
-        )
-    finally:
-        if process is not None:
-            process.kill()
-            process.wait()
-        playground.down()
+    print(
+        f"restart with {n} pods: converged in    {converged:7.1f} s   target <= 10: "
+        f"{verdict(converged <= TARGETS['restart'])}"
+    )
+    print(
+        f"remote pods re-created by the restart: {recreated:7d}    target 0: "
+        f"{verdict(recreated == 0)}"
+    )
+
+
+def remote_pod_uids(far: Path) -> dict[str, str]:
+    pods = json.loads(kubectl(far, "get", "pods", "-n", REMOTE_NAMESPACE, "-o", "json"))["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
 
 
 if __name__ == "__main__":

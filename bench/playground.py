@@ -5,7 +5,7 @@ nothing with the binaries cached, their ratio, the time of a second `up` on the 
 playground, `down`, and the resident memory of every component. Runs in scratch directories of
 its own, so a playground you have running is not touched.
 
-    .venv/bin/python bench/playground.py
+    .venv/bin/python -m bench.playground
 """
 
 from __future__ import annotations

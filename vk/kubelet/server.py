@@ -194,6 +194,14 @@ class KubeletServer:
         self.provider = provider
         self.ready = asyncio.Event()
         self._log = log.bind(node=node_name)
+        # One TLS context per provider identity: building one loads the key (and writes it to
+        # a scratch file), too slow and too big to do for every exec or log stream.
+        self._provider_tls: tuple[ClusterConnection, ssl.SSLContext] | None = None
+
+    def _tls_for(self, connection: ClusterConnection) -> ssl.SSLContext:
+        if self._provider_tls is None or self._provider_tls[0] != connection:
+            self._provider_tls = (connection, connection.ssl_context())
+        return self._provider_tls[1]
 
     async def run(self) -> None:
         cert, key = forge_self_signed(self.node_name, self.address)
@@ -295,7 +303,7 @@ class KubeletServer:
         host, port = server.hostname or "", server.port or 443
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(
-                host, port, ssl=connection.ssl_context(), server_hostname=host, limit=MAX_HEAD
+                host, port, ssl=self._tls_for(connection), server_hostname=host, limit=MAX_HEAD
             )
         except OSError as error:
             writer.write(
