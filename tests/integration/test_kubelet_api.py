@@ -320,3 +320,52 @@ async def test_python_client_exec_over_websocket(offloaded) -> None:  # type: ig
             tty=False,
         )
     assert output == "from naples\n"
+
+
+def proxied_websockets(setup: VirtualNodeSetup) -> float:
+    """venice's count of WebSocket streams it proxied to a kubelet untranslated."""
+    metrics = setup.kubectl("get", "--raw", "/metrics").stdout
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("apiserver_websocket_streaming_requests_total")
+        and 'proxy_type="proxied_to_kubelet"' in line
+    )
+
+
+def test_websockets_are_declared_and_then_proxied_untranslated(
+    offloaded,
+    crds: Clusters,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    setup, namespace, pod = offloaded
+    node = setup.node_object() or {}
+    assert node["status"].get("declaredFeatures") == ["ExtendWebSocketsToKubelet"]
+    before = proxied_websockets(setup)
+    assert setup.kubectl("exec", "-n", namespace, pod, "--", "echo", "ws").stdout == "ws\n"
+    assert proxied_websockets(setup) == before + 1
+
+    # A virtual node that does not declare it: the API server translates to SPDY instead.
+    plain = VirtualNodeSetup(crds, tmp_path)
+    try:
+        plain.create()
+        plain_namespace = plain.local_namespace()
+        plain.offload_namespace(plain_namespace)
+        plain.start("replica-1", "--no-extend-websockets-to-kubelet")
+        wait_until(plain.ready, "the second virtual node Ready")
+        assert not (plain.node_object() or {})["status"].get("declaredFeatures")
+        plain.apply(plain.deployment("web", plain_namespace, 1))
+        plain_pod = wait_until(
+            lambda: [
+                p["metadata"]["name"]
+                for p in plain.pods("venice", plain_namespace, "app=web")
+                if p.get("status", {}).get("phase") == "Running"
+            ],
+            "a pod on it",
+        )[0]
+        before = proxied_websockets(setup)
+        echoed = plain.kubectl("exec", "-n", plain_namespace, plain_pod, "--", "echo", "spdy")
+        assert echoed.stdout == "spdy\n"
+        assert proxied_websockets(setup) == before
+    finally:
+        plain.cleanup()

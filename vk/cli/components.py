@@ -69,6 +69,12 @@ def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
 @click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
 @click.option("--create-node/--no-create-node", default=True, show_default=True)
 @click.option(
+    "--extend-websockets-to-kubelet/--no-extend-websockets-to-kubelet",
+    default=True,
+    show_default=True,
+    help="Declare ExtendWebSocketsToKubelet in the Node's status.declaredFeatures.",
+)
+@click.option(
     "--pod-reflection-workers",
     default=10,
     show_default=True,
@@ -96,6 +102,7 @@ def kubelet(
     node_extra_labels: dict[str, str],
     node_extra_annotations: dict[str, str],
     create_node: bool,
+    extend_websockets_to_kubelet: bool,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
     log_level: str,
@@ -118,6 +125,7 @@ def kubelet(
         node_extra_annotations=node_extra_annotations,
         create_node=create_node,
         pod_reflection_workers=pod_reflection_workers,
+        extend_websockets_to_kubelet=extend_websockets_to_kubelet,
         home_kubeconfig=home_kubeconfig or None,
         pod_name=os.environ.get("POD_NAME", ""),
         pod_namespace=os.environ.get("POD_NAMESPACE", ""),

@@ -56,6 +56,7 @@ class NodeOptions:
     status_interval: float = 60.0  # a full status at least this often, as the kubelet does
     extra_labels: dict[str, str] = field(default_factory=dict)
     extra_annotations: dict[str, str] = field(default_factory=dict)
+    declared_features: tuple[str, ...] = ()
 
 
 class NodeController:
@@ -223,6 +224,7 @@ class NodeController:
             kubelet_version=self.options.kubelet_version,
             now=datetime.datetime.now(datetime.UTC),
             previous_conditions=node.get("status", {}).get("conditions", []),
+            declared_features=self.options.declared_features,
         )
         desired["metadata"] = {"name": self.options.node_name}
         stale = time.monotonic() - self._last_status_write >= self.options.status_interval

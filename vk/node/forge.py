@@ -233,8 +233,11 @@ def forge_node_status(
     kubelet_version: str,
     now: datetime.datetime,
     previous_conditions: list[JSON],
+    declared_features: tuple[str, ...] = (),
 ) -> JSON:
-    """The Node's status (for server-side apply on the status subresource)."""
+    """The Node's status (for server-side apply on the status subresource). Declared features
+    tell the API server what the kubelet API serves, e.g. `ExtendWebSocketsToKubelet`: exec,
+    attach and port-forward may then arrive as WebSockets, proxied as they are."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -243,6 +246,7 @@ def forge_node_status(
             "allocatable": dict(capacity),
             "conditions": forge_node_conditions(capacity, now, previous_conditions),
             "addresses": [{"type": "InternalIP", "address": node_ip}],
+            "declaredFeatures": sorted(set(declared_features)),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
             "nodeInfo": {
                 "kubeletVersion": kubelet_version,
@@ -278,6 +282,7 @@ def status_differs(node: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
             "addresses": status.get("addresses"),
             "port": status.get("daemonEndpoints", {}).get("kubeletEndpoint", {}).get("Port"),
             "version": status.get("nodeInfo", {}).get("kubeletVersion"),
+            "features": status.get("declaredFeatures") or [],
         }
 
     return comparable(node.get("status", {})) != comparable(desired["status"])

@@ -56,6 +56,9 @@ class VirtualKubeletOptions:
     node_extra_annotations: dict[str, str] = field(default_factory=dict)
     create_node: bool = True
     pod_reflection_workers: int = 10
+    # The relay passes WebSocket upgrades as it passes SPDY ones, to an API server that serves
+    # them: declaring it lets the consumer's API server proxy v5 and tunnelling untranslated.
+    extend_websockets_to_kubelet: bool = True
     home_kubeconfig: str | None = None
     pod_name: str = ""  # identity in the HA election
     pod_namespace: str = ""  # where the VirtualNode lives (default: the tenant namespace)
@@ -159,6 +162,9 @@ class VirtualKubelet:
                 ping_timeout=options.node_ping_timeout,
                 extra_labels=options.node_extra_labels,
                 extra_annotations=options.node_extra_annotations,
+                declared_features=("ExtendWebSocketsToKubelet",)
+                if options.extend_websockets_to_kubelet
+                else (),
             ),
             virtual_nodes=virtual_nodes,
             virtual_node_key=f"{namespace}/{virtual_node_name}",
