@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
@@ -369,3 +370,70 @@ def test_websockets_are_declared_and_then_proxied_untranslated(
         assert proxied_websockets(setup) == before
     finally:
         plain.cleanup()
+
+
+def test_a_provider_taking_the_tenants_rights_away_makes_logs_and_exec_fail_clearly(
+    crds: Clusters,
+    tmp_path: Path,
+) -> None:
+    setup = VirtualNodeSetup(crds, tmp_path)
+    try:
+        setup.create()
+        namespace = setup.local_namespace()
+        remote = setup.offload_namespace(namespace)
+        # The identity peering will give the consumer: rights in the twin namespace only.
+        naples = setup.clusters
+        naples.kubectl("naples", "create", "serviceaccount", "tenant", "-n", remote)
+        naples.kubectl(
+            "naples",
+            "create",
+            "role",
+            "tenant",
+            "-n",
+            remote,
+            "--verb=get,list,watch,create,delete,patch,update",
+            "--resource=pods,pods/status,pods/log,pods/exec,pods/attach,pods/portforward",
+        )
+        naples.kubectl(
+            "naples",
+            "create",
+            "rolebinding",
+            "tenant",
+            "-n",
+            remote,
+            "--role=tenant",
+            f"--serviceaccount={remote}:tenant",
+        )
+        token = naples.kubectl("naples", "create", "token", "tenant", "-n", remote).stdout
+        admin = yaml.safe_load(naples.kubeconfig("naples").read_text())
+        admin["users"] = [{"name": "tenant", "user": {"token": token.strip()}}]
+        admin["contexts"][0]["context"]["user"] = "tenant"
+        setup.write_secret(yaml.safe_dump(admin).encode())
+        setup.start()
+        wait_until(setup.ready, "the virtual node Ready")
+        setup.apply(setup.deployment("web", namespace, 1))
+        pod = wait_until(
+            lambda: [
+                p["metadata"]["name"]
+                for p in setup.pods("venice", namespace, "app=web")
+                if p.get("status", {}).get("phase") == "Running"
+            ],
+            "the pod offloaded as the tenant",
+        )[0]
+        assert "hello from naples" in setup.kubectl("logs", "-n", namespace, pod).stdout
+        naples.kubectl("naples", "delete", "rolebinding", "tenant", "-n", remote)
+        denied = wait_until(
+            lambda: (lambda r: r if r.returncode != 0 else None)(
+                setup.kubectl("logs", "-n", namespace, pod, check=False)
+            ),
+            "logs refused",
+        )
+        assert "forbidden" in denied.stderr
+        # The provider's own words reach the user (inside the consumer API server's error).
+        assert f"system:serviceaccount:{remote}:tenant" in denied.stderr
+        assert "cannot get resource" in denied.stderr
+        refused = setup.kubectl("exec", "-n", namespace, pod, "--", "echo", "x", check=False)
+        assert refused.returncode != 0
+        assert "forbidden" in refused.stderr
+    finally:
+        setup.cleanup()
