@@ -21,6 +21,7 @@ from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, parse_kubeconfig
 
 KUBECONFIG_KEY = "kubeconfig"
+RETIRED_CLIENT_GRACE = 60.0  # seconds an old client stays open after the Secret changed
 
 log = structlog.get_logger("vk.virtualkubelet.provider")
 
@@ -65,6 +66,7 @@ class ProviderConnection:
         self._listeners: list[Callable[[], None]] = []
         self._connection: ClusterConnection | None = None
         self._retired: list[KubeClient] = []
+        self._closers: set[asyncio.Task[None]] = set()
         self.loaded = asyncio.Event()  # the Secret has been read once (successfully or not)
 
     @property
@@ -105,12 +107,25 @@ class ProviderConnection:
         if connection == self._connection and self.problem is None:
             return
         if self.client is not None:
-            self._retired.append(self.client)  # requests in flight finish on the old one
+            self._retire(self.client)
         self._connection = connection
         self.client = KubeClient(connection, name="provider")
         self.problem = None
         log.info("provider kubeconfig loaded", server=connection.server)
         self._notify()
+
+    def _retire(self, client: KubeClient) -> None:
+        """Requests in flight finish on the old client; it is closed a minute later."""
+        self._retired.append(client)
+
+        async def close_later() -> None:
+            await asyncio.sleep(RETIRED_CLIENT_GRACE)
+            if client in self._retired:
+                self._retired.remove(client)
+                await client.close()
+
+        self._closers.add(task := asyncio.get_running_loop().create_task(close_later()))
+        task.add_done_callback(self._closers.discard)
 
     def _notify(self) -> None:
         for listener in self._listeners:
