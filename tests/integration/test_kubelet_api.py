@@ -27,7 +27,7 @@ import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.virtual_kubelets import VirtualNodeSetup
+from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def offloaded(
     setup.cleanup()
 
 
-def test_kubectl_logs_come_from_the_provider(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_logs_come_from_the_provider(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     logs = setup.kubectl("logs", "-n", namespace, pod).stdout
     assert logs.splitlines()[0] == "hello from naples"
@@ -64,7 +64,7 @@ def test_kubectl_logs_come_from_the_provider(offloaded) -> None:  # type: ignore
     assert setup.kubectl("logs", "-n", namespace, pod, "-c", "app").stdout == logs
 
 
-def test_kubectl_logs_follow_streams_and_ends_on_close(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_logs_follow_streams_and_ends_on_close(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     follow = subprocess.Popen(
         [
@@ -89,7 +89,7 @@ def test_kubectl_logs_follow_streams_and_ends_on_close(offloaded) -> None:  # ty
         follow.wait(timeout=10)
 
 
-def test_kubectl_exec_runs_in_the_provider(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_exec_runs_in_the_provider(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     echoed = setup.kubectl("exec", "-n", namespace, pod, "--", "echo", "hello", "vk")
     assert echoed.stdout == "hello vk\n"
@@ -114,7 +114,7 @@ def test_kubectl_exec_runs_in_the_provider(offloaded) -> None:  # type: ignore[n
     assert piped.stdout == "hello stdin"
 
 
-def test_kubectl_port_forward_carries_data_intact(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_port_forward_carries_data_intact(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     forward = subprocess.Popen(
         [
@@ -148,7 +148,7 @@ def test_kubectl_port_forward_carries_data_intact(offloaded) -> None:  # type: i
         forward.wait(timeout=10)
 
 
-def test_kubectl_attach_streams_the_provider_pods_output(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_attach_streams_the_provider_pods_output(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     attach = subprocess.Popen(
         [
@@ -198,7 +198,7 @@ def kubelet_get(
         return error.code, error.read().decode()
 
 
-def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     port = setup.replicas[0].kubelet_port
     assert kubelet_get(port, "/healthz")[0] == 401
@@ -221,7 +221,7 @@ def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded) -> N
     assert "is not offloaded by the virtual node" in json.loads(body)["message"]
 
 
-def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
@@ -260,7 +260,7 @@ def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded) -> None:  #
     assert output.split() == [b"33", b"111", b"44", b"122"]
 
 
-def test_kubectl_cp_copies_a_file_out_of_the_pod(offloaded, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_cp_copies_a_file_out_of_the_pod(offloaded: Offloaded, tmp_path: Path) -> None:
     setup, namespace, pod = offloaded
     # kwok runs a simulated container's commands in the cluster's scratch directory.
     content = os.urandom(64 * 1024)
@@ -271,7 +271,7 @@ def test_kubectl_cp_copies_a_file_out_of_the_pod(offloaded, tmp_path: Path) -> N
     assert target.read_bytes() == content
 
 
-def test_two_port_forward_connections_at_once(offloaded) -> None:  # type: ignore[no-untyped-def]
+def test_two_port_forward_connections_at_once(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     forward = subprocess.Popen(
         [
@@ -301,7 +301,7 @@ def test_two_port_forward_connections_at_once(offloaded) -> None:  # type: ignor
         forward.wait(timeout=10)
 
 
-async def test_python_client_exec_over_websocket(offloaded) -> None:  # type: ignore[no-untyped-def]
+async def test_python_client_exec_over_websocket(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     from kubernetes_asyncio import client, config
     from kubernetes_asyncio.stream import WsApiClient
@@ -335,8 +335,8 @@ def proxied_websockets(setup: VirtualNodeSetup) -> float:
 
 
 def test_websockets_are_declared_and_then_proxied_untranslated(
-    offloaded,
-    crds: Clusters,  # type: ignore[no-untyped-def]
+    offloaded: Offloaded,
+    crds: Clusters,
     tmp_path: Path,
 ) -> None:
     setup, namespace, pod = offloaded

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.virtual_kubelets import VirtualNodeSetup
+from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 from vk.playground.processes import read_pid
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
@@ -50,7 +50,7 @@ def running(pods: list[dict]) -> list[dict]:
     ]
 
 
-def test_deployment_runs_in_the_provider_with_equal_statuses(workload) -> None:  # type: ignore[no-untyped-def]
+def test_deployment_runs_in_the_provider_with_equal_statuses(workload: Offloaded) -> None:
     setup, namespace, remote = workload
     setup.apply(setup.deployment("web", namespace, 20))
     wait_until(
@@ -81,7 +81,7 @@ def test_deployment_runs_in_the_provider_with_equal_statuses(workload) -> None: 
     assert any(s.labels["name"] == "pods" for s in families["vk_workqueue_retries"].samples)
 
 
-def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # type: ignore[no-untyped-def]
+def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) -> None:
     setup, namespace, remote = workload
     setup.apply(setup.deployment("web", namespace, 3))
     wait_until(
@@ -167,7 +167,7 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload) -> None:  # t
 
 
 def test_provider_outage_turns_the_node_not_ready_and_pods_made_meanwhile_run_after(
-    workload,  # type: ignore[no-untyped-def]
+    workload: Offloaded,
 ) -> None:
     setup, namespace, remote = workload
     paths = setup.clusters.playground.paths(setup.provider)
@@ -232,7 +232,7 @@ def test_pod_in_a_namespace_not_offloaded_waits_with_a_reason(setup: VirtualNode
     assert len(setup.pods("naples", remote, OWNERSHIP)) == 1
 
 
-def test_remote_pod_not_created_by_vk_is_left_alone_and_reported(workload) -> None:  # type: ignore[no-untyped-def]
+def test_remote_pod_not_created_by_vk_is_left_alone_and_reported(workload: Offloaded) -> None:
     setup, namespace, remote = workload
     setup.clusters.kubectl(
         "naples", "run", "taken", "-n", remote, "--image=nginx", "--labels=owner=someone-else"
@@ -298,7 +298,7 @@ def test_kill_9_while_creating_200_pods_loses_and_recreates_nothing(
     assert {name: uids[name] for name in before} == before  # none re-created
 
 
-def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload) -> None:  # type: ignore[no-untyped-def]
+def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload: Offloaded) -> None:
     setup, namespace, remote = workload
     pod = setup.deployment("once", namespace, 1)["spec"]["template"]
     pod["spec"]["restartPolicy"] = "Never"
@@ -358,7 +358,7 @@ def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload) -> None:  
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
 
 
-def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload) -> None:  # type: ignore[no-untyped-def]
+def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload: Offloaded) -> None:
     setup, namespace, remote = workload
     setup.apply(setup.deployment("web", namespace, 3))
     wait_until(

@@ -336,3 +336,7 @@ class VirtualNodeSetup:
             "delete", "-n", "kube-node-lease", "role,rolebinding", name, "--ignore-not-found"
         )
         self.kubectl("delete", "-n", "kube-system", "rolebinding", name, "--ignore-not-found")
+
+
+Offloaded = tuple[VirtualNodeSetup, str, str]
+"""A running virtual node, a local namespace offloaded through it, and a pod or remote name."""
