@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.forwarding import forwarded_port
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 
@@ -116,36 +117,19 @@ def test_kubectl_exec_runs_in_the_provider(offloaded: Offloaded) -> None:
 
 def test_kubectl_port_forward_carries_data_intact(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
-    forward = subprocess.Popen(
-        [
-            "kubectl",
-            f"--kubeconfig={setup.clusters.kubeconfig('venice')}",
-            "-n",
-            namespace,
-            "port-forward",
-            f"pod/{pod}",
-            ":8080",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert forward.stdout is not None
-        line = forward.stdout.readline()
-        local_port = int(line.split("127.0.0.1:")[1].split()[0])
-        payload = os.urandom(1024 * 1024)
-        with socket.create_connection(("127.0.0.1", local_port), timeout=30) as connection:
-            connection.sendall(payload)
-            received = bytearray()
-            while len(received) < len(payload):
-                chunk = connection.recv(65536)
-                if not chunk:
-                    break
-                received += chunk
-        assert hashlib.sha256(received).digest() == hashlib.sha256(payload).digest()
-    finally:
-        forward.terminate()
-        forward.wait(timeout=10)
+    payload = os.urandom(1024 * 1024)
+    with (
+        forwarded_port(setup.clusters.kubeconfig("venice"), namespace, pod) as local_port,
+        socket.create_connection(("127.0.0.1", local_port), timeout=30) as connection,
+    ):
+        connection.sendall(payload)
+        received = bytearray()
+        while len(received) < len(payload):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    assert hashlib.sha256(received).digest() == hashlib.sha256(payload).digest()
 
 
 def test_kubectl_attach_streams_the_provider_pods_output(offloaded: Offloaded) -> None:
@@ -273,22 +257,7 @@ def test_kubectl_cp_copies_a_file_out_of_the_pod(offloaded: Offloaded, tmp_path:
 
 def test_two_port_forward_connections_at_once(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
-    forward = subprocess.Popen(
-        [
-            "kubectl",
-            f"--kubeconfig={setup.clusters.kubeconfig('venice')}",
-            "-n",
-            namespace,
-            "port-forward",
-            f"pod/{pod}",
-            ":8080",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert forward.stdout is not None
-        local_port = int(forward.stdout.readline().split("127.0.0.1:")[1].split()[0])
+    with forwarded_port(setup.clusters.kubeconfig("venice"), namespace, pod) as local_port:
         first = socket.create_connection(("127.0.0.1", local_port), timeout=20)
         second = socket.create_connection(("127.0.0.1", local_port), timeout=20)
         with first, second:
@@ -296,9 +265,6 @@ def test_two_port_forward_connections_at_once(offloaded: Offloaded) -> None:
             second.sendall(b"second connection")
             assert second.recv(100) == b"second connection"
             assert first.recv(100) == b"first connection"
-    finally:
-        forward.terminate()
-        forward.wait(timeout=10)
 
 
 async def test_python_client_exec_over_websocket(offloaded: Offloaded) -> None:

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import Clusters
+from tests.integration.forwarding import forwarded_port
 from tests.integration.polling import wait_until
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.cluster import kubeconfig_document
@@ -146,39 +147,21 @@ def test_kubectl_port_forward_reaches_the_pod(
     clusters: Clusters, naples_namespace: str, naples_deployment: list[dict]
 ) -> None:
     pod = naples_deployment[0]["metadata"]["name"]
-    forward = subprocess.Popen(
-        [
-            "kubectl",
-            f"--kubeconfig={clusters.kubeconfig('naples')}",
-            "-n",
-            naples_namespace,
-            "port-forward",
-            f"pod/{pod}",
-            ":8080",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert forward.stdout is not None
-        first_line = forward.stdout.readline()  # Forwarding from 127.0.0.1:PORT -> 8080
-        local_port = int(first_line.split("127.0.0.1:")[1].split()[0])
-        payload = os.urandom(256 * 1024)
-        with socket.create_connection(("127.0.0.1", local_port), timeout=20) as connection:
-            connection.sendall(payload)
-            connection.shutdown(socket.SHUT_WR)
-            received = bytearray()
-            while len(received) < len(payload):
-                chunk = connection.recv(65536)
-                if not chunk:
-                    break
-                received += chunk
-        # The playground's simulated pods answer every port with an echo.
-        assert hashlib.sha256(received).hexdigest() == hashlib.sha256(payload).hexdigest()
-    finally:
-        forward.terminate()
-        forward.wait(timeout=10)
+    payload = os.urandom(256 * 1024)
+    with (
+        forwarded_port(clusters.kubeconfig("naples"), naples_namespace, pod) as local_port,
+        socket.create_connection(("127.0.0.1", local_port), timeout=20) as connection,
+    ):
+        connection.sendall(payload)
+        connection.shutdown(socket.SHUT_WR)
+        received = bytearray()
+        while len(received) < len(payload):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+    # The playground's simulated pods answer every port with an echo.
+    assert hashlib.sha256(received).hexdigest() == hashlib.sha256(payload).hexdigest()
 
 
 def test_pod_nobody_can_host_stays_pending_with_failed_scheduling(
