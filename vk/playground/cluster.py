@@ -478,21 +478,18 @@ class ClusterRuntime:
             digest.update((self.paths.kwok_dir / "kwok.yaml").read_bytes())
         return digest.hexdigest()
 
-    async def _ensure_component(self, component: str) -> bool:
+    async def _ensure_component(self, component: str, *, restart: bool = False) -> bool:
         """Starts `component` unless it runs with the current configuration (a newer vk may
-        configure it differently: then it is restarted); waits until healthy. True when it
-        was started."""
+        configure it differently: then it is restarted) and no `restart` is asked for; waits
+        until healthy. True when it was started."""
         args = self._args(component)
         fingerprint = self._fingerprint(component, args)
         pid = read_pid(self.paths.pid(component))
         started = False
         running = pid is not None and is_running(pid, self.marker)
         fingerprint_file = self.paths.fingerprint(component)
-        if (
-            pid is not None
-            and running
-            and (not fingerprint_file.exists() or fingerprint_file.read_text() != fingerprint)
-        ):
+        stale = not fingerprint_file.exists() or fingerprint_file.read_text() != fingerprint
+        if pid is not None and running and (restart or stale):
             await asyncio.to_thread(stop_processes, [pid], marker=self.marker)
             running = False
         if pid is None or not running:
@@ -554,7 +551,11 @@ class ClusterRuntime:
             if await self._ensure_component(component):
                 started.append(component)
         rest = ("kube-controller-manager", "kube-scheduler", "kwok")
-        results = await asyncio.gather(*(self._ensure_component(c) for c in rest))
+        # Clients of an API server that was down have backed their watches off (up to 30 s
+        # in client-go): restarted with it, they are back at once (a new namespace gets its
+        # ServiceAccount, a new pod its node) instead of after that back-off.
+        restart = bool(started)
+        results = await asyncio.gather(*(self._ensure_component(c, restart=restart) for c in rest))
         started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             await self._ensure_objects(client)
