@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 
 from tests.conftest import Clusters
+from vk.api.constants import virtual_kubelet_service_account
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.processes import free_port
-from vk.virtualkubelet.rbac import forge_virtual_kubelet_rbac, service_account_name
+from vk.virtualkubelet.rbac import forge_virtual_kubelet_rbac
 
 VK = str(Path(sys.executable).parent / "vk")
 HOME = "venice"
@@ -128,7 +129,7 @@ class VirtualNodeSetup:
         token = self.kubectl(
             "create",
             "token",
-            service_account_name(self.node),
+            virtual_kubelet_service_account(self.node),
             "-n",
             self.namespace,
             "--duration=2h",

@@ -87,3 +87,8 @@ def tenant_namespace(cluster_id: str) -> str:
 def kubeconfig_secret_name(resource_slice_name: str) -> str:
     """The Secret holding the kubeconfig of the identity issued for a ResourceSlice."""
     return f"{KUBECONFIG_SECRET_PREFIX}{resource_slice_name}"
+
+
+def virtual_kubelet_service_account(node_name: str) -> str:
+    """The ServiceAccount a virtual kubelet runs as, one per VirtualNode (in its namespace)."""
+    return f"vk-{node_name}"

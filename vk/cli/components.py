@@ -9,6 +9,7 @@ import sys
 import click
 
 from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.controllers.manager import main as run_controller_manager
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
 
@@ -69,6 +70,14 @@ def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
 @click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
 @click.option("--create-node/--no-create-node", default=True, show_default=True)
 @click.option(
+    "--certificate-type",
+    type=click.Choice(["kubelet", "self-signed"]),
+    default="kubelet",
+    show_default=True,
+    help="Serving certificate: from a kubernetes.io/kubelet-serving CSR (self-signed until it is "
+    "issued), or self-signed only.",
+)
+@click.option(
     "--extend-websockets-to-kubelet/--no-extend-websockets-to-kubelet",
     default=True,
     show_default=True,
@@ -102,6 +111,7 @@ def kubelet(
     node_extra_labels: dict[str, str],
     node_extra_annotations: dict[str, str],
     create_node: bool,
+    certificate_type: str,
     extend_websockets_to_kubelet: bool,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
@@ -126,6 +136,7 @@ def kubelet(
         create_node=create_node,
         pod_reflection_workers=pod_reflection_workers,
         extend_websockets_to_kubelet=extend_websockets_to_kubelet,
+        certificate_type=certificate_type,
         home_kubeconfig=home_kubeconfig or None,
         pod_name=os.environ.get("POD_NAME", ""),
         pod_namespace=os.environ.get("POD_NAMESPACE", ""),
@@ -134,6 +145,33 @@ def kubelet(
     )
     try:
         sys.exit(run_virtual_kubelet(options))
+    except InvalidKubeconfig as error:
+        raise click.ClickException(f"cannot reach this cluster: {error}") from error
+
+
+@vk.command("controller-manager")
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig of this cluster ($KUBECONFIG); in-cluster config otherwise.",
+)
+@click.option(
+    "--metrics-address",
+    default=":8082",
+    show_default=True,
+    help="Address of /metrics, /healthz and /readyz.",
+)
+@click.option(
+    "--namespace",
+    default="vk",
+    show_default=True,
+    help="vk's namespace (its leader-election Lease lives there).",
+)
+def controller_manager(kubeconfig: str | None, metrics_address: str, namespace: str) -> None:
+    """vk's controllers of this cluster (today: the serving-certificate approver)."""
+    try:
+        sys.exit(run_controller_manager(kubeconfig or None, metrics_address, namespace))
     except InvalidKubeconfig as error:
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
 

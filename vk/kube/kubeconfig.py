@@ -45,23 +45,25 @@ class ClusterConnection:
         elif self.ca_pem is not None:
             context.load_verify_locations(cadata=self.ca_pem.decode())
         if self.client_cert_pem and self.client_key_pem:
-            # ssl can only load a client key pair from files: write them 0600, load, remove.
-            with tempfile.TemporaryDirectory(prefix="vk-cert-") as scratch:
-                cert_path, key_path = Path(scratch, "tls.crt"), Path(scratch, "tls.key")
-                for path, data in (
-                    (cert_path, self.client_cert_pem),
-                    (key_path, self.client_key_pem),
-                ):
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-                    with os.fdopen(fd, "wb") as handle:
-                        handle.write(data)
-                context.load_cert_chain(cert_path, key_path)
+            load_key_pair(context, self.client_cert_pem, self.client_key_pem)
         return context
 
     def bearer_token(self) -> str | None:
         if self.token_file is not None:
             return self.token_file.read_text().strip()
         return self.token
+
+
+def load_key_pair(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
+    """Loads a certificate and its key into `context` (replacing any before, for new
+    connections). ssl loads key pairs only from files: written 0600, loaded, removed."""
+    with tempfile.TemporaryDirectory(prefix="vk-tls-") as scratch:
+        cert_path, key_path = Path(scratch, "tls.crt"), Path(scratch, "tls.key")
+        for path, data in ((cert_path, cert_pem), (key_path, key_pem)):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+        context.load_cert_chain(cert_path, key_path)
 
 
 def _field_bytes(

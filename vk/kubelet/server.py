@@ -16,11 +16,8 @@ import contextlib
 import datetime
 import ipaddress
 import json
-import os
 import ssl
-import tempfile
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,8 +28,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from vk.kube.client import JSON, ApiError
-from vk.kube.kubeconfig import ClusterConnection
+from vk.kube.kubeconfig import ClusterConnection, load_key_pair
 from vk.kubelet.auth import KubeletAuth, User, user_from_peercert
+from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.routes import (
     RELAYED,
     VERBS,
@@ -89,13 +87,7 @@ def forge_self_signed(node_name: str, node_ip: str) -> tuple[bytes, bytes]:
 
 def server_ssl_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    with tempfile.TemporaryDirectory(prefix="vk-serving-") as scratch:
-        cert_path, key_path = Path(scratch, "tls.crt"), Path(scratch, "tls.key")
-        for path, data in ((cert_path, cert_pem), (key_path, key_pem)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-        context.load_cert_chain(cert_path, key_path)
+    load_key_pair(context, cert_pem, key_pem)
     # Optional, not required: a bearer token is the other way in (TokenReview).
     context.verify_mode = ssl.CERT_OPTIONAL
     context.load_verify_locations(cadata=client_ca_pem)
@@ -184,6 +176,7 @@ class KubeletServer:
         remote_namespace: Callable[[str, str], str | None],
         pods: Callable[[], list[JSON]],
         provider: Callable[[], ClusterConnection | None],
+        certificate_type: str = "kubelet",
     ) -> None:
         self.node_name = node_name
         self.address = address
@@ -192,6 +185,8 @@ class KubeletServer:
         self.remote_namespace = remote_namespace
         self.pods = pods
         self.provider = provider
+        self.certificate_type = certificate_type
+        self.certificates: ServingCertificateManager | None = None
         self.ready = asyncio.Event()
         self._log = log.bind(node=node_name)
         # One TLS context per provider identity: building one loads the key (and writes it to
@@ -204,15 +199,31 @@ class KubeletServer:
         return self._provider_tls[1]
 
     async def run(self) -> None:
+        # Self-signed from the start; with `kubelet` certificates, swapped for the cluster-signed
+        # one as soon as it is issued (the API server does not verify kubelet serving
+        # certificates unless told to, so logs and exec work meanwhile).
         cert, key = forge_self_signed(self.node_name, self.address)
         context = server_ssl_context(cert, key, await self.auth.client_ca())
+        renewal: asyncio.Task[None] | None = None
+        if self.certificate_type == "kubelet":
+            self.certificates = ServingCertificateManager(
+                self.auth.home,
+                self.node_name,
+                self.address,
+                install=lambda cert_pem, key_pem: load_key_pair(context, cert_pem, key_pem),
+            )
+            renewal = asyncio.create_task(self.certificates.run())
         server = await asyncio.start_server(
             self._serve, self.address, self.port, ssl=context, limit=MAX_HEAD
         )
         self._log.info("kubelet API listening", address=f"{self.address}:{self.port}")
         self.ready.set()
-        async with server:
-            await server.serve_forever()
+        try:
+            async with server:
+                await server.serve_forever()
+        finally:
+            if renewal is not None:
+                renewal.cancel()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

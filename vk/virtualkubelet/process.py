@@ -59,6 +59,7 @@ class VirtualKubeletOptions:
     # The relay passes WebSocket upgrades as it passes SPDY ones, to an API server that serves
     # them: declaring it lets the consumer's API server proxy v5 and tunnelling untranslated.
     extend_websockets_to_kubelet: bool = True
+    certificate_type: str = "kubelet"  # or self-signed
     home_kubeconfig: str | None = None
     pod_name: str = ""  # identity in the HA election
     pod_namespace: str = ""  # where the VirtualNode lives (default: the tenant namespace)
@@ -191,6 +192,7 @@ class VirtualKubelet:
             remote_namespace=pods.remote_namespace_of,
             pods=pods.bound_pods,
             provider=lambda: provider.connection,
+            certificate_type=options.certificate_type,
         )
         runnables = [virtual_nodes.run(), provider.run(), kubelet.run()]
         if options.pod_reflection_workers > 0:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from vk.api.constants import virtual_kubelet_service_account
+
 JSON = dict[str, Any]
-
-
-def service_account_name(node_name: str) -> str:
-    return f"vk-{node_name}"
 
 
 def _rule(
@@ -28,7 +26,7 @@ def _rule(
 def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JSON]:
     """ServiceAccount, ClusterRole + binding (cluster-scoped needs) and Role + binding (the
     tenant namespace) for the virtual kubelet of `node_name`."""
-    account = service_account_name(node_name)
+    account = virtual_kubelet_service_account(node_name)
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": tenant_namespace}]
     cluster_role = f"vk:virtual-kubelet:{node_name}"
     labels = {"app.kubernetes.io/name": "virtual-kubelet", "offloading.liqo.io/nodename": node_name}
@@ -60,6 +58,9 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 # as the real kubelet's webhook modes do.
                 _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
                 _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+                # Its serving certificate, requested from the cluster as the kubelet's is
+                # (vk's controller manager approves it; the cluster signs it).
+                _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ["create", "get"]),
                 # The version reported as the node's kubelet version.
                 {"nonResourceURLs": ["/version"], "verbs": ["get"]},
             ],

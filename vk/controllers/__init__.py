@@ -1,0 +1,1 @@
+"""vk's controllers, one module per reconciler, run by `vk controller-manager`."""
