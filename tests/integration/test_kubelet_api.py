@@ -43,14 +43,7 @@ def offloaded(
     setup.start()
     wait_until(setup.ready, "the virtual node Ready")
     setup.apply(setup.deployment("web", namespace, 1))
-    pod = wait_until(
-        lambda: [
-            p["metadata"]["name"]
-            for p in setup.pods("venice", namespace, "app=web")
-            if p.get("status", {}).get("phase") == "Running"
-        ],
-        "the pod offloaded and Running",
-    )[0]
+    pod = setup.running_pod(namespace)
     yield setup, namespace, pod
     setup.cleanup()
 
@@ -322,14 +315,7 @@ def test_websockets_are_declared_and_then_proxied_untranslated(
         wait_until(plain.ready, "the second virtual node Ready")
         assert not (plain.node_object() or {})["status"].get("declaredFeatures")
         plain.apply(plain.deployment("web", plain_namespace, 1))
-        plain_pod = wait_until(
-            lambda: [
-                p["metadata"]["name"]
-                for p in plain.pods("venice", plain_namespace, "app=web")
-                if p.get("status", {}).get("phase") == "Running"
-            ],
-            "a pod on it",
-        )[0]
+        plain_pod = plain.running_pod(plain_namespace)
         before = proxied_websockets(setup)
         echoed = plain.kubectl("exec", "-n", plain_namespace, plain_pod, "--", "echo", "spdy")
         assert echoed.stdout == "spdy\n"
@@ -378,14 +364,7 @@ def test_a_provider_taking_the_tenants_rights_away_makes_logs_and_exec_fail_clea
         setup.start()
         wait_until(setup.ready, "the virtual node Ready")
         setup.apply(setup.deployment("web", namespace, 1))
-        pod = wait_until(
-            lambda: [
-                p["metadata"]["name"]
-                for p in setup.pods("venice", namespace, "app=web")
-                if p.get("status", {}).get("phase") == "Running"
-            ],
-            "the pod offloaded as the tenant",
-        )[0]
+        pod = setup.running_pod(namespace)
         assert "hello from naples" in setup.kubectl("logs", "-n", namespace, pod).stdout
         naples.kubectl("naples", "delete", "rolebinding", "tenant", "-n", remote)
         denied = wait_until(

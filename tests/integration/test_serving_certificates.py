@@ -84,14 +84,7 @@ def test_the_kubelet_port_serves_a_certificate_the_cluster_signed(
         namespace = setup.local_namespace()
         setup.offload_namespace(namespace)
         setup.apply(setup.deployment("web", namespace, 1))
-        pod = wait_until(
-            lambda: [
-                p["metadata"]["name"]
-                for p in setup.pods("venice", namespace)
-                if p.get("status", {}).get("phase") == "Running"
-            ],
-            "a pod",
-        )[0]
+        pod = setup.running_pod(namespace)
         assert "hello from naples" in setup.kubectl("logs", "-n", namespace, pod).stdout
 
         # The same identity asking for a name that is not its node's gets nothing.

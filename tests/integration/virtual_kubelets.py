@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.polling import wait_until
 from vk.api.constants import virtual_kubelet_service_account
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.processes import free_port
@@ -270,6 +271,19 @@ class VirtualNodeSetup:
             "items"
         ]
         return items
+
+    def running_pod(self, namespace: str, app: str = "web") -> str:
+        """The name of a Running pod of Deployment `app` in venice's `namespace`, once there
+        is one."""
+        names: list[str] = wait_until(
+            lambda: [
+                p["metadata"]["name"]
+                for p in self.pods("venice", namespace, f"app={app}")
+                if p.get("status", {}).get("phase") == "Running"
+            ],
+            f"a Running pod of {app} in {namespace}",
+        )
+        return names[0]
 
     def deployment(self, name: str, namespace: str, replicas: int) -> dict[str, Any]:
         """A Deployment whose pods go to this virtual node (until namespace offloading's webhook
