@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vk.kube.client import resource_of
+from vk.kubelet.server import log_error_message
 
 
 @pytest.mark.parametrize(
@@ -23,3 +24,18 @@ from vk.kube.client import resource_of
 )
 def test_requests_are_counted_by_resource(path: str, resource: str) -> None:
     assert resource_of(path) == resource
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            b'{"kind":"Status","message":"pods \\"p\\" is forbidden: no"}',
+            'pods "p" is forbidden: no',
+        ),
+        (b"container not found\n", "container not found"),
+        (b"[1, 2]", "[1, 2]"),
+    ],
+)
+def test_a_providers_log_error_becomes_its_plain_message(body: bytes, message: str) -> None:
+    assert log_error_message(body) == message

@@ -44,6 +44,7 @@ from vk.kubelet.routes import (
 log = structlog.get_logger("vk.kubelet.server")
 
 MAX_HEAD = 64 * 1024
+MAX_ERROR_BODY = 64 * 1024
 RELAY_CHUNK = 256 * 1024
 
 
@@ -282,6 +283,34 @@ class KubeletServer:
         else:
             writer.write(status_response(404, "NotFound", f"{request.target} is not served"))
 
+    async def _log_error_answered(
+        self, upstream: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Reads the provider's answer head to a logs request. An error is answered in plain
+        text, as the kubelet answers it (the API server quotes the body in its own error, so a
+        Status JSON would reach the user escaped); True then. Otherwise the head is passed on
+        and the body follows through the relay."""
+        try:
+            head = await upstream.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            writer.write(
+                status_response(
+                    502,
+                    "BadGateway",
+                    "the provider API server closed the connection without answering",
+                )
+            )
+            return True
+        code = int(head.split(b" ", 2)[1])
+        if code < 400:
+            writer.write(head)
+            return False
+        body = b""  # up to the provider's close (we asked for Connection: close)
+        while len(body) < MAX_ERROR_BODY and (chunk := await upstream.read(MAX_ERROR_BODY)):
+            body += chunk
+        writer.write(plain_error_response(code, log_error_message(body)))
+        return True
+
     async def _relay(
         self,
         request: Request,
@@ -337,6 +366,10 @@ class KubeletServer:
         )
         self._log.debug("relaying", route=route.kind, namespace=route.namespace, pod=route.pod)
         try:
+            if route.kind == "containerLogs" and await self._log_error_answered(
+                upstream_reader, writer
+            ):
+                return
             # Whatever comes first, the client's side closing (Ctrl-C on `logs -f`) or the
             # provider's, ends both: TLS cannot half-close, and nothing here needs it to.
             await _first_done(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
@@ -344,6 +377,25 @@ class KubeletServer:
             upstream_writer.close()
             with contextlib.suppress(Exception):
                 await upstream_writer.wait_closed()
+
+
+def log_error_message(body: bytes) -> str:
+    """The message of a provider's error answer: a Status's `message`, or the text itself."""
+    text = body.decode("utf-8", errors="replace").strip()
+    try:
+        status = json.loads(text)
+    except ValueError:
+        return text
+    message = status.get("message") if isinstance(status, dict) else None
+    return message if isinstance(message, str) else text
+
+
+def plain_error_response(code: int, message: str) -> bytes:
+    body = message.encode()
+    return (
+        f"HTTP/1.1 {code} Error\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 async def _first_done(*coroutines: Coroutine[Any, Any, None]) -> None:
