@@ -10,8 +10,11 @@ after the lease duration.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
+import signal
 import time
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -172,3 +175,54 @@ class LeaderElector:
             self._log.info("released the lease")
         except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
             self._log.warning("cannot release the lease", error=str(error))
+
+
+async def _first(*awaitables: Coroutine[Any, Any, Any] | asyncio.Task[Any]) -> int:
+    """Waits for the first of `awaitables` to finish; returns its index, cancels the others
+    (tasks passed in are left running)."""
+    tasks = [a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in awaitables]
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task, given in zip(tasks, awaitables, strict=True):
+        if task not in done and not isinstance(given, asyncio.Task):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return next(i for i, task in enumerate(tasks) if task in done)
+
+
+async def run_while_leading(
+    elector: LeaderElector,
+    work: Callable[[], Coroutine[Any, Any, None]],
+    *,
+    background: Sequence[Coroutine[Any, Any, None]] = (),
+) -> int:
+    """The life of a leader-elected daemon: `background` (metrics, health) runs throughout;
+    `work` starts once the Lease is held. Returns 0 on SIGTERM/SIGINT, 1 when the Lease is
+    lost (a fresh replica should take over); a crash of `work` is raised. The Lease is released
+    on the way out, so a standby takes over at once."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    running = [asyncio.create_task(c) for c in background]
+    running.append(asyncio.create_task(elector.run(), name="leader-election"))
+    elector._log.info("waiting for the lease")
+    working: asyncio.Task[None] | None = None
+    try:
+        if await _first(elector.is_leader.wait(), stop.wait()) != 0:
+            return 0
+        elector._log.info("leading: starting work")
+        working = asyncio.create_task(work(), name="work")
+        outcome = await _first(stop.wait(), elector.lost.wait(), working)
+        if outcome == 1:
+            elector._log.error("lost the lease: exiting so that a fresh replica takes over")
+            return 1
+        if outcome == 2:
+            working.result()  # a crash in the work surfaces here
+        return 0
+    finally:
+        everything = [*running, *([working] if working else [])]
+        for task in everything:
+            task.cancel()
+        await asyncio.gather(*everything, return_exceptions=True)
+        await elector.release()

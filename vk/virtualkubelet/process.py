@@ -10,14 +10,10 @@ Liqo's virtual kubelet does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import socket
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -26,7 +22,7 @@ from vk.kube.client import ApiError, KubeClient
 from vk.kube.events import EventRecorder
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import default_connection
-from vk.kube.leaderelection import LeaderElector
+from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.server import KubeletServer
@@ -100,36 +96,12 @@ class VirtualKubelet:
         self.metrics = MetricsServer(options.metrics_address, ready=self.working.is_set)
 
     async def run(self) -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        background = [
-            asyncio.create_task(self.metrics.run(), name="metrics"),
-            asyncio.create_task(self.elector.run(), name="leader-election"),
-        ]
-        log.info(
-            "waiting for the lease",
-            lease=f"{self.options.tenant_namespace}/{self.options.node_name}",
-            identity=self.options.identity,
-        )
-        exit_code = 0
-        work: asyncio.Task[None] | None = None
+        exit_code = 1
         try:
-            if await _first(self.elector.is_leader.wait(), stop.wait()) == 0:
-                log.info("leading: starting work")
-                work = asyncio.create_task(self._work(), name="work")
-                outcome = await _first(stop.wait(), self.elector.lost.wait(), work)
-                if outcome == 1:
-                    log.error("lost the lease: exiting so that a fresh replica takes over")
-                    exit_code = 1
-                elif outcome == 2:
-                    work.result()  # a crash in the work surfaces here
+            exit_code = await run_while_leading(
+                self.elector, self._work, background=[self.metrics.run()]
+            )
         finally:
-            for task in [*([work] if work else []), *background]:
-                task.cancel()
-            await asyncio.gather(*background, *([work] if work else []), return_exceptions=True)
-            await self.elector.release()
             await self.home.close()
             log.info("stopped", exit_code=exit_code)
         return exit_code
@@ -201,19 +173,6 @@ class VirtualKubelet:
             runnables.append(node.run())
         self.working.set()
         await asyncio.gather(*runnables)
-
-
-async def _first(*awaitables: Coroutine[Any, Any, Any] | asyncio.Task[Any]) -> int:
-    """Waits for the first of `awaitables` to finish; returns its index, cancels the others
-    (tasks passed in are left running)."""
-    tasks = [a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in awaitables]
-    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for task, given in zip(tasks, awaitables, strict=True):
-        if task not in done and not isinstance(given, asyncio.Task):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    return next(i for i, task in enumerate(tasks) if task in done)
 
 
 def run_virtual_kubelet(options: VirtualKubeletOptions) -> int:
