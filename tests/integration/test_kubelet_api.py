@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
-from tests.integration.forwarding import forwarded_port
 from tests.integration.polling import wait_until
+from tests.integration.streams import attached_line, forwarded_port
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 
 
@@ -127,34 +127,10 @@ def test_kubectl_port_forward_carries_data_intact(offloaded: Offloaded) -> None:
 
 def test_kubectl_attach_streams_the_provider_pods_output(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
-    attach = subprocess.Popen(
-        [
-            "kubectl",
-            f"--kubeconfig={setup.clusters.kubeconfig('venice')}",
-            "-n",
-            namespace,
-            "attach",
-            pod,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert attach.stdout is not None
-        line = f"attached through {setup.node}"
-        attach_log = setup.clusters.playground.paths("naples").attach_log
-        received, deadline = "", time.monotonic() + 30
-        while line not in received and time.monotonic() < deadline:
-            with attach_log.open("a") as log:
-                log.write(f"2026-01-01T00:01:00.000000000Z stdout F {line}\n")
-            ready, _, _ = select.select([attach.stdout], [], [], 1)
-            if ready:
-                received = attach.stdout.readline()
-        assert received == f"{line}\n"
-    finally:
-        attach.terminate()
-        attach.wait(timeout=10)
+    line = f"attached through {setup.node}"
+    attach_log = setup.clusters.playground.paths("naples").attach_log
+    shown = attached_line(setup.clusters.kubeconfig("venice"), namespace, pod, attach_log, line)
+    assert shown == f"{line}\n"
 
 
 def kubelet_get(

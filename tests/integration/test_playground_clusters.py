@@ -7,10 +7,8 @@ import base64
 import hashlib
 import json
 import os
-import select
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.conftest import Clusters
-from tests.integration.forwarding import forwarded_port
 from tests.integration.polling import wait_until
+from tests.integration.streams import attached_line, forwarded_port
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.cluster import kubeconfig_document
 
@@ -112,35 +110,10 @@ def test_kubectl_attach_streams_the_pod_output(
     pod = naples_deployment[0]["metadata"]["name"]
     # Attached, kubectl streams what the container writes from then on, until it ends (never,
     # for a simulated one). The test plays the container: it writes a line, then detaches.
-    attach = subprocess.Popen(
-        [
-            "kubectl",
-            f"--kubeconfig={clusters.kubeconfig('naples')}",
-            "-n",
-            naples_namespace,
-            "attach",
-            pod,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert attach.stdout is not None
-        line = f"attached to {pod}"
-        attach_log = clusters.playground.paths("naples").attach_log
-        deadline = time.monotonic() + 30
-        received = ""
-        while line not in received and time.monotonic() < deadline:
-            with attach_log.open("a") as log:  # until kubectl has attached, lines are missed
-                log.write(f"2026-01-01T00:01:00.000000000Z stdout F {line}\n")
-            ready, _, _ = select.select([attach.stdout], [], [], 1)
-            if ready:
-                received = attach.stdout.readline()
-        assert received == f"{line}\n"
-    finally:
-        attach.terminate()
-        attach.wait(timeout=10)
+    line = f"attached to {pod}"
+    attach_log = clusters.playground.paths("naples").attach_log
+    shown = attached_line(clusters.kubeconfig("naples"), naples_namespace, pod, attach_log, line)
+    assert shown == f"{line}\n"
 
 
 def test_kubectl_port_forward_reaches_the_pod(

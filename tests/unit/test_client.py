@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from vk.kube.client import resource_of
@@ -39,3 +41,15 @@ def test_requests_are_counted_by_resource(path: str, resource: str) -> None:
 )
 def test_a_providers_log_error_becomes_its_plain_message(body: bytes, message: str) -> None:
     assert log_error_message(body) == message
+
+
+def test_the_kubelet_auth_cache_drops_expired_entries_when_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vk.kubelet import auth
+
+    monkeypatch.setattr(auth, "CACHE_LIMIT", 3)
+    now = time.monotonic()
+    cache = {"old-1": (True, now - 1), "old-2": (True, now - 1), "live": (True, now + 60)}
+    auth._remember(cache, "new", (False, now + 30))
+    assert cache == {"live": (True, now + 60), "new": (False, now + 30)}

@@ -13,6 +13,7 @@ from vk.kube.client import JSON, KubeClient, resource_path
 
 CLIENT_CA_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 ALLOW_TTL, DENY_TTL, TOKEN_TTL = 300.0, 30.0, 120.0  # the kubelet's webhook cache times
+CACHE_LIMIT = 4096
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class KubeletAuth:
                 info.get("uid", ""),
                 tuple((k, tuple(v)) for k, v in (info.get("extra") or {}).items()),
             )
-        self._tokens[token] = (user, time.monotonic() + TOKEN_TTL)
+        _remember(self._tokens, token, (user, time.monotonic() + TOKEN_TTL))
         return user
 
     async def allowed(self, user: User, verb: str, subresource: str) -> bool:
@@ -111,5 +112,19 @@ class KubeletAuth:
             forge_subject_access_review(user, verb, self.node_name, subresource),
         )
         allowed = bool(review.get("status", {}).get("allowed"))
-        self._decisions[key] = (allowed, time.monotonic() + (ALLOW_TTL if allowed else DENY_TTL))
+        _remember(
+            self._decisions, key, (allowed, time.monotonic() + (ALLOW_TTL if allowed else DENY_TTL))
+        )
         return allowed
+
+
+def _remember(cache: dict[Any, tuple[Any, float]], key: Any, entry: tuple[Any, float]) -> None:
+    """Caches `entry` (value, expiry); past CACHE_LIMIT entries, the expired ones go first, so
+    many callers over a long life cannot grow the cache without bound."""
+    if len(cache) >= CACHE_LIMIT:
+        now = time.monotonic()
+        for stale in [k for k, (_, expiry) in cache.items() if expiry <= now]:
+            del cache[stale]
+        if len(cache) >= CACHE_LIMIT:
+            cache.clear()
+    cache[key] = entry
