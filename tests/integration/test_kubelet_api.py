@@ -4,6 +4,7 @@ requests are authenticated and authorized as the real kubelet does."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import hashlib
 import json
@@ -163,6 +164,11 @@ def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded: Offl
     code, body = kubelet_get(port, f"/containerLogs/{namespace}/{pod}/app", token=token)
     assert code == 403
     assert "cannot get nodes/proxy" in json.loads(body)["message"]
+    # A certificate of another cluster's CA (naples's administrator): not a user here.
+    naples = setup.clusters.playground.paths("naples").pki
+    foreign = (naples.path("admin.crt"), naples.path("admin.key"))
+    code, body = kubelet_get(port, f"/containerLogs/{namespace}/{pod}/app", cert=foreign)
+    assert (code, json.loads(body)["reason"]) == (401, "Unauthorized")
     # The API server's own client certificate is let in.
     pki = setup.clusters.playground.paths("venice").pki
     cert = (pki.path("apiserver-kubelet-client.crt"), pki.path("apiserver-kubelet-client.key"))
@@ -256,6 +262,41 @@ async def test_python_client_exec_over_websocket(offloaded: Offloaded) -> None:
             tty=False,
         )
     assert output == "from naples\n"
+
+
+async def test_python_client_port_forward_over_websocket(offloaded: Offloaded) -> None:
+    """kubernetes_asyncio has no port-forward helper: the v4 channel protocol by hand (each
+    port a data and an error channel, each opened by the server with the port number)."""
+    setup, namespace, pod = offloaded
+    from kubernetes_asyncio import client, config
+    from kubernetes_asyncio.stream import WsApiClient
+
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(setup.clusters.kubeconfig("venice")), client_configuration=configuration
+    )
+    payload = os.urandom(1 << 20)
+    received = bytearray()
+    opened: dict[int, int] = {}  # channel -> port
+    async with WsApiClient(configuration=configuration) as ws:
+        connect = await client.CoreV1Api(api_client=ws).connect_get_namespaced_pod_portforward(
+            pod, namespace, ports="8080", _preload_content=False
+        )
+        async with connect as connection:
+            for offset in range(0, len(payload), 64 * 1024):
+                await connection.send_bytes(b"\x00" + payload[offset : offset + 64 * 1024])
+            while len(received) < len(payload):
+                message = await asyncio.wait_for(connection.receive(), 30)
+                data: bytes = message.data
+                channel, body = data[0], data[1:]
+                if channel not in opened:
+                    opened[channel] = struct.unpack("<H", body[:2])[0]
+                    body = body[2:]
+                if body:
+                    assert channel == 0, f"error channel {channel}: {body!r}"
+                    received += body
+    assert opened[0] == 8080
+    assert hashlib.sha256(received).hexdigest() == hashlib.sha256(payload).hexdigest()
 
 
 def proxied_websockets(setup: VirtualNodeSetup) -> float:

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -25,27 +21,8 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import VirtualNodeSetup
 from vk.kubelet.certificates import forge_csr_object, forge_serving_csr
-from vk.playground.processes import free_port
 
 VK = str(Path(sys.executable).parent / "vk")
-
-
-@pytest.fixture(scope="module")
-def controller_manager(
-    crds: Clusters, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[subprocess.Popen[bytes]]:
-    log = tmp_path_factory.mktemp("controller-manager") / "controller-manager.log"
-    env = {**os.environ, "KUBECONFIG": str(crds.kubeconfig("venice"))}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    yield process
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=20) == 0
 
 
 def served_certificate(port: int) -> x509.Certificate:

@@ -1,5 +1,5 @@
 """Who may call the kubelet API, decided as the real kubelet decides it: a client certificate
-chained to the cluster's client CA (checked in TLS) or a bearer token (TokenReview), then a
+signed by the cluster's client CA (`vk.kubelet.tls`) or a bearer token (TokenReview), then a
 SubjectAccessReview on `nodes/<node>/<subresource>`. Anonymous requests are refused: the
 relay holds the provider identity, so an open port would hand it out."""
 
@@ -22,20 +22,6 @@ class User:
     groups: tuple[str, ...] = ()
     uid: str = ""
     extra: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
-
-
-def user_from_peercert(peercert: dict[str, Any] | None) -> User | None:
-    """The user a verified client certificate names: CN the user, O the groups."""
-    if not peercert:
-        return None
-    name, groups = "", []
-    for rdn in peercert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                name = value
-            elif key == "organizationName":
-                groups.append(value)
-    return User(name, tuple(groups)) if name else None
 
 
 def forge_subject_access_review(user: User, verb: str, node: str, subresource: str) -> JSON:

@@ -37,7 +37,8 @@ _LOG_PARAMS = (
 
 @dataclass(frozen=True)
 class Route:
-    kind: str  # containerLogs | exec | attach | portForward | pods | runningpods | healthz | ...
+    kind: str  # containerLogs, exec, attach, portForward, pods, runningpods, healthz,
+    # stats/summary, metrics/resource; `unknown:<first part>` otherwise
     namespace: str = ""
     pod: str = ""
     container: str = ""
@@ -60,6 +61,8 @@ def parse_route(target: str) -> Route:
         return Route(kind, parts[1], parts[2], "", query)
     if kind in ("pods", "runningpods", "healthz") and len(parts) == 1:
         return Route(kind, query=query)
+    if parts in (["stats", "summary"], ["metrics", "resource"]):
+        return Route("/".join(parts), query=query)
     return Route("unknown:" + kind, query=query)
 
 

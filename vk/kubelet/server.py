@@ -29,7 +29,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from vk.kube.client import JSON, ApiError
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
-from vk.kubelet.auth import KubeletAuth, User, user_from_peercert
+from vk.kubelet.auth import KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.routes import (
     RELAYED,
@@ -39,6 +39,17 @@ from vk.kubelet.routes import (
     parse_route,
     provider_request_head,
     provider_target,
+)
+from vk.kubelet.stats import (
+    METRICS_CONTENT_TYPE,
+    ResourceUsage,
+    forge_summary,
+    render_resource_metrics,
+)
+from vk.kubelet.tls import (
+    load_client_cas,
+    user_from_certificate,
+    verify_client_certificates_after_handshake,
 )
 
 log = structlog.get_logger("vk.kubelet.server")
@@ -92,6 +103,7 @@ def server_ssl_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str) -> s
     # Optional, not required: a bearer token is the other way in (TokenReview).
     context.verify_mode = ssl.CERT_OPTIONAL
     context.load_verify_locations(cadata=client_ca_pem)
+    verify_client_certificates_after_handshake(context)
     return context
 
 
@@ -177,6 +189,7 @@ class KubeletServer:
         remote_namespace: Callable[[str, str], str | None],
         pods: Callable[[], list[JSON]],
         provider: Callable[[], ClusterConnection | None],
+        usage: ResourceUsage,
         certificate_type: str = "kubelet",
     ) -> None:
         self.node_name = node_name
@@ -186,6 +199,7 @@ class KubeletServer:
         self.remote_namespace = remote_namespace
         self.pods = pods
         self.provider = provider
+        self.usage = usage
         self.certificate_type = certificate_type
         self.certificates: ServingCertificateManager | None = None
         self.ready = asyncio.Event()
@@ -193,6 +207,7 @@ class KubeletServer:
         # One TLS context per provider identity: building one loads the key (and writes it to
         # a scratch file), too slow and too big to do for every exec or log stream.
         self._provider_tls: tuple[ClusterConnection, ssl.SSLContext] | None = None
+        self._client_cas: list[x509.Certificate] = []
 
     def _tls_for(self, connection: ClusterConnection) -> ssl.SSLContext:
         if self._provider_tls is None or self._provider_tls[0] != connection:
@@ -204,7 +219,9 @@ class KubeletServer:
         # one as soon as it is issued (the API server does not verify kubelet serving
         # certificates unless told to, so logs and exec work meanwhile).
         cert, key = forge_self_signed(self.node_name, self.address)
-        context = server_ssl_context(cert, key, await self.auth.client_ca())
+        client_ca = await self.auth.client_ca()
+        self._client_cas = load_client_cas(client_ca)
+        context = server_ssl_context(cert, key, client_ca)
         renewal: asyncio.Task[None] | None = None
         if self.certificate_type == "kubelet":
             self.certificates = ServingCertificateManager(
@@ -239,7 +256,12 @@ class KubeletServer:
                 await writer.wait_closed()
 
     async def _authenticate(self, request: Request, writer: asyncio.StreamWriter) -> User | None:
-        user = user_from_peercert(writer.get_extra_info("peercert"))
+        tls = writer.get_extra_info("ssl_object")
+        user = user_from_certificate(
+            tls.getpeercert(binary_form=True) if tls else None,
+            self._client_cas,
+            datetime.datetime.now(datetime.UTC),
+        )
         authorization = request.header("Authorization") or ""
         if user is None and authorization.lower().startswith("bearer "):
             user = await self.auth.user_from_token(authorization[7:].strip())
@@ -278,6 +300,12 @@ class KubeletServer:
                 {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": self.pods()}
             ).encode()
             writer.write(text_response(body, "application/json"))
+        elif route.kind == "metrics/resource":
+            text = render_resource_metrics(await self.usage.refresh())
+            writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
+        elif route.kind == "stats/summary":
+            summary = forge_summary(self.node_name, self.usage.started, await self.usage.refresh())
+            writer.write(text_response(json.dumps(summary).encode(), "application/json"))
         elif route.kind in RELAYED:
             await self._relay(request, route, reader, writer)
         else:

@@ -24,6 +24,7 @@ from vk.playground.progress import Progress
 KUBERNETES_VERSION = "v1.36.4"
 ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
+METRICS_SERVER_VERSION = "v0.9.0"
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -50,6 +51,7 @@ class Binaries:
     kwok: Path
     kwok_stages: Path  # kwok v0.8.0 has no built-in stages: these are the module's own YAMLs
     kwok_metrics: Path
+    metrics_server: Path
 
 
 def version_ldflags(version: str) -> str:
@@ -96,6 +98,9 @@ class BinaryBuilder:
             kubernetes = self._ensure(f"kubernetes-{KUBERNETES_VERSION}", self._build_kubernetes)
             etcd = self._ensure(f"etcd-{ETCD_VERSION}", self._build_etcd)
             kwok = self._ensure(f"kwok-{KWOK_VERSION}", self._build_kwok)
+            metrics_server = self._ensure(
+                f"metrics-server-{METRICS_SERVER_VERSION}", self._build_metrics_server
+            )
         return Binaries(
             kube_apiserver=kubernetes / "kube-apiserver",
             kube_controller_manager=kubernetes / "kube-controller-manager",
@@ -104,6 +109,7 @@ class BinaryBuilder:
             kwok=kwok / "kwok",
             kwok_stages=kwok / "stage",
             kwok_metrics=kwok / "metrics",
+            metrics_server=metrics_server / "metrics-server",
         )
 
     @contextmanager
@@ -272,3 +278,20 @@ class BinaryBuilder:
             *(out / "metrics").rglob("*"),
         ]:
             path.chmod(0o755 if path.is_dir() else 0o644)
+
+    def _build_metrics_server(self, out: Path) -> None:
+        name = f"metrics-server-{METRICS_SERVER_VERSION}"
+        src = self.cache_dir / "src" / name
+        src.mkdir(parents=True, exist_ok=True)
+        with self.progress.step(f"building metrics-server {METRICS_SERVER_VERSION}"):
+            self._go(
+                [
+                    "install",
+                    "-trimpath",
+                    "-ldflags=-s -w",
+                    f"sigs.k8s.io/metrics-server/cmd/metrics-server@{METRICS_SERVER_VERSION}",
+                ],
+                cwd=src,
+                log_name=name,
+                extra_env={"GOBIN": str(out)},
+            )

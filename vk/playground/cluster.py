@@ -1,5 +1,5 @@
-"""One playground cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
-all real binaries on 127.0.0.1, in one directory of their own.
+"""One playground cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
+metrics-server, all real binaries on 127.0.0.1, in one directory of their own.
 
 The command lines are built by pure functions from the cluster's paths and ports; the runtime
 starts what is not running, waits for each component's health endpoint, and then writes what a
@@ -40,9 +40,30 @@ from vk.playground.processes import (
 )
 from vk.playground.spec import ClusterSpec
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-PORT_NAMES = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "metrics-server",
+)
+# Started once the API server is up, side by side.
+DEPENDENT_COMPONENTS = COMPONENTS[2:]
+PORT_NAMES = (
+    "etcd",
+    "etcd-peer",
+    "apiserver",
+    "controller-manager",
+    "scheduler",
+    "kwok",
+    "metrics-server",
+)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# metrics-server scrapes a node's resource metrics at this path (kwok serves every node's
+# under its own prefix); without it, the kubelet's `/metrics/resource`.
+RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+METRIC_RESOLUTION = "15s"  # as the metrics-server manifests have it
 # How long the node lifecycle controller waits before marking a silent node NotReady; shorter
 # than the 50 s default so tests of a provider outage do not idle.
 NODE_MONITOR_GRACE_PERIOD = "20s"
@@ -170,7 +191,20 @@ def apiserver_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int
         "--requestheader-extra-headers-prefix=X-Remote-Extra-",
         f"--proxy-client-cert-file={pki.path('front-proxy-client.crt')}",
         f"--proxy-client-key-file={pki.path('front-proxy-client.key')}",
-        "--enable-aggregator-routing=true",
+    ]
+
+
+def secure_component_flags(kubeconfig: Path, port: int) -> list[str]:
+    """The flags every component built on the generic API server takes alike: its identity
+    (also for delegated authentication and authorization), its port on loopback, and health
+    and metrics open to the playground's probes."""
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
     ]
 
 
@@ -178,15 +212,11 @@ def controller_manager_args(
     binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]
 ) -> list[str]:
     pki = paths.pki
-    kubeconfig = paths.component_kubeconfig("kube-controller-manager")
     return [
         str(binaries.kube_controller_manager),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports['controller-manager']}",
-        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        *secure_component_flags(
+            paths.component_kubeconfig("kube-controller-manager"), ports["controller-manager"]
+        ),
         "--leader-elect=false",
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.path('sa.key')}",
@@ -199,15 +229,9 @@ def controller_manager_args(
 
 
 def scheduler_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
-    kubeconfig = paths.component_kubeconfig("kube-scheduler")
     return [
         str(binaries.kube_scheduler),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports['scheduler']}",
-        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        *secure_component_flags(paths.component_kubeconfig("kube-scheduler"), ports["scheduler"]),
         "--leader-elect=false",
     ]
 
@@ -234,6 +258,112 @@ def kwok_args(
     ]
 
 
+def metrics_server_args(
+    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]
+) -> list[str]:
+    pki = paths.pki
+    return [
+        str(binaries.metrics_server),
+        *secure_component_flags(
+            paths.component_kubeconfig("metrics-server"), ports["metrics-server"]
+        ),
+        f"--tls-cert-file={pki.path('metrics-server-serving.crt')}",
+        f"--tls-private-key-file={pki.path('metrics-server-serving.key')}",
+        # Kubelets are verified: kwok's certificate and virtual kubelets' kubelet-serving ones
+        # are signed by the cluster CA.
+        f"--kubelet-certificate-authority={pki.ca_crt}",
+        "--kubelet-preferred-address-types=InternalIP",
+        "--kubelet-use-node-status-port",
+        f"--metric-resolution={METRIC_RESOLUTION}",
+    ]
+
+
+def metrics_server_objects(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """What the metrics-server manifests install, for a metrics-server on this machine: its
+    RBAC (bound to its client certificate's user), and the APIService behind `kubectl top`,
+    reached through an ExternalName Service (an Endpoints address may not be loopback)."""
+    user = {"kind": "User", "name": "metrics-server", "apiGroup": "rbac.authorization.k8s.io"}
+
+    def role_ref(kind: str, name: str) -> dict[str, str]:
+        return {"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}
+
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRole",
+            "metadata": {"name": "system:metrics-server"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]},
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods", "nodes"],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRole",
+            "metadata": {
+                "name": "system:aggregated-metrics-reader",
+                "labels": {
+                    "rbac.authorization.k8s.io/aggregate-to-view": "true",
+                    "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                    "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                },
+            },
+            "rules": [
+                {
+                    "apiGroups": ["metrics.k8s.io"],
+                    "resources": ["pods", "nodes"],
+                    "verbs": ["get", "list", "watch"],
+                }
+            ],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "system:metrics-server"},
+            "roleRef": role_ref("ClusterRole", "system:metrics-server"),
+            "subjects": [user],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "metrics-server:system:auth-delegator"},
+            "roleRef": role_ref("ClusterRole", "system:auth-delegator"),
+            "subjects": [user],
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": "metrics-server-auth-reader", "namespace": "kube-system"},
+            "roleRef": role_ref("Role", "extension-apiserver-authentication-reader"),
+            "subjects": [user],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "metrics-server", "namespace": "kube-system"},
+            "spec": {"type": "ExternalName", "externalName": "localhost"},
+        },
+        {
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": "v1beta1.metrics.k8s.io"},
+            "spec": {
+                "group": "metrics.k8s.io",
+                "version": "v1beta1",
+                "service": {"namespace": "kube-system", "name": "metrics-server", "port": port},
+                "caBundle": base64.b64encode(ca_pem).decode(),
+                "groupPriorityMinimum": 100,
+                "versionPriority": 100,
+            },
+        },
+    ]
+
+
 # kwok v0.8.0 has no built-in stages: these files of the kwok module make nodes Ready with a
 # Lease heartbeat and walk pods through Running, completion and deletion.
 KWOK_STAGE_FILES = (
@@ -243,13 +373,18 @@ KWOK_STAGE_FILES = (
     "pod/fast/pod-complete.yaml",
     "pod/fast/pod-delete.yaml",
 )
+KWOK_METRICS_FILES = ("resource/metrics-resource.yaml", "usage/usage-from-annotation.yaml")
 
 
-def kwok_documents(cluster_name: str, kwok_dir: Path, stages: list[Any]) -> list[dict[str, Any]]:
+def kwok_documents(
+    cluster_name: str, kwok_dir: Path, stages: list[Any], metrics: list[Any]
+) -> list[dict[str, Any]]:
     """kwok's configuration: options with every default set (kwok applies none when `options`
-    is present), the stages, and a kubelet API for every simulated pod: logs from a CRI-format
-    log file, attach following another (kwok streams only lines appended after attaching),
-    exec running the command on the host, port-forward to an echo."""
+    is present), the stages, the resource metrics (`metrics`: the kubelet's `/metrics/resource`
+    simulated, pod usage from the `kwok.x-k8s.io/usage-cpu|memory` annotations), and a kubelet
+    API for every simulated pod: logs from a CRI-format log file, attach following another
+    (kwok streams only lines appended after attaching), exec running the command on the host,
+    port-forward to an echo."""
     log_file = str(kwok_dir / "pod.log")
     return [
         {
@@ -264,6 +399,7 @@ def kwok_documents(cluster_name: str, kwok_dir: Path, stages: list[Any]) -> list
             },
         },
         *stages,
+        *metrics,
         {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "ClusterLogs",
@@ -318,7 +454,11 @@ def kwok_node(name: str, capacity: dict[str, str]) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {
+                KWOK_NODE_ANNOTATION: "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+                RESOURCE_METRICS_PATH_ANNOTATION: f"/metrics/nodes/{name}/metrics/resource",
+            },
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -372,15 +512,18 @@ class ClusterRuntime:
     # -- state ---------------------------------------------------------------------------
 
     def ports(self) -> dict[str, int]:
+        """The cluster's ports, chosen once; a port a newer vk needs is added to the file."""
+        ports: dict[str, int] = {}
         if self.paths.ports_file.exists():
-            ports: dict[str, int] = json.loads(self.paths.ports_file.read_text())
-            return ports
-        ports = {}
+            ports = json.loads(self.paths.ports_file.read_text())
+            if all(name in ports for name in PORT_NAMES):
+                return ports
         for name in PORT_NAMES:
-            port = free_port()
-            while port in ports.values():
+            if name not in ports:
                 port = free_port()
-            ports[name] = port
+                while port in ports.values():
+                    port = free_port()
+                ports[name] = port
         self.paths.root.mkdir(parents=True, exist_ok=True)
         self.paths.ports_file.write_text(json.dumps(ports, indent=2) + "\n")
         return ports
@@ -403,7 +546,7 @@ class ClusterRuntime:
             f"{self.spec.name}-admin",
         )
         _write_private(self.paths.kubeconfig, yaml.safe_dump(admin, sort_keys=False))
-        for component in ("kube-controller-manager", "kube-scheduler", "kwok"):
+        for component in ("kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"):
             document = kubeconfig_document(
                 self.spec.name,
                 self.server,
@@ -424,8 +567,13 @@ class ClusterRuntime:
         stages = [
             yaml.safe_load((self.binaries.kwok_stages / f).read_text()) for f in KWOK_STAGE_FILES
         ]
+        metrics = [
+            yaml.safe_load((self.binaries.kwok_metrics / f).read_text()) for f in KWOK_METRICS_FILES
+        ]
         (kwok_dir / "kwok.yaml").write_text(
-            yaml.safe_dump_all(kwok_documents(self.spec.name, kwok_dir, stages), sort_keys=False)
+            yaml.safe_dump_all(
+                kwok_documents(self.spec.name, kwok_dir, stages, metrics), sort_keys=False
+            )
         )
 
     # -- starting --------------------------------------------------------------------------
@@ -440,6 +588,7 @@ class ClusterRuntime:
             ),
             "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
+            "metrics-server": lambda: metrics_server_args(self.binaries, self.paths, ports),
         }
         return builders[component]()
 
@@ -460,6 +609,8 @@ class ClusterRuntime:
             ),
             "kube-scheduler": (f"https://127.0.0.1:{ports['scheduler']}/healthz", insecure),
             "kwok": (f"https://127.0.0.1:{ports['kwok']}/healthz", insecure),
+            # /readyz waits for a first scrape (15 s): alive is enough to go on.
+            "metrics-server": (f"https://127.0.0.1:{ports['metrics-server']}/livez", insecure),
         }
         return probes[component]
 
@@ -550,7 +701,13 @@ class ClusterRuntime:
         for component in ("etcd", "kube-apiserver"):
             if await self._ensure_component(component):
                 started.append(component)
-        rest = ("kube-controller-manager", "kube-scheduler", "kwok")
+        async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
+            # Before metrics-server starts: it reads the authentication ConfigMap at start-up.
+            for document in metrics_server_objects(
+                self.ports()["metrics-server"], self.paths.pki.ca_crt.read_bytes()
+            ):
+                await client.apply(_object_path(document), document)
+        rest = DEPENDENT_COMPONENTS
         # Clients of an API server that was down have backed their watches off (up to 30 s
         # in client-go): restarted with it, they are back at once (a new namespace gets its
         # ServiceAccount, a new pod its node) instead of after that back-off.
@@ -619,3 +776,13 @@ def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
+
+
+def _object_path(document: dict[str, Any]) -> str:
+    metadata = document["metadata"]
+    return resource_path(
+        document["apiVersion"],
+        document["kind"].lower() + "s",  # every kind written here pluralises so
+        namespace=metadata.get("namespace"),
+        name=metadata["name"],
+    )

@@ -149,25 +149,20 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "kube-scheduler": ("system:kube-scheduler", ()),
     "apiserver-kubelet-client": ("kube-apiserver-kubelet-client", ("system:masters",)),
     "kwok": ("kwok-controller", ("system:masters",)),
+    # Scrapes kubelets (virtual ones included) with this identity: bound to
+    # system:metrics-server, as the metrics-server manifests bind its ServiceAccount.
+    "metrics-server": ("metrics-server", ()),
 }
 
 
-def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
-    """Generates every certificate and key one cluster needs, unless already there."""
-    pki = ClusterPki(root)
-    if pki.path("complete").exists():
-        return pki
-    root.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-    ca, ca_key = build_ca(f"{cluster_name}-ca", now)
-    front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
-    files: dict[str, bytes] = {
-        "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
-        "ca.key": key_pem(ca_key),
-        "front-proxy-ca.crt": front_proxy_ca.public_bytes(serialization.Encoding.PEM),
-    }
-    sa_key = new_key()
-    files["sa.key"], files["sa.pub"] = key_pem(sa_key), public_key_pem(sa_key)
+def issue_leaves(
+    ca: x509.Certificate,
+    ca_key: Key,
+    front_proxy_ca: x509.Certificate,
+    front_proxy_key: Key,
+    now: datetime.datetime,
+) -> dict[str, Issued]:
+    """Every leaf certificate of a cluster, by file stem."""
     leaves = {
         "apiserver": issue(
             ca,
@@ -194,14 +189,66 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
             dns_names=("localhost",),
             ip_addresses=("127.0.0.1",),
         ),
+        # The aggregator checks the name of the APIService's Service.
+        "metrics-server-serving": issue(
+            ca,
+            ca_key,
+            "metrics-server",
+            now,
+            server=True,
+            dns_names=("metrics-server.kube-system.svc", "localhost"),
+            ip_addresses=("127.0.0.1",),
+        ),
         "front-proxy-client": issue(
             front_proxy_ca, front_proxy_key, "front-proxy-client", now, client=True
         ),
     }
     for stem, (common_name, organizations) in CLIENT_IDENTITIES.items():
         leaves[stem] = issue(ca, ca_key, common_name, now, organizations=organizations, client=True)
-    for stem, issued in leaves.items():
-        files[f"{stem}.crt"], files[f"{stem}.key"] = issued.cert_pem, issued.key_pem
+    return leaves
+
+
+def _load_ca(root: Path, stem: str) -> tuple[x509.Certificate, Key]:
+    cert = x509.load_pem_x509_certificate((root / f"{stem}.crt").read_bytes())
+    key = serialization.load_pem_private_key((root / f"{stem}.key").read_bytes(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return cert, key
+
+
+def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
+    """Generates every certificate and key one cluster needs. The CAs are made once; a leaf
+    that a newer vk needs and an older playground lacks is issued from them, so the cluster
+    keeps trusting everything it trusted before."""
+    pki = ClusterPki(root)
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    files: dict[str, bytes] = {}
+    if not pki.path("complete").exists():
+        ca, ca_key = build_ca(f"{cluster_name}-ca", now)
+        front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
+        sa_key = new_key()
+        files = {
+            "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
+            "ca.key": key_pem(ca_key),
+            "front-proxy-ca.crt": front_proxy_ca.public_bytes(serialization.Encoding.PEM),
+            "front-proxy-ca.key": key_pem(front_proxy_key),
+            "sa.key": key_pem(sa_key),
+            "sa.pub": public_key_pem(sa_key),
+        }
+        existing: set[str] = set()
+    else:
+        ca, ca_key = _load_ca(root, "ca")
+        if not pki.path("front-proxy-ca.key").exists():  # made before the key was kept
+            front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
+            files["front-proxy-ca.crt"] = front_proxy_ca.public_bytes(serialization.Encoding.PEM)
+            files["front-proxy-ca.key"] = key_pem(front_proxy_key)
+            pki.path("front-proxy-client.crt").unlink(missing_ok=True)
+        else:
+            front_proxy_ca, front_proxy_key = _load_ca(root, "front-proxy-ca")
+        existing = {p.stem for p in root.glob("*.crt")}
+    for stem, issued in issue_leaves(ca, ca_key, front_proxy_ca, front_proxy_key, now).items():
+        if stem not in existing:
+            files[f"{stem}.crt"], files[f"{stem}.key"] = issued.cert_pem, issued.key_pem
     for name, data in files.items():
         fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:

@@ -26,6 +26,7 @@ from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.server import KubeletServer
+from vk.kubelet.stats import OffloadedPod, ResourceUsage
 from vk.node.controller import NodeController, NodeOptions
 from vk.reflection.workload.pods import PodReflector
 from vk.virtualkubelet.provider import ProviderConnection
@@ -164,6 +165,18 @@ class VirtualKubelet:
             remote_namespace=pods.remote_namespace_of,
             pods=pods.bound_pods,
             provider=lambda: provider.connection,
+            usage=ResourceUsage(
+                lambda: provider.client,
+                lambda: [
+                    OffloadedPod(
+                        pod["metadata"]["namespace"],
+                        pod["metadata"]["name"],
+                        pod["metadata"]["uid"],
+                        remote_namespace,
+                    )
+                    for pod, remote_namespace in pods.offloaded_pods()
+                ],
+            ),
             certificate_type=options.certificate_type,
         )
         runnables = [virtual_nodes.run(), provider.run(), kubelet.run()]

@@ -140,6 +140,15 @@ class PodReflector(Reconciler):
     def bound_pods(self) -> list[JSON]:
         return self.local.store.objects()
 
+    def offloaded_pods(self) -> list[tuple[JSON, str]]:
+        """The pods bound to this node whose namespace is offloaded, each with the remote
+        namespace it runs in."""
+        return [
+            (pod, self.mappings[pod["metadata"]["namespace"]])
+            for pod in self.local.store.objects()
+            if pod["metadata"]["namespace"] in self.mappings
+        ]
+
     # -- wiring --------------------------------------------------------------------------
 
     async def run(self) -> None:

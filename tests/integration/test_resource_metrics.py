@@ -1,0 +1,87 @@
+"""`kubectl top` on offloaded pods (issue 5): the provider's kwok simulates the pods' usage, the
+provider's metrics-server measures it, the virtual kubelet serves it as its `/metrics/resource`,
+and venice's metrics-server scrapes that, as it scrapes any kubelet."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+
+from tests.conftest import Clusters
+from tests.integration.polling import wait_until
+from tests.integration.virtual_kubelets import VirtualNodeSetup
+from vk.api.quantity import parse_quantity
+
+USAGE_CPU, USAGE_MEMORY = "250m", "96Mi"
+
+
+def top(setup: VirtualNodeSetup, *args: str) -> dict[str, tuple[str, str]]:
+    """`kubectl top` rows as name -> (CPU, memory); empty while metrics are not there yet."""
+    result = setup.kubectl("top", *args, "--no-headers", check=False)
+    rows = [line.split() for line in result.stdout.splitlines() if line.strip()]
+    return {row[0]: (row[1], row[-2] if args[0] == "node" else row[2]) for row in rows}
+
+
+def within_ten_percent(measured: str, simulated: str) -> bool:
+    value, expected = parse_quantity(measured), parse_quantity(simulated)
+    return abs(value - expected) <= expected * Decimal("0.1")
+
+
+@pytest.fixture(scope="module")
+def offloaded_with_usage(
+    crds: Clusters,
+    controller_manager: subprocess.Popen[bytes],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[VirtualNodeSetup, str]]:
+    setup = VirtualNodeSetup(crds, tmp_path_factory.mktemp("top"))
+    setup.create()
+    namespace = setup.local_namespace()
+    setup.offload_namespace(namespace)
+    setup.start()  # a kubelet-serving certificate, which venice's metrics-server verifies
+    wait_until(setup.ready, "the virtual node Ready")
+    deployment = setup.deployment("busy", namespace, 2)
+    deployment["spec"]["template"]["metadata"]["annotations"] = {
+        "kwok.x-k8s.io/usage-cpu": USAGE_CPU,
+        "kwok.x-k8s.io/usage-memory": USAGE_MEMORY,
+    }
+    setup.apply(deployment)
+    setup.running_pod(namespace, "busy")
+    yield setup, namespace
+    setup.cleanup()
+
+
+def test_kubectl_top_pod_shows_the_usage_the_provider_measures(
+    offloaded_with_usage: tuple[VirtualNodeSetup, str],
+) -> None:
+    setup, namespace = offloaded_with_usage
+    pods = {p["metadata"]["name"] for p in setup.pods("venice", namespace, "app=busy")}
+    rows = wait_until(
+        lambda: (found := top(setup, "pod", "-n", namespace)) and set(found) == pods and found,
+        "kubectl top pod listing both offloaded pods",
+        timeout=150,
+    )
+    for name, (cpu, memory) in rows.items():
+        assert within_ten_percent(cpu, USAGE_CPU), (name, cpu)
+        assert within_ten_percent(memory, USAGE_MEMORY), (name, memory)
+    provider = setup.clusters.kubectl(
+        setup.provider, "top", "pod", "-n", f"{namespace}-venice", "--no-headers"
+    ).stdout
+    assert {line.split()[0] for line in provider.splitlines()} == pods
+
+
+def test_kubectl_top_node_lists_the_virtual_node(
+    offloaded_with_usage: tuple[VirtualNodeSetup, str],
+) -> None:
+    setup, _ = offloaded_with_usage
+
+    def virtual_node_row() -> tuple[str, str] | None:
+        row = top(setup, "node").get(setup.node)
+        return row if row and row[0] != "<unknown>" else None
+
+    cpu, memory = wait_until(virtual_node_row, "the virtual node in kubectl top node", timeout=150)
+    # Two pods of the simulated usage each; the node's percentages are of its quota.
+    assert within_ten_percent(cpu, "500m"), cpu
+    assert within_ten_percent(memory, "192Mi"), memory
