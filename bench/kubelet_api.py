@@ -120,9 +120,20 @@ def main() -> None:
         direct_mbps = port_forward_throughput(
             scene.far, REMOTE_NAMESPACE, remote_pod, arguments.megabytes
         )
+        # Who spends the CPU on the relayed path (two cores for all of it).
+        processes = {
+            "virtual kubelet": process.pid,
+            "consumer kube-apiserver": scene.component_pid("home", "kube-apiserver"),
+            "provider kube-apiserver": scene.component_pid("far", "kube-apiserver"),
+            "provider kwok": scene.component_pid("far", "kwok"),
+        }
+        cpu_before = {name: proc_stats(pid)[2] for name, pid in processes.items()}
         relayed_mbps = port_forward_throughput(
             scene.home, LOCAL_NAMESPACE, local_pod, arguments.megabytes
         )
+        relayed_cpu = {
+            name: proc_stats(pid)[2] - cpu_before[name] for name, pid in processes.items()
+        }
         direct_exec = asyncio.run(
             exec_round_trips(scene.far, REMOTE_NAMESPACE, remote_pod, arguments.execs)
         )
@@ -163,6 +174,9 @@ def main() -> None:
         f"port-forward, through the virtual node: {relayed_mbps:7.1f} MB/s   "
         f"ratio {ratio:.2f} (goal >= 0.8: {'met' if ratio >= 0.8 else 'MISSED'})"
     )
+    print("CPU seconds spent during the relayed port-forward:")
+    for name, seconds in relayed_cpu.items():
+        print(f"  {name:<24} {seconds:6.2f} s")
     print(f"exec round trip, direct (median):       {direct_median * 1000:7.1f} ms")
     print(
         f"exec round trip, through (median):      {relayed_median * 1000:7.1f} ms   "

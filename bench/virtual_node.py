@@ -178,6 +178,9 @@ class BenchVirtualNode:
             )
         return self.process
 
+    def component_pid(self, cluster: str, component: str) -> int:
+        return int(self.playground.paths(cluster).pid(component).read_text())
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)

@@ -20,17 +20,40 @@ VK = str(Path(sys.executable).parent / "vk")
 
 @pytest.fixture(scope="session")
 def crds(clusters: Clusters) -> Clusters:
-    """vk's CRDs installed in venice (what `vkctl install` will do)."""
-    clusters.kubectl("venice", "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds"))
-    clusters.kubectl(
-        "venice",
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/virtualnodes.offloading.liqo.io",
-        "crd/namespacemaps.offloading.liqo.io",
-    )
+    """vk's CRDs installed in every cluster (what `vkctl install` will do)."""
+    for cluster in ("venice", "florence", "naples"):
+        clusters.kubectl(
+            cluster, "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds")
+        )
+        clusters.kubectl(
+            cluster,
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/virtualnodes.offloading.liqo.io",
+            "crd/namespacemaps.offloading.liqo.io",
+            "crd/resourceslices.authentication.liqo.io",
+            "crd/quotas.offloading.liqo.io",
+        )
     return clusters
+
+
+def start_controller_manager(
+    clusters: Clusters, cluster: str, log: Path
+) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KUBECONFIG": str(clusters.kubeconfig(cluster))}
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def stop_controller_manager(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +62,6 @@ def controller_manager(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`vk controller-manager` on venice: it approves virtual kubelets' serving certificates."""
     log = tmp_path_factory.mktemp("controller-manager") / "controller-manager.log"
-    env = {**os.environ, "KUBECONFIG": str(crds.kubeconfig("venice"))}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_controller_manager(crds, "venice", log)
     yield process
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=20) == 0
+    stop_controller_manager(process)

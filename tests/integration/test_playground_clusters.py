@@ -22,7 +22,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.streams import attached_line, forwarded_port
 from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.cluster import kubeconfig_document
+from vk.kube.pki import forge_kubeconfig
 
 
 @pytest.fixture
@@ -250,7 +250,7 @@ def test_approved_csr_gets_a_certificate_that_authenticates(
         user_kubeconfig = tmp_path / "user.kubeconfig"
         user_kubeconfig.write_text(
             yaml.safe_dump(
-                kubeconfig_document(
+                forge_kubeconfig(
                     "florence",
                     admin.server,
                     admin.ca_pem,

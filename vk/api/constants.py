@@ -6,6 +6,8 @@ who sets each one and who reads it.
 
 from __future__ import annotations
 
+import hashlib
+
 # --- Virtual nodes -------------------------------------------------------------------------
 
 # Label on every virtual Node (value TYPE_VIRTUAL_NODE); selectors and the RuntimeClass use it.
@@ -79,6 +81,22 @@ CLUSTER_ID_KEY = "clusterID"
 CLUSTER_LABELS_KEY = "clusterLabels"
 
 
+# On tenant namespaces (both sides): "true"; with REMOTE_CLUSTER_ID_LABEL naming the other side.
+TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
+
+# On a VirtualNode created for a ResourceSlice: the slice's name.
+RESOURCE_SLICE_NAME_LABEL = "liqo.io/resourceslice-name"
+
+# On the Secrets holding a consumer's identities on a provider: what the identity is for.
+IDENTITY_TYPE_LABEL = "liqo.io/identity-type"
+IDENTITY_CONTROL_PLANE = "ControlPlane"
+IDENTITY_RESOURCE_SLICE = "ResourceSlice"
+
+# The consumer's kubeconfig Secret of its control-plane identity on a provider, in the tenant
+# namespace (it replicates ResourceSlices and NamespaceMaps with it).
+CONTROL_PLANE_SECRET_PREFIX = "vk-control-plane-"
+
+
 def tenant_namespace(cluster_id: str) -> str:
     """The tenant namespace holding the objects of the peering with `cluster_id`."""
     return f"{TENANT_NAMESPACE_PREFIX}{cluster_id}"
@@ -92,3 +110,25 @@ def kubeconfig_secret_name(resource_slice_name: str) -> str:
 def virtual_kubelet_service_account(node_name: str) -> str:
     """The ServiceAccount a virtual kubelet runs as, one per VirtualNode (in its namespace)."""
     return f"vk-{node_name}"
+
+
+def control_plane_secret_name(provider_cluster_id: str) -> str:
+    return f"{CONTROL_PLANE_SECRET_PREFIX}{provider_cluster_id}"
+
+
+def control_plane_user(consumer_cluster_id: str) -> str:
+    """The user of a consumer's control-plane identity on a provider (its certificate's CN)."""
+    return f"vk-control-plane:{consumer_cluster_id}"
+
+
+def tenant_group(consumer_cluster_id: str) -> str:
+    """The group of every ResourceSlice identity of a consumer (their certificates' O): the
+    provider binds it in the consumer's twin namespaces."""
+    return f"vk-tenant:{consumer_cluster_id}"
+
+
+def resource_slice_user(consumer_cluster_id: str, resource_slice_name: str) -> str:
+    """The user of a ResourceSlice's identity (its certificate's CN), which also names its
+    Quota: `<slice>-<hash>`, unique across consumers (Liqo's `mypool-c34af51dd912`)."""
+    digest = hashlib.sha256(f"{consumer_cluster_id}/{resource_slice_name}".encode()).hexdigest()
+    return f"{resource_slice_name}-{digest[:12]}"

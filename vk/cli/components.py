@@ -9,6 +9,8 @@ import sys
 import click
 
 from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.api.offloading import LimitsEnforcement
+from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
@@ -166,12 +168,50 @@ def kubelet(
     "--namespace",
     default="vk",
     show_default=True,
-    help="vk's namespace (its leader-election Lease lives there).",
+    help="vk's namespace (its leader-election Lease and the cluster identity live there).",
 )
-def controller_manager(kubeconfig: str | None, metrics_address: str, namespace: str) -> None:
-    """vk's controllers of this cluster (today: the serving-certificate approver)."""
+@click.option(
+    "--api-server-url",
+    default=None,
+    help="The URL consumers reach this cluster's API server at, given to them with their "
+    "identities (default: the server of this kubeconfig).",
+)
+@click.option(
+    "--default-node-resources",
+    default="cpu=4,memory=8Gi,pods=110,ephemeral-storage=20Gi",
+    show_default=True,
+    help="What a ResourceSlice of the default class is granted, unless it asks otherwise.",
+)
+@click.option(
+    "--default-limits-enforcement",
+    type=click.Choice([e.value for e in LimitsEnforcement]),
+    default=LimitsEnforcement.NONE.value,
+    show_default=True,
+    help="The limitsEnforcement of the Quotas this provider creates.",
+)
+def controller_manager(
+    kubeconfig: str | None,
+    metrics_address: str,
+    namespace: str,
+    api_server_url: str | None,
+    default_node_resources: str,
+    default_limits_enforcement: str,
+) -> None:
+    """vk's controllers of this cluster, in the consumer and the provider role."""
     try:
-        sys.exit(run_controller_manager(kubeconfig or None, metrics_address, namespace))
+        resources = parse_key_values(default_node_resources)
+    except InvalidKeyValues as error:
+        raise click.BadParameter(str(error), param_hint="--default-node-resources") from error
+    options = ManagerOptions(
+        kubeconfig=kubeconfig or None,
+        metrics_address=metrics_address,
+        namespace=namespace,
+        api_server_url=api_server_url,
+        default_node_resources=resources,
+        default_limits_enforcement=LimitsEnforcement(default_limits_enforcement),
+    )
+    try:
+        sys.exit(run_controller_manager(options))
     except InvalidKubeconfig as error:
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
 

@@ -83,7 +83,8 @@ def decided(csr: Mapping[str, Any]) -> bool:
     return any(c.get("type") in ("Approved", "Denied") for c in conditions)
 
 
-def forge_approval(csr: JSON, node: str, now: datetime.datetime) -> JSON:
+def forge_approval(csr: JSON, reason: str, message: str, now: datetime.datetime) -> JSON:
+    """The CSR with an Approved condition, for its `approval` subresource."""
     approved = dict(csr)
     status = dict(csr.get("status") or {})
     status["conditions"] = [
@@ -91,8 +92,8 @@ def forge_approval(csr: JSON, node: str, now: datetime.datetime) -> JSON:
         {
             "type": "Approved",
             "status": "True",
-            "reason": "VirtualKubeletServingCertificate",
-            "message": f"vk approved the serving certificate of virtual node {node}",
+            "reason": reason,
+            "message": message,
             "lastUpdateTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     ]
@@ -176,7 +177,11 @@ class ServingCSRApprover(Reconciler):
             await self.client.replace(
                 path,
                 forge_approval(
-                    csr, str(node).removeprefix("system:node:"), datetime.datetime.now(datetime.UTC)
+                    csr,
+                    "VirtualKubeletServingCertificate",
+                    "vk approved the serving certificate of virtual node "
+                    + str(node).removeprefix("system:node:"),
+                    datetime.datetime.now(datetime.UTC),
                 ),
             )
         except NotFound:

@@ -1,17 +1,35 @@
-"""`vk controller-manager`: one process per cluster running vk's reconcilers (for now the
-serving-certificate approver), leader-elected, with metrics and health."""
+"""`vk controller-manager`: one process per cluster running vk's reconcilers, leader-elected,
+with metrics and health. Every cluster may be a consumer and a provider at once, so it runs
+both roles:
+
+- consumer: replication of ResourceSlices and NamespaceMaps to the providers, the
+  ResourceSlice identities and VirtualNodes, the virtual kubelets' serving-certificate approver;
+- provider: the answer to the ResourceSlices consumers replicate here (identity, resources,
+  Quota).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import socket
+from dataclasses import dataclass, field
 
 import structlog
+import uvloop
 
-from vk.api.constants import VK_NAMESPACE
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
+from vk.api.identity import ClusterIdentity, parse_cluster_identity
+from vk.api.offloading import LimitsEnforcement
+from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
 from vk.controllers.csr import ServingCSRApprover
-from vk.kube.client import KubeClient
+from vk.controllers.provider_resourceslices import (
+    DEFAULT_RESOURCES,
+    ProviderResourceSlices,
+    ProviderSettings,
+)
+from vk.controllers.replication import Replicator
+from vk.kube.client import KubeClient, resource_path
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
@@ -19,18 +37,52 @@ from vk.kube.observability import MetricsServer, configure_logging
 log = structlog.get_logger("vk.controllers.manager")
 
 
-async def run_manager(kubeconfig: str | None, metrics_address: str, namespace: str) -> int:
-    client = KubeClient(default_connection(kubeconfig), name="home")
+@dataclass(frozen=True)
+class ManagerOptions:
+    kubeconfig: str | None = None
+    metrics_address: str = ":8082"
+    namespace: str = VK_NAMESPACE
+    # What consumers reach this cluster's API server at (default: this kubeconfig's server).
+    api_server_url: str | None = None
+    default_node_resources: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
+    default_limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+
+
+async def read_identity(client: KubeClient, namespace: str) -> ClusterIdentity:
+    configmap = await client.get(
+        resource_path("v1", "configmaps", namespace=namespace, name=CLUSTER_IDENTITY_CONFIGMAP)
+    )
+    return parse_cluster_identity(configmap)
+
+
+async def run_manager(options: ManagerOptions) -> int:
+    connection = default_connection(options.kubeconfig)
+    client = KubeClient(connection, name="home")
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaderElector(
-        client, namespace=namespace, name="vk-controller-manager", identity=identity
+        client, namespace=options.namespace, name="vk-controller-manager", identity=identity
     )
     working = asyncio.Event()
-    metrics = MetricsServer(metrics_address, ready=working.is_set)
+    metrics = MetricsServer(options.metrics_address, ready=working.is_set)
 
     async def work() -> None:
+        cluster = await read_identity(client, options.namespace)
+        settings = ProviderSettings(
+            cluster_id=cluster.cluster_id,
+            cluster_labels=dict(cluster.labels),
+            api_server_url=options.api_server_url or connection.server,
+            ca_pem=connection.ca_pem or b"",
+            default_resources=dict(options.default_node_resources),
+            limits_enforcement=options.default_limits_enforcement,
+        )
+        log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()
-        await ServingCSRApprover(client).run()
+        await asyncio.gather(
+            ServingCSRApprover(client).run(),
+            Replicator(client, cluster.cluster_id).run(),
+            ConsumerResourceSlices(client, cluster.cluster_id).run(),
+            ProviderResourceSlices(client, settings).run(),
+        )
 
     try:
         return await run_while_leading(elector, work, background=[metrics.run()])
@@ -38,6 +90,6 @@ async def run_manager(kubeconfig: str | None, metrics_address: str, namespace: s
         await client.close()
 
 
-def main(kubeconfig: str | None, metrics_address: str, namespace: str = VK_NAMESPACE) -> int:
+def main(options: ManagerOptions) -> int:
     configure_logging("info", component="controller-manager")
-    return asyncio.run(run_manager(kubeconfig, metrics_address, namespace))
+    return uvloop.run(run_manager(options))

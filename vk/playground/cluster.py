@@ -27,6 +27,7 @@ from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
 from vk.api.identity import forge_cluster_identity_configmap
 from vk.kube.client import KubeClient, NotFound, resource_path
 from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries
 from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, write_cluster_pki
 from vk.playground.processes import (
@@ -114,34 +115,6 @@ class ClusterPaths:
 
     def fingerprint(self, component: str) -> Path:
         return self.root / "run" / f"{component}.fingerprint"
-
-
-def kubeconfig_document(
-    cluster_name: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str
-) -> dict[str, Any]:
-    """A self-contained kubeconfig (certificates inline): it can be copied anywhere."""
-
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": cluster_name,
-                "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
-            }
-        ],
-        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
-        "current-context": cluster_name,
-    }
 
 
 def etcd_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
@@ -537,7 +510,7 @@ class ClusterRuntime:
     def _write_files(self) -> None:
         pki = write_cluster_pki(self.paths.pki.root, self.spec.name)
         ca = pki.ca_crt.read_bytes()
-        admin = kubeconfig_document(
+        admin = forge_kubeconfig(
             self.spec.name,
             self.server,
             ca,
@@ -547,7 +520,7 @@ class ClusterRuntime:
         )
         _write_private(self.paths.kubeconfig, yaml.safe_dump(admin, sort_keys=False))
         for component in ("kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"):
-            document = kubeconfig_document(
+            document = forge_kubeconfig(
                 self.spec.name,
                 self.server,
                 ca,

@@ -16,13 +16,21 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from vk.kube.pki import (
+    PrivateKey,
+    new_private_key,
+    private_key_pem,
+    public_key_pem,
+    subject_name,
+)
 
 VALIDITY = datetime.timedelta(days=365)
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 
-Key = ec.EllipticCurvePrivateKey
+Key = PrivateKey
 
 
 @dataclass(frozen=True)
@@ -31,35 +39,9 @@ class Issued:
     key_pem: bytes
 
 
-def new_key() -> Key:
-    # P-256: instant to generate (RSA-2048 takes ~100 ms a key on these cores), accepted by
-    # every Kubernetes component, service-account token signing included (ES256).
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def key_pem(key: Key) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
-def public_key_pem(key: Key) -> bytes:
-    return key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-
-
-def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
-    return x509.Name(attributes)
-
-
 def build_ca(common_name: str, now: datetime.datetime) -> tuple[x509.Certificate, Key]:
-    key = new_key()
-    name = _name(common_name)
+    key = new_private_key()
+    name = subject_name(common_name)
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -101,13 +83,13 @@ def issue(
     client: bool = False,
 ) -> Issued:
     """A leaf certificate signed by `ca`, for serving, for client authentication, or both."""
-    key = new_key()
+    key = new_private_key()
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     )
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(common_name, organizations))
+        .subject_name(subject_name(common_name, organizations))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -121,7 +103,7 @@ def issue(
     if alt_names:
         builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
-    return Issued(cert.public_bytes(serialization.Encoding.PEM), key_pem(key))
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
 
 
 @dataclass(frozen=True)
@@ -226,13 +208,13 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
     if not pki.path("complete").exists():
         ca, ca_key = build_ca(f"{cluster_name}-ca", now)
         front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
-        sa_key = new_key()
+        sa_key = new_private_key()
         files = {
             "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
-            "ca.key": key_pem(ca_key),
+            "ca.key": private_key_pem(ca_key),
             "front-proxy-ca.crt": front_proxy_ca.public_bytes(serialization.Encoding.PEM),
-            "front-proxy-ca.key": key_pem(front_proxy_key),
-            "sa.key": key_pem(sa_key),
+            "front-proxy-ca.key": private_key_pem(front_proxy_key),
+            "sa.key": private_key_pem(sa_key),
             "sa.pub": public_key_pem(sa_key),
         }
         existing: set[str] = set()
@@ -241,7 +223,7 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
         if not pki.path("front-proxy-ca.key").exists():  # made before the key was kept
             front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
             files["front-proxy-ca.crt"] = front_proxy_ca.public_bytes(serialization.Encoding.PEM)
-            files["front-proxy-ca.key"] = key_pem(front_proxy_key)
+            files["front-proxy-ca.key"] = private_key_pem(front_proxy_key)
             pki.path("front-proxy-client.crt").unlink(missing_ok=True)
         else:
             front_proxy_ca, front_proxy_key = _load_ca(root, "front-proxy-ca")

@@ -120,13 +120,12 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
+    """Whether something listens on the port. Not a trial bind: connections of a component
+    just stopped (metrics-server's scrapes of kwok, say) keep its port bound for a while in
+    FIN_WAIT, which does not stop a new listener, but would fail the trial."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-        return False
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def log_tail(log_path: Path, lines: int = 12) -> str:

@@ -16,6 +16,7 @@ import socket
 from dataclasses import dataclass, field
 
 import structlog
+import uvloop
 
 from vk.api.offloading import VirtualNode
 from vk.kube.client import ApiError, KubeClient
@@ -190,4 +191,4 @@ class VirtualKubelet:
 
 def run_virtual_kubelet(options: VirtualKubeletOptions) -> int:
     configure_logging(options.log_level, node=options.node_name)
-    return asyncio.run(VirtualKubelet(options).run())
+    return uvloop.run(VirtualKubelet(options).run())

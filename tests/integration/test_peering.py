@@ -1,0 +1,308 @@
+"""Peering and ResourceSlices (issue 6, first steps): venice peers with naples; a ResourceSlice
+goes out by replication, naples signs its identity, grants resources and records a Quota; the
+status comes back, and venice writes the slice's kubeconfig and its VirtualNode."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Clusters
+from tests.integration.conftest import start_controller_manager, stop_controller_manager
+from tests.integration.polling import wait_until
+from vk.api.constants import resource_slice_user, tenant_group
+from vk.cli.peering import establish_control_plane, forge_resource_slice
+from vk.kube.client import KubeClient
+from vk.kube.kubeconfig import load_kubeconfig_file
+
+CONSUMER, PROVIDER = "venice", "naples"
+CONSUMER_TENANT, PROVIDER_TENANT = "liqo-tenant-naples", "liqo-tenant-venice"
+RSLICE = "resourceslices.authentication.liqo.io"
+
+
+@pytest.fixture(scope="module")
+def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    logs = tmp_path_factory.mktemp("peering")
+    managers = [
+        start_controller_manager(crds, cluster, logs / f"{cluster}.log")
+        for cluster in (CONSUMER, PROVIDER)
+    ]
+
+    async def peer() -> None:
+        provider = load_kubeconfig_file(crds.kubeconfig(PROVIDER))
+        assert provider.ca_pem is not None
+        async with (
+            KubeClient(load_kubeconfig_file(crds.kubeconfig(CONSUMER))) as consumer_client,
+            KubeClient(provider) as provider_client,
+        ):
+            await establish_control_plane(
+                consumer_client,
+                provider_client,
+                consumer_id=CONSUMER,
+                provider_id=PROVIDER,
+                provider_server=provider.server,
+                provider_ca=provider.ca_pem,
+            )
+
+    asyncio.run(peer())
+    yield crds
+    for cluster, namespace in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
+        crds.kubectl(cluster, "delete", RSLICE, "--all", "-n", namespace, "--wait=false")
+    wait_until(
+        lambda: (
+            not crds.kubectl(CONSUMER, "get", RSLICE, "-n", CONSUMER_TENANT, "-o", "name").stdout
+        ),
+        "the slices gone",
+    )
+    for manager in managers:
+        stop_controller_manager(manager)
+    crds.kubectl(CONSUMER, "delete", "namespace", CONSUMER_TENANT, "--wait=false")
+    crds.kubectl(PROVIDER, "delete", "namespace", PROVIDER_TENANT, "--wait=false")
+
+
+def get_json(clusters: Clusters, cluster: str, *args: str) -> Any:
+    result = clusters.kubectl(cluster, "get", *args, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def virtual_node_of(clusters: Clusters, name: str) -> Any:
+    return get_json(
+        clusters, CONSUMER, "virtualnodes.offloading.liqo.io", name, "-n", CONSUMER_TENANT
+    )
+
+
+def conditions(obj: dict[str, Any] | None) -> dict[str, str]:
+    return {
+        c["type"]: c["status"] for c in ((obj or {}).get("status") or {}).get("conditions") or []
+    }
+
+
+def apply(clusters: Clusters, cluster: str, obj: dict[str, Any]) -> None:
+    clusters.kubectl(cluster, "apply", "-f", "-", input=json.dumps(obj))
+
+
+def secret_kubeconfig(clusters: Clusters, name: str, path: Path) -> Path:
+    secret = get_json(clusters, CONSUMER, "secret", name, "-n", CONSUMER_TENANT)
+    path.write_bytes(base64.b64decode(secret["data"]["kubeconfig"]))
+    return path
+
+
+def kubectl_as(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True
+    )
+
+
+def test_a_default_slice_is_accepted_and_gets_a_quota_a_kubeconfig_and_a_virtual_node(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    apply(peered, CONSUMER, forge_resource_slice("mypool", PROVIDER))
+    accepted = wait_until(
+        lambda: (
+            (s := get_json(peered, CONSUMER, RSLICE, "mypool", "-n", CONSUMER_TENANT))
+            and conditions(s) == {"Authentication": "Accepted", "Resources": "Accepted"}
+            and s
+        ),
+        "the slice Accepted Accepted",
+        timeout=60,
+    )
+    table = peered.kubectl(CONSUMER, "get", RSLICE, "mypool", "-n", CONSUMER_TENANT).stdout
+    assert table.split("\n")[1].split()[:3] == ["mypool", "Accepted", "Accepted"]
+    granted = {"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"}
+    assert accepted["status"]["resources"] == granted
+    assert accepted["status"]["nodeLabels"] == {"topology.liqo.io/region": "south"}
+
+    user = resource_slice_user(CONSUMER, "mypool")
+    quota = get_json(peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT)
+    assert quota["spec"] == {"user": user, "limitsEnforcement": "None", "resources": granted}
+    quotas = peered.kubectl(PROVIDER, "get", "quotas.offloading.liqo.io", "-A").stdout
+    assert quotas.split("\n")[0].split() == ["NAMESPACE", "NAME", "ENFORCEMENT", "CORDONED", "AGE"]
+
+    virtual_node = wait_until(
+        lambda: virtual_node_of(peered, "mypool"),
+        "the VirtualNode mypool",
+    )
+    assert virtual_node["spec"]["resourceQuota"]["hard"] == granted
+    assert virtual_node["spec"]["labels"] == {
+        "liqo.io/remote-cluster-id": PROVIDER,
+        "topology.liqo.io/region": "south",
+    }
+    assert virtual_node["spec"]["kubeconfigSecretRef"] == {
+        "name": "kubeconfig-resourceslice-mypool"
+    }
+    assert virtual_node["metadata"]["ownerReferences"][0]["name"] == "mypool"
+
+    # The slice's identity is what naples signed: that user, in the consumer's tenant group.
+    kubeconfig = wait_until(
+        lambda: (
+            secret_kubeconfig(peered, "kubeconfig-resourceslice-mypool", tmp_path / "slice")
+            if "kubeconfig"
+            in (
+                get_json(
+                    peered,
+                    CONSUMER,
+                    "secret",
+                    "kubeconfig-resourceslice-mypool",
+                    "-n",
+                    CONSUMER_TENANT,
+                )
+                or {}
+            ).get("data", {})
+            else None
+        ),
+        "the slice's kubeconfig",
+    )
+    whoami = json.loads(kubectl_as(kubeconfig, "auth", "whoami", "-o", "json").stdout)
+    assert whoami["status"]["userInfo"]["username"] == user
+    assert tenant_group(CONSUMER) in whoami["status"]["userInfo"]["groups"]
+    assert yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"] == str(
+        load_kubeconfig_file(peered.kubeconfig(PROVIDER)).server
+    )
+
+
+def test_identities_can_touch_nothing_beyond_their_tenant_namespace(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    secret = get_json(peered, CONSUMER, "secret", "vk-control-plane-naples", "-n", CONSUMER_TENANT)
+    control_plane = tmp_path / "control-plane"
+    control_plane.write_bytes(base64.b64decode(secret["data"]["kubeconfig"]))
+    allowed = [
+        ("create", RSLICE, "-n", PROVIDER_TENANT),
+        ("create", "namespacemaps.offloading.liqo.io", "-n", PROVIDER_TENANT),
+    ]
+    refused = [
+        ("create", RSLICE, "-n", "default"),
+        ("patch", RSLICE, "--subresource=status", "-n", PROVIDER_TENANT),
+        ("create", "quotas.offloading.liqo.io", "-n", PROVIDER_TENANT),
+        ("create", "namespaces"),
+        ("create", "certificatesigningrequests"),
+        ("get", "pods", "-n", PROVIDER_TENANT),
+        ("get", "secrets", "-n", PROVIDER_TENANT),
+    ]
+    for check in allowed:
+        assert kubectl_as(control_plane, "auth", "can-i", *check).stdout.strip() == "yes", check
+    for check in refused:
+        assert kubectl_as(control_plane, "auth", "can-i", *check).stdout.strip() == "no", check
+
+
+def test_bad_quantities_are_refused_with_the_reason(peered: Clusters) -> None:
+    # Not a quantity: the API server refuses the slice (the CRD's schema), saying why.
+    refused = peered.kubectl(
+        CONSUMER,
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(forge_resource_slice("badpool", PROVIDER, resources={"cpu": "lots"})),
+        check=False,
+    )
+    assert refused.returncode != 0
+    assert 'spec.resources.cpu: Invalid value: "lots"' in refused.stderr
+    # A quantity, but negative: the provider denies the resources, saying why.
+    apply(
+        peered,
+        CONSUMER,
+        forge_resource_slice(
+            "badpool", PROVIDER, resources={"cpu": "-2"}, create_virtual_node=False
+        ),
+    )
+    denied = wait_until(
+        lambda: (
+            (s := get_json(peered, CONSUMER, RSLICE, "badpool", "-n", CONSUMER_TENANT))
+            and conditions(s).get("Resources") == "Denied"
+            and s
+        ),
+        "the slice's resources Denied",
+        timeout=60,
+    )
+    message = next(c["message"] for c in denied["status"]["conditions"] if c["type"] == "Resources")
+    assert message == "spec.resources.cpu: -2 is negative"
+
+
+def test_a_custom_class_is_left_to_its_controller_and_the_virtual_node_follows_it(
+    peered: Clusters,
+) -> None:
+    apply(peered, CONSUMER, forge_resource_slice("custom", PROVIDER, slice_class="gpu-class"))
+    authenticated = wait_until(
+        lambda: (
+            (s := get_json(peered, CONSUMER, RSLICE, "custom", "-n", CONSUMER_TENANT))
+            and conditions(s).get("Authentication") == "Accepted"
+            and s
+        ),
+        "the custom slice authenticated",
+        timeout=60,
+    )
+    assert "Resources" not in conditions(authenticated)
+    # The custom class's controller (here: the test) answers on the provider's copy.
+    custom = {"cpu": "8", "memory": "16Gi", "pods": "50", "nvidia.com/gpu": "1"}
+    provider_copy = get_json(peered, PROVIDER, RSLICE, "custom", "-n", PROVIDER_TENANT)
+    status = dict(provider_copy["status"])
+    status["resources"] = custom
+    status["conditions"] = [
+        *status["conditions"],
+        {
+            "type": "Resources",
+            "status": "Accepted",
+            "reason": "CustomClassGranted",
+            "message": "granted by the gpu-class controller",
+            "lastTransitionTime": "2026-11-22T00:00:00Z",
+        },
+    ]
+    peered.kubectl(
+        PROVIDER,
+        "patch",
+        RSLICE,
+        "custom",
+        "-n",
+        PROVIDER_TENANT,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    virtual_node = wait_until(
+        lambda: virtual_node_of(peered, "custom"),
+        "the VirtualNode of the custom slice",
+    )
+    assert virtual_node["spec"]["resourceQuota"]["hard"] == custom
+    user = resource_slice_user(CONSUMER, "custom")
+    quota = wait_until(
+        lambda: get_json(
+            peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT
+        ),
+        "the custom slice's Quota",
+    )
+    assert quota["spec"]["resources"] == custom
+
+
+def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
+    peered: Clusters,
+) -> None:
+    apply(peered, CONSUMER, forge_resource_slice("shortlived", PROVIDER))
+    user = resource_slice_user(CONSUMER, "shortlived")
+    wait_until(
+        lambda: (
+            virtual_node_of(peered, "shortlived")
+            and get_json(peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT)
+        ),
+        "the VirtualNode and Quota of the slice",
+        timeout=60,
+    )
+    peered.kubectl(CONSUMER, "delete", RSLICE, "shortlived", "-n", CONSUMER_TENANT)
+    wait_until(
+        lambda: (
+            virtual_node_of(peered, "shortlived") is None
+            and get_json(peered, PROVIDER, RSLICE, "shortlived", "-n", PROVIDER_TENANT) is None
+            and get_json(peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT)
+            is None
+        ),
+        "the VirtualNode, the provider's copy and the Quota gone",
+        timeout=60,
+    )

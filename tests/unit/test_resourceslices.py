@@ -1,0 +1,183 @@
+"""The ResourceSlice flow's pure parts: what the provider grants and signs, what the consumer
+builds from the answer, and how objects are replicated."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from vk.api.constants import resource_slice_user, tenant_group
+from vk.api.offloading import LimitsEnforcement
+from vk.cli.peering import forge_resource_slice
+from vk.controllers.consumer_resourceslices import forge_virtual_node, wants_virtual_node
+from vk.controllers.provider_resourceslices import (
+    DEFAULT_RESOURCES,
+    certificate_usable,
+    forge_quota,
+    granted_resources,
+    set_condition,
+    slice_request_verdict,
+)
+from vk.controllers.replication import REPLICATED_KINDS, forge_twin, replacement_patch
+from vk.kube.pki import forge_client_csr, load_private_key, new_private_key
+from vk.playground.pki import build_ca, issue
+
+NOW = datetime.datetime(2026, 11, 22, 8, 0, tzinfo=datetime.UTC)
+
+
+def test_slice_users_are_stable_unique_per_consumer_and_name_the_quota() -> None:
+    user = resource_slice_user("venice", "mypool")
+    assert user == resource_slice_user("venice", "mypool")
+    assert user.startswith("mypool-")
+    assert len(user) == len("mypool-") + 12
+    assert user != resource_slice_user("florence", "mypool")
+
+
+@pytest.mark.parametrize(
+    ("requested", "granted"),
+    [
+        (None, DEFAULT_RESOURCES),
+        ({"cpu": "2"}, {**DEFAULT_RESOURCES, "cpu": "2"}),
+        ({"nvidia.com/gpu": "1"}, {**DEFAULT_RESOURCES, "nvidia.com/gpu": "1"}),
+        ({"cpu": 8}, {**DEFAULT_RESOURCES, "cpu": "8"}),
+        # More than any provider has: granted all the same (no capacity check, as Liqo).
+        ({"cpu": "100000"}, {**DEFAULT_RESOURCES, "cpu": "100000"}),
+    ],
+)
+def test_the_default_class_grants_the_defaults_overridden_by_the_request(
+    requested: dict[str, str] | None, granted: dict[str, str]
+) -> None:
+    assert granted_resources(requested, DEFAULT_RESOURCES) == granted
+
+
+@pytest.mark.parametrize(
+    ("requested", "message"),
+    [
+        ({"cpu": "lots"}, "spec.resources.cpu: 'lots' is not a Kubernetes quantity"),
+        ({"memory": "-1Gi"}, "spec.resources.memory: -1Gi is negative"),
+    ],
+)
+def test_bad_requests_are_refused_naming_the_field(requested: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=r"^spec\.resources\.") as error:
+        granted_resources(requested, DEFAULT_RESOURCES)
+    assert str(error.value).startswith(message)
+
+
+def test_a_slice_may_only_ask_for_its_own_identity() -> None:
+    key = new_private_key()
+    user, group = resource_slice_user("venice", "mypool"), tenant_group("venice")
+    assert slice_request_verdict(forge_client_csr(key, user, (group,)), "venice", "mypool") is None
+    for common_name, groups in [
+        (user, ("system:masters",)),
+        (user, ()),
+        ("admin", (group,)),
+        (resource_slice_user("venice", "other"), (group,)),
+    ]:
+        verdict = slice_request_verdict(
+            forge_client_csr(key, common_name, groups), "venice", "mypool"
+        )
+        assert verdict is not None
+        assert f"may only be CN={user} O={group}" in verdict
+    assert "not a valid certificate request" in (
+        slice_request_verdict(b"junk", "venice", "mypool") or ""
+    )
+
+
+def test_a_condition_keeps_its_transition_time_until_its_status_changes() -> None:
+    first = set_condition(None, "Resources", "Accepted", "R", "m", NOW)
+    later = NOW + datetime.timedelta(hours=1)
+    again = set_condition(first, "Resources", "Accepted", "R", "m2", later)
+    assert again[0]["lastTransitionTime"] == "2026-11-22T08:00:00Z"
+    assert again[0]["message"] == "m2"
+    flipped = set_condition(again, "Resources", "Denied", "D", "m3", later)
+    assert flipped[0]["lastTransitionTime"] == "2026-11-22T09:00:00Z"
+    both = set_condition(flipped, "Authentication", "Accepted", "A", "m", later)
+    assert [c["type"] for c in both] == ["Resources", "Authentication"]
+
+
+def test_the_quota_is_named_after_the_identity_and_owned_by_the_slice() -> None:
+    resource_slice = {
+        "metadata": {"name": "mypool", "namespace": "liqo-tenant-venice", "uid": "u1"},
+        "spec": {"consumerClusterID": "venice"},
+    }
+    quota = forge_quota(resource_slice, "mypool-abc", {"cpu": "4"}, LimitsEnforcement.HARD)
+    assert quota["metadata"]["name"] == "mypool-abc"
+    assert quota["metadata"]["ownerReferences"][0]["uid"] == "u1"
+    assert quota["spec"] == {
+        "user": "mypool-abc",
+        "limitsEnforcement": "Hard",
+        "resources": {"cpu": "4"},
+    }
+
+
+def test_a_certificate_is_reused_only_for_its_own_key_and_until_renewal_is_due() -> None:
+    ca, ca_key = build_ca("naples-ca", NOW)
+    issued = issue(ca, ca_key, "mypool-abc", NOW, client=True)  # valid 365 days
+    key = load_private_key(issued.key_pem)
+    own_csr = forge_client_csr(key, "mypool-abc", ())
+    other_csr = forge_client_csr(new_private_key(), "mypool-abc", ())
+    assert certificate_usable(issued.cert_pem, own_csr, NOW)
+    assert not certificate_usable(issued.cert_pem, other_csr, NOW)
+    assert not certificate_usable(issued.cert_pem, own_csr, NOW + datetime.timedelta(days=300))
+
+
+def test_the_virtual_node_of_a_slice_carries_what_the_provider_granted() -> None:
+    resource_slice = {
+        "metadata": {
+            "name": "mypool",
+            "namespace": "liqo-tenant-naples",
+            "uid": "u1",
+            "annotations": {"liqo.io/create-virtual-node": "true"},
+        },
+        "status": {
+            "resources": {"cpu": "4", "memory": "8Gi"},
+            "nodeLabels": {"topology.liqo.io/region": "south"},
+        },
+    }
+    assert wants_virtual_node(resource_slice)
+    virtual_node = forge_virtual_node(resource_slice, "naples")
+    assert virtual_node["metadata"]["name"] == "mypool"
+    assert virtual_node["metadata"]["ownerReferences"][0]["controller"] is True
+    assert virtual_node["spec"] == {
+        "clusterID": "naples",
+        "createNode": True,
+        "kubeconfigSecretRef": {"name": "kubeconfig-resourceslice-mypool"},
+        "labels": {"liqo.io/remote-cluster-id": "naples", "topology.liqo.io/region": "south"},
+        "resourceQuota": {"hard": {"cpu": "4", "memory": "8Gi"}},
+    }
+
+
+@pytest.mark.parametrize(("value", "wanted"), [("true", True), ("false", False), ("", False)])
+def test_the_annotation_asks_for_a_virtual_node(value: str, wanted: bool) -> None:
+    assert (
+        wants_virtual_node({"metadata": {"annotations": {"liqo.io/create-virtual-node": value}}})
+        is wanted
+    )
+
+
+def test_the_provider_copy_is_our_spec_marked_as_a_replica() -> None:
+    ours = forge_resource_slice("mypool", "naples")
+    ours["metadata"]["uid"] = "u1"
+    ours["status"] = {"resources": {"cpu": "1"}}
+    twin = forge_twin(ours, REPLICATED_KINDS[0], "venice")
+    assert twin["metadata"] == {
+        "name": "mypool",
+        "namespace": "liqo-tenant-venice",
+        "labels": {
+            "liqo.io/remote-cluster-id": "venice",
+            "liqo.io/replication": "false",
+            "liqo.io/replicated": "true",
+        },
+    }
+    assert twin["spec"] == ours["spec"]
+    assert "status" not in twin  # the provider's own
+
+
+def test_status_copied_back_drops_what_the_provider_dropped() -> None:
+    old = {"currentMapping": {"a": {"phase": "Accepted"}, "b": {"phase": "Accepted"}}, "x": 1}
+    new = {"currentMapping": {"a": {"phase": "Terminating"}}}
+    assert replacement_patch(old, new) == {
+        "x": None,
+        "currentMapping": {"b": None, "a": {"phase": "Terminating"}},
+    }

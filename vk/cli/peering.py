@@ -1,0 +1,248 @@
+"""Peering a consumer with a provider, as `vkctl peer` does it with both clusters' kubeconfigs:
+the tenant namespace on each side, and the consumer's control-plane identity on the provider
+(signed by the provider's CSR API for `kubernetes.io/kube-apiserver-client`, bound by RBAC to
+the provider's tenant namespace only, kept by the consumer as a kubeconfig Secret). Then, by
+default, one ResourceSlice named after the provider: the controllers do the rest.
+
+The object builders are pure; `establish_control_plane` does the talking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from vk.api.authentication import ResourceSlice
+from vk.api.constants import (
+    CREATE_VIRTUAL_NODE_ANNOTATION,
+    IDENTITY_CONTROL_PLANE,
+    IDENTITY_TYPE_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    REMOTE_ID_LABEL,
+    REPLICATION_LABEL,
+    TENANT_NAMESPACE_LABEL,
+    control_plane_secret_name,
+    control_plane_user,
+    tenant_namespace,
+)
+from vk.api.offloading import NamespaceMap
+from vk.controllers.csr import CSR_API, forge_approval
+from vk.controllers.provider_resourceslices import CLIENT_SIGNER
+from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
+from vk.kube.pki import forge_client_csr, forge_kubeconfig, new_private_key, private_key_pem
+
+CONTROL_PLANE_ROLE = "vk-control-plane"
+CERTIFICATE_SECONDS = 365 * 24 * 3600
+
+
+class PeeringError(RuntimeError):
+    """Peering cannot go on; the message says why and what to do."""
+
+
+def forge_tenant_namespace(other_cluster_id: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": tenant_namespace(other_cluster_id),
+            "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: other_cluster_id},
+        },
+    }
+
+
+def forge_control_plane_rbac(consumer_id: str) -> list[JSON]:
+    """The control-plane identity's rights on the provider: its replicated ResourceSlices and
+    NamespaceMaps in its tenant namespace, and reading (never writing) their status."""
+    namespace = tenant_namespace(consumer_id)
+    group = "authentication.liqo.io"
+    offloading = "offloading.liqo.io"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": CONTROL_PLANE_ROLE, "namespace": namespace},
+            "rules": [
+                {
+                    "apiGroups": [group],
+                    "resources": [ResourceSlice.PLURAL],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
+                    "apiGroups": [offloading],
+                    "resources": [NamespaceMap.PLURAL],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
+                    "apiGroups": [group],
+                    "resources": [f"{ResourceSlice.PLURAL}/status"],
+                    "verbs": ["get"],
+                },
+                {
+                    "apiGroups": [offloading],
+                    "resources": [f"{NamespaceMap.PLURAL}/status"],
+                    "verbs": ["get"],
+                },
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": CONTROL_PLANE_ROLE, "namespace": namespace},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": CONTROL_PLANE_ROLE,
+            },
+            "subjects": [
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "User",
+                    "name": control_plane_user(consumer_id),
+                }
+            ],
+        },
+    ]
+
+
+def forge_control_plane_secret(provider_id: str, kubeconfig: Mapping[str, Any]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": control_plane_secret_name(provider_id),
+            "namespace": tenant_namespace(provider_id),
+            "labels": {
+                IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
+                REMOTE_CLUSTER_ID_LABEL: provider_id,
+            },
+        },
+        "type": "Opaque",
+        "data": {
+            "kubeconfig": base64.b64encode(
+                yaml.safe_dump(dict(kubeconfig), sort_keys=False).encode()
+            ).decode()
+        },
+    }
+
+
+def forge_resource_slice(
+    name: str,
+    provider_id: str,
+    *,
+    slice_class: str = "default",
+    resources: Mapping[str, str] | None = None,
+    create_virtual_node: bool = True,
+) -> JSON:
+    """A ResourceSlice as `liqoctl create resourceslice` writes it (the reference page's YAML)."""
+    metadata: JSON = {
+        "name": name,
+        "namespace": tenant_namespace(provider_id),
+        "labels": {
+            REMOTE_CLUSTER_ID_LABEL: provider_id,
+            REMOTE_ID_LABEL: provider_id,
+            REPLICATION_LABEL: "true",
+        },
+    }
+    if create_virtual_node:
+        metadata["annotations"] = {CREATE_VIRTUAL_NODE_ANNOTATION: "true"}
+    spec: JSON = {"class": slice_class, "providerClusterID": provider_id}
+    if resources:
+        spec["resources"] = dict(resources)
+    return {
+        "apiVersion": ResourceSlice.group_version(),
+        "kind": ResourceSlice.KIND,
+        "metadata": metadata,
+        "spec": spec,
+    }
+
+
+async def _apply(client: KubeClient, obj: JSON, plural: str) -> None:
+    metadata = obj["metadata"]
+    api_version = obj["apiVersion"]
+    await client.apply(
+        resource_path(
+            api_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
+        ),
+        obj,
+    )
+
+
+async def sign_client_certificate(
+    provider: KubeClient, name: str, csr_pem: bytes, *, within: float = 60.0
+) -> bytes:
+    """A client certificate for `csr_pem` from the provider's CSR API (approved by us, with the
+    provider administrator's rights `vkctl peer` runs with); the request is removed after."""
+    path = resource_path(CSR_API, "certificatesigningrequests", name=name)
+    request = {
+        "apiVersion": CSR_API,
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": {
+            "signerName": CLIENT_SIGNER,
+            "request": base64.b64encode(csr_pem).decode(),
+            "usages": ["digital signature", "client auth"],
+            "expirationSeconds": CERTIFICATE_SECONDS,
+        },
+    }
+    with contextlib.suppress(NotFound):
+        await provider.delete(path)  # a request left by an interrupted peering
+    created = await provider.create(resource_path(CSR_API, "certificatesigningrequests"), request)
+    await provider.replace(
+        f"{path}/approval",
+        forge_approval(
+            created,
+            "VkPeering",
+            "vkctl peer approved the consumer's control-plane identity",
+            datetime.datetime.now(datetime.UTC),
+        ),
+    )
+    deadline = time.monotonic() + within
+    try:
+        while True:
+            certificate = ((await provider.get(path)).get("status") or {}).get("certificate")
+            if certificate:
+                return base64.b64decode(certificate)
+            if time.monotonic() > deadline:
+                raise PeeringError(
+                    f"the provider approved the request {name} but did not sign it within "
+                    f"{within:.0f}s: is its kube-controller-manager signing "
+                    f"({CLIENT_SIGNER})?"
+                )
+            await asyncio.sleep(0.5)
+    finally:
+        with contextlib.suppress(NotFound):
+            await provider.delete(path)
+
+
+async def establish_control_plane(
+    consumer: KubeClient,
+    provider: KubeClient,
+    *,
+    consumer_id: str,
+    provider_id: str,
+    provider_server: str,
+    provider_ca: bytes,
+) -> None:
+    """Tenant namespaces on both sides and the control-plane identity; safe to run again."""
+    for client, other in ((consumer, provider_id), (provider, consumer_id)):
+        with contextlib.suppress(AlreadyExists):
+            await client.create(resource_path("v1", "namespaces"), forge_tenant_namespace(other))
+    for obj in forge_control_plane_rbac(consumer_id):
+        plural = "roles" if obj["kind"] == "Role" else "rolebindings"
+        await _apply(provider, obj, plural)
+    key = new_private_key()
+    user = control_plane_user(consumer_id)
+    certificate = await sign_client_certificate(
+        provider, f"vk-control-plane-{consumer_id}", forge_client_csr(key, user, ())
+    )
+    kubeconfig = forge_kubeconfig(
+        provider_id, provider_server, provider_ca, certificate, private_key_pem(key), user
+    )
+    await _apply(consumer, forge_control_plane_secret(provider_id, kubeconfig), "secrets")

@@ -1,0 +1,374 @@
+"""The provider's answer to a ResourceSlice (the copy replicated into the consumer's tenant
+namespace): an identity signed through this cluster's CSR API, the resources granted, the
+cluster's labels for the virtual node, and a Quota limiting what that identity may run.
+
+Authentication is answered for every class; resources only for the `default` class (or none):
+another class belongs to a custom controller, and the Quota then follows whatever resources it
+writes. The provider may grant more than it has: no check against its own capacity, as in Liqo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from vk.api.authentication import DEFAULT_RESOURCE_SLICE_CLASS, ResourceSlice
+from vk.api.constants import (
+    REMOTE_CLUSTER_ID_LABEL,
+    REPLICATED_LABEL,
+    RESOURCE_SLICE_NAME_LABEL,
+    resource_slice_user,
+    tenant_group,
+    tenant_namespace,
+)
+from vk.api.offloading import LimitsEnforcement, Quota
+from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.controllers.csr import CSR_API, decided, forge_approval
+from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.pki import csr_subject
+
+log = structlog.get_logger("vk.controllers.provider_resourceslices")
+
+CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
+DEFAULT_RESOURCES = {"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"}
+CERTIFICATE_DAYS = 365
+RENEW_AT = 0.8  # of a certificate's life, as the kubelet renews its own
+
+AUTHENTICATION, RESOURCES = "Authentication", "Resources"
+ACCEPTED, DENIED = "Accepted", "Denied"
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    cluster_id: str
+    cluster_labels: dict[str, str]
+    api_server_url: str  # what consumers reach this cluster at
+    ca_pem: bytes  # the API server's CA, for consumers to verify it
+    default_resources: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
+    limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+
+
+def granted_resources(
+    requested: Mapping[str, Any] | None, defaults: Mapping[str, str]
+) -> dict[str, str]:
+    """The defaults, overridden and extended by what the slice asks for (extended resources such
+    as nvidia.com/gpu included). ValueError names a quantity that does not parse."""
+    granted = dict(defaults)
+    for name, value in (requested or {}).items():
+        try:
+            quantity = parse_quantity(value)
+        except InvalidQuantity as error:
+            raise ValueError(f"spec.resources.{name}: {error}") from error
+        if quantity < 0:
+            raise ValueError(f"spec.resources.{name}: {value} is negative")
+        granted[name] = str(value)
+    return granted
+
+
+def slice_request_verdict(csr_pem: bytes, consumer: str, slice_name: str) -> str | None:
+    """None when the slice's CSR asks for exactly the identity this consumer's slice may have;
+    else why not."""
+    try:
+        common_name, groups = csr_subject(csr_pem)
+    except ValueError as error:
+        return f"spec.csr is not a valid certificate request: {error}"
+    expected = (resource_slice_user(consumer, slice_name), (tenant_group(consumer),))
+    if (common_name, groups) != expected:
+        return (
+            f"spec.csr asks for CN={common_name} O={','.join(groups)}; a slice {slice_name} of "
+            f"{consumer} may only be CN={expected[0]} O={expected[1][0]}"
+        )
+    return None
+
+
+def set_condition(
+    conditions: list[JSON] | None,
+    kind: str,
+    status: str,
+    reason: str,
+    message: str,
+    now: datetime.datetime,
+) -> list[JSON]:
+    """`conditions` with the one of `kind` set; its transition time moves only when its status
+    does."""
+    current = next((c for c in conditions or [] if c.get("type") == kind), None)
+    since = (
+        current["lastTransitionTime"]
+        if current and current.get("status") == status and current.get("lastTransitionTime")
+        else now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    updated = {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    return [*(c for c in conditions or [] if c.get("type") != kind), updated]
+
+
+def condition_status(resource_slice: Mapping[str, Any], kind: str) -> str | None:
+    for condition in (resource_slice.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            status: str = condition.get("status", "")
+            return status
+    return None
+
+
+def forge_quota(
+    resource_slice: Mapping[str, Any],
+    user: str,
+    resources: Mapping[str, str],
+    enforcement: LimitsEnforcement,
+) -> JSON:
+    metadata = resource_slice["metadata"]
+    return {
+        "apiVersion": Quota.group_version(),
+        "kind": Quota.KIND,
+        "metadata": {
+            "name": user,
+            "namespace": metadata["namespace"],
+            "labels": {
+                RESOURCE_SLICE_NAME_LABEL: metadata["name"],
+                REMOTE_CLUSTER_ID_LABEL: resource_slice["spec"].get("consumerClusterID", ""),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": ResourceSlice.group_version(),
+                    "kind": ResourceSlice.KIND,
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                }
+            ],
+        },
+        "spec": {"user": user, "limitsEnforcement": str(enforcement), "resources": dict(resources)},
+    }
+
+
+def forge_signing_request(name: str, csr_pem: bytes, consumer: str, slice_name: str) -> JSON:
+    return {
+        "apiVersion": CSR_API,
+        "kind": "CertificateSigningRequest",
+        "metadata": {
+            "name": name,
+            "labels": {REMOTE_CLUSTER_ID_LABEL: consumer, RESOURCE_SLICE_NAME_LABEL: slice_name},
+        },
+        "spec": {
+            "signerName": CLIENT_SIGNER,
+            "request": base64.b64encode(csr_pem).decode(),
+            "usages": ["digital signature", "client auth"],
+            "expirationSeconds": CERTIFICATE_DAYS * 24 * 3600,
+        },
+    }
+
+
+def certificate_usable(cert_pem: bytes, csr_pem: bytes, now: datetime.datetime) -> bool:
+    """The certificate answers this very request and is not yet due for renewal."""
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+        request = x509.load_pem_x509_csr(csr_pem)
+    except ValueError:
+        return False
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != request.public_key().public_bytes(*spki):
+        return False
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    return now < start + (end - start) * RENEW_AT
+
+
+class ProviderResourceSlices(Reconciler):
+    name = "provider-resourceslices"
+
+    def __init__(self, client: KubeClient, settings: ProviderSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.slices = Informer(
+            client,
+            ResourceSlice.group_version(),
+            ResourceSlice.PLURAL,
+            label_selector=f"{REPLICATED_LABEL}=true",
+        )
+        self.requests = Informer(
+            client,
+            CSR_API,
+            "certificatesigningrequests",
+            label_selector=RESOURCE_SLICE_NAME_LABEL,
+        )
+        self.controller = Controller(self, workers=4)
+
+    def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
+        labels = csr["metadata"].get("labels") or {}
+        consumer, slice_name = (
+            labels.get(REMOTE_CLUSTER_ID_LABEL),
+            labels.get(RESOURCE_SLICE_NAME_LABEL),
+        )
+        if consumer and slice_name:
+            self.controller.enqueue(f"{tenant_namespace(consumer)}/{slice_name}")
+
+    async def run(self) -> None:
+        self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.requests.add_handler(self._on_request)
+        informers = [asyncio.create_task(i.run()) for i in (self.slices, self.requests)]
+        try:
+            await self.slices.synced.wait()
+            await self.requests.synced.wait()
+            await self.controller.run()
+        finally:
+            for task in informers:
+                task.cancel()
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        resource_slice = self.slices.store.get(key)
+        if resource_slice is None or resource_slice["metadata"].get("deletionTimestamp"):
+            return Result()  # the Quota goes with it (owner reference); the CSR expires
+        now = datetime.datetime.now(datetime.UTC)
+        spec = resource_slice.get("spec") or {}
+        status: JSON = dict(resource_slice.get("status") or {})
+        consumer = spec.get("consumerClusterID") or ""
+        retry: float | None = None
+        if namespace != tenant_namespace(consumer):
+            status["conditions"] = set_condition(
+                status.get("conditions"),
+                AUTHENTICATION,
+                DENIED,
+                "ResourceSliceAuthenticationDenied",
+                f"spec.consumerClusterID {consumer!r} is not the consumer of namespace {namespace}",
+                now,
+            )
+        elif spec.get("csr"):
+            retry = await self._authenticate(resource_slice, consumer, status, now)
+        slice_class = spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS
+        if slice_class == DEFAULT_RESOURCE_SLICE_CLASS:
+            self._grant_resources(spec, status, now)
+        if status != (resource_slice.get("status") or {}):
+            await self.client.merge_patch(
+                resource_path(
+                    ResourceSlice.group_version(),
+                    ResourceSlice.PLURAL,
+                    namespace=namespace,
+                    name=name,
+                    subresource="status",
+                ),
+                {"status": status},
+            )
+        granted = status.get("resources")
+        if granted and condition_status({"status": status}, RESOURCES) == ACCEPTED and consumer:
+            quota = forge_quota(
+                resource_slice,
+                resource_slice_user(consumer, name),
+                granted,
+                self.settings.limits_enforcement,
+            )
+            await self.client.apply(
+                resource_path(
+                    Quota.group_version(),
+                    Quota.PLURAL,
+                    namespace=namespace,
+                    name=quota["metadata"]["name"],
+                ),
+                quota,
+            )
+        return Result(requeue_after=retry)
+
+    def _grant_resources(self, spec: JSON, status: JSON, now: datetime.datetime) -> None:
+        try:
+            granted = granted_resources(spec.get("resources"), self.settings.default_resources)
+        except ValueError as error:
+            status["conditions"] = set_condition(
+                status.get("conditions"),
+                RESOURCES,
+                DENIED,
+                "ResourceSliceResourcesDenied",
+                str(error),
+                now,
+            )
+            return
+        status["resources"] = granted
+        status["nodeLabels"] = dict(self.settings.cluster_labels)
+        status["conditions"] = set_condition(
+            status.get("conditions"),
+            RESOURCES,
+            ACCEPTED,
+            "ResourceSliceResourcesAccepted",
+            "the provider grants the resources of the default class",
+            now,
+        )
+
+    async def _authenticate(
+        self, resource_slice: JSON, consumer: str, status: JSON, now: datetime.datetime
+    ) -> float | None:
+        """Signs the slice's CSR through this cluster's CSR API; returns when to look again
+        while the certificate is not issued yet."""
+        name = resource_slice["metadata"]["name"]
+        csr_pem = base64.b64decode(resource_slice["spec"]["csr"])
+        reason = slice_request_verdict(csr_pem, consumer, name)
+        if reason is not None:
+            status["conditions"] = set_condition(
+                status.get("conditions"),
+                AUTHENTICATION,
+                DENIED,
+                "ResourceSliceAuthenticationDenied",
+                reason,
+                now,
+            )
+            return None
+        params = status.get("authParams") or {}
+        signed = base64.b64decode(params.get("signedCRT") or "")
+        if signed and certificate_usable(signed, csr_pem, now):
+            return None
+        request_name = resource_slice_user(consumer, name)
+        path = resource_path(CSR_API, "certificatesigningrequests", name=request_name)
+        request = self.requests.store.get(request_name)
+        if request is not None and base64.b64decode(request["spec"]["request"]) != csr_pem:
+            await self._delete_request(path)  # a new key: a new request
+            request = None
+        if request is None:
+            request = await self.client.create(
+                resource_path(CSR_API, "certificatesigningrequests"),
+                forge_signing_request(request_name, csr_pem, consumer, name),
+            )
+        if not decided(request):
+            await self.client.replace(
+                f"{path}/approval",
+                forge_approval(
+                    request,
+                    "ResourceSliceIdentity",
+                    f"vk approved the identity of ResourceSlice {name} of {consumer}",
+                    now,
+                ),
+            )
+            return 1.0
+        certificate = (request.get("status") or {}).get("certificate")
+        if not certificate:
+            return 1.0
+        status["authParams"] = {
+            "ca": base64.b64encode(self.settings.ca_pem).decode(),
+            "signedCRT": certificate,
+            "apiServer": self.settings.api_server_url,
+        }
+        status["conditions"] = set_condition(
+            status.get("conditions"),
+            AUTHENTICATION,
+            ACCEPTED,
+            "ResourceSliceAuthenticationAccepted",
+            f"the provider signed the identity {request_name}",
+            now,
+        )
+        return None
+
+    async def _delete_request(self, path: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.client.delete(path)

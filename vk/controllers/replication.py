@@ -1,0 +1,280 @@
+"""Replication of ResourceSlices and NamespaceMaps from the consumer to its providers (DESIGN §2).
+
+A consumer's object labelled `liqo.io/replication=true` has a twin of the same name in the
+provider, in the tenant namespace kept there for this consumer. The consumer's copy is the truth
+for `spec`, the provider's for `status`: this controller, as the consumer's control-plane
+identity, applies the spec out and copies the status back. A finalizer holds the local object
+until its twin is gone, so the provider always learns of a deletion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from vk.api.authentication import ResourceSlice
+from vk.api.constants import (
+    IDENTITY_CONTROL_PLANE,
+    IDENTITY_TYPE_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    REMOTE_ID_LABEL,
+    REPLICATED_LABEL,
+    REPLICATION_LABEL,
+    tenant_namespace,
+)
+from vk.api.offloading import NamespaceMap
+from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.informer import EventHandler, Informer, object_key, split_key
+from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
+
+log = structlog.get_logger("vk.controllers.replication")
+
+FINALIZER = "crdreplicator.liqo.io/finalizer"
+RETRY = 2.0
+
+
+@dataclass(frozen=True)
+class Replicated:
+    api_version: str
+    plural: str
+    kind: str
+
+
+REPLICATED_KINDS = (
+    Replicated(ResourceSlice.group_version(), ResourceSlice.PLURAL, ResourceSlice.KIND),
+    Replicated(NamespaceMap.group_version(), NamespaceMap.PLURAL, NamespaceMap.KIND),
+)
+
+
+def provider_of(obj: Mapping[str, Any]) -> str:
+    labels = obj["metadata"].get("labels") or {}
+    return str(labels.get(REMOTE_ID_LABEL) or labels.get(REMOTE_CLUSTER_ID_LABEL) or "")
+
+
+def forge_twin(obj: Mapping[str, Any], kind: Replicated, consumer: str) -> JSON:
+    """The provider's copy: the spec and labels of ours, marked as a replica of `consumer`'s."""
+    labels = {
+        **(obj["metadata"].get("labels") or {}),
+        REPLICATION_LABEL: "false",
+        REPLICATED_LABEL: "true",
+        REMOTE_CLUSTER_ID_LABEL: consumer,
+    }
+    labels.pop(REMOTE_ID_LABEL, None)
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.kind,
+        "metadata": {
+            "name": obj["metadata"]["name"],
+            "namespace": tenant_namespace(consumer),
+            "labels": labels,
+        },
+        "spec": obj.get("spec") or {},
+    }
+
+
+def replacement_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
+    """A JSON merge patch turning `old` into `new`: keys gone from `new` are set to null (a
+    plain merge would keep a mapping the provider has dropped)."""
+    patch: JSON = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            patch[key] = replacement_patch(before, value)
+        else:
+            patch[key] = value
+    return patch
+
+
+class ProviderLink:
+    """The control-plane identity on one provider, and the informers of our twins there."""
+
+    def __init__(self, provider: str, client: KubeClient, consumer: str) -> None:
+        self.provider = provider
+        self.client = client
+        self.informers = {
+            kind.plural: Informer(
+                client,
+                kind.api_version,
+                kind.plural,
+                namespace=tenant_namespace(consumer),
+                label_selector=f"{REPLICATED_LABEL}=true",
+            )
+            for kind in REPLICATED_KINDS
+        }
+        self.tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self.tasks = [asyncio.create_task(i.run()) for i in self.informers.values()]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.client.close()
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers.values())
+
+
+class Replicator(Reconciler):
+    """Keys are `<plural>|<namespace>/<name>` of the consumer's objects."""
+
+    name = "replication"
+
+    def __init__(self, client: KubeClient, consumer: str) -> None:
+        self.client = client
+        self.consumer = consumer
+        self.local = {
+            kind.plural: Informer(
+                client, kind.api_version, kind.plural, label_selector=f"{REPLICATION_LABEL}=true"
+            )
+            for kind in REPLICATED_KINDS
+        }
+        self.identities = Informer(
+            client,
+            "v1",
+            "secrets",
+            label_selector=f"{IDENTITY_TYPE_LABEL}={IDENTITY_CONTROL_PLANE}",
+        )
+        self.links: dict[str, ProviderLink] = {}
+        self._kubeconfigs: dict[str, bytes] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self.controller = Controller(self, workers=4)
+
+    async def run(self) -> None:
+        for kind in REPLICATED_KINDS:
+            self.local[kind.plural].add_handler(self._enqueue_local(kind.plural))
+        self.identities.add_handler(lambda *_: self._sync_links())
+        informers = [asyncio.create_task(i.run()) for i in (*self.local.values(), self.identities)]
+        try:
+            for informer in (*self.local.values(), self.identities):
+                await informer.synced.wait()
+            await self.controller.run()
+        finally:
+            for task in informers:
+                task.cancel()
+            for link in self.links.values():
+                await link.stop()
+
+    def _enqueue_local(self, plural: str) -> EventHandler:
+        def enqueue(_: str, obj: JSON, __: JSON | None) -> None:
+            self.controller.enqueue(f"{plural}|{object_key(obj)}")
+
+        return enqueue
+
+    def _enqueue_twin(self, plural: str, provider: str) -> EventHandler:
+        def enqueue(_: str, twin: JSON, __: JSON | None) -> None:
+            self.controller.enqueue(
+                f"{plural}|{tenant_namespace(provider)}/{twin['metadata']['name']}"
+            )
+
+        return enqueue
+
+    def _sync_links(self) -> None:
+        """One link per provider whose control-plane kubeconfig is there; a changed kubeconfig
+        (a renewed certificate) replaces the link."""
+        wanted: dict[str, bytes] = {}
+        for secret in self.identities.store.objects():
+            provider = (secret["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+            data = (secret.get("data") or {}).get("kubeconfig")
+            if provider and data:
+                wanted[provider] = base64.b64decode(data)
+        for provider in list(self.links):
+            if wanted.get(provider) != self._kubeconfigs.get(provider):
+                link = self.links.pop(provider)
+                self._kubeconfigs.pop(provider, None)
+                stopping = asyncio.create_task(link.stop())
+                self._stopping.add(stopping)
+                stopping.add_done_callback(self._stopping.discard)
+        for provider, kubeconfig in wanted.items():
+            if provider in self.links:
+                continue
+            try:
+                connection = parse_kubeconfig(kubeconfig)
+            except InvalidKubeconfig as error:
+                log.warning(
+                    "unusable control-plane kubeconfig", provider=provider, error=str(error)
+                )
+                continue
+            link = ProviderLink(provider, KubeClient(connection, name="provider"), self.consumer)
+            for plural, informer in link.informers.items():
+                # Ours is the same name in the tenant namespace of that provider.
+                informer.add_handler(self._enqueue_twin(plural, provider))
+            link.start()
+            self.links[provider] = link
+            self._kubeconfigs[provider] = kubeconfig
+        for plural, informer in self.local.items():
+            for obj in informer.store.objects():
+                self.controller.enqueue(f"{plural}|{object_key(obj)}")
+
+    async def reconcile(self, key: str) -> Result:
+        plural, _, object_ref = key.partition("|")
+        kind = next(k for k in REPLICATED_KINDS if k.plural == plural)
+        namespace, name = split_key(object_ref)
+        local = self.local[plural].store.get(object_ref)
+        if local is None:
+            return Result()
+        provider = provider_of(local)
+        link = self.links.get(provider)
+        if link is None or not link.synced:
+            return Result(requeue_after=RETRY)  # no identity on that provider (yet)
+        local_path = resource_path(kind.api_version, plural, namespace=namespace, name=name)
+        twin_path = resource_path(
+            kind.api_version, plural, namespace=tenant_namespace(self.consumer), name=name
+        )
+        twin = link.informers[plural].store.get(f"{tenant_namespace(self.consumer)}/{name}")
+        finalizers = list(local["metadata"].get("finalizers") or [])
+        if local["metadata"].get("deletionTimestamp"):
+            if twin is not None:
+                if not twin["metadata"].get("deletionTimestamp"):
+                    with contextlib.suppress(NotFound):
+                        await link.client.delete(twin_path)
+                return Result(requeue_after=RETRY)  # until the provider has let it go
+            if FINALIZER in finalizers:
+                finalizers.remove(FINALIZER)
+                await self.client.merge_patch(
+                    local_path,
+                    {
+                        "metadata": {
+                            "finalizers": finalizers,
+                            "resourceVersion": local["metadata"]["resourceVersion"],
+                        }
+                    },
+                )
+            return Result()
+        if FINALIZER not in finalizers:
+            await self.client.merge_patch(
+                local_path,
+                {
+                    "metadata": {
+                        "finalizers": [*finalizers, FINALIZER],
+                        "resourceVersion": local["metadata"]["resourceVersion"],
+                    }
+                },
+            )
+        desired = forge_twin(local, kind, self.consumer)
+        if (
+            twin is None
+            or twin.get("spec") != desired["spec"]
+            or any(
+                (twin["metadata"].get("labels") or {}).get(k) != v
+                for k, v in desired["metadata"]["labels"].items()
+            )
+        ):
+            await link.client.apply(twin_path, desired)
+        if twin is not None and twin.get("status") and twin["status"] != local.get("status"):
+            await self.client.merge_patch(
+                resource_path(
+                    kind.api_version, plural, namespace=namespace, name=name, subresource="status"
+                ),
+                {"status": replacement_patch(local.get("status") or {}, twin["status"])},
+            )
+        return Result()

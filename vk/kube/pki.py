@@ -1,0 +1,119 @@
+"""Keys, certificate signing requests and client kubeconfigs: what an identity issued through a
+cluster's CSR API is made of. Pure: bytes in, bytes out."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+PrivateKey = ec.EllipticCurvePrivateKey
+
+
+def new_private_key() -> PrivateKey:
+    # P-256: instant to generate, accepted by every Kubernetes signer.
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def private_key_pem(key: PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def public_key_pem(key: PrivateKey) -> bytes:
+    return key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+
+
+def load_private_key(pem: bytes) -> PrivateKey:
+    key = serialization.load_pem_private_key(pem, None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ValueError("not an EC private key")
+    return key
+
+
+def subject_name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
+
+
+def forge_client_csr(key: PrivateKey, common_name: str, organizations: tuple[str, ...]) -> bytes:
+    """A PEM request for a client certificate: CN the user, O the groups."""
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(subject_name(common_name, organizations))
+        .sign(key, hashes.SHA256())
+    )
+    return request.public_bytes(serialization.Encoding.PEM)
+
+
+def csr_subject(csr_pem: bytes) -> tuple[str, tuple[str, ...]]:
+    """(CN, O...) of a PEM request; ValueError when it does not parse or has no single CN."""
+    request = x509.load_pem_x509_csr(csr_pem)
+    if not request.is_signature_valid:
+        raise ValueError("the request's signature is not valid")
+    names = request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    if len(names) != 1:
+        raise ValueError("the request must name exactly one common name")
+    organizations = request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    return str(names[0].value), tuple(str(o.value) for o in organizations)
+
+
+def csr_matches_key(csr_pem: bytes, key: PrivateKey) -> bool:
+    try:
+        request = x509.load_pem_x509_csr(csr_pem)
+    except ValueError:
+        return False
+    return _public_bytes(request.public_key()) == _public_bytes(key.public_key())
+
+
+def certificate_matches_key(cert_pem: bytes, key: PrivateKey) -> bool:
+    try:
+        cert = x509.load_pem_x509_certificate(cert_pem)
+    except ValueError:
+        return False
+    return _public_bytes(cert.public_key()) == _public_bytes(key.public_key())
+
+
+def _public_bytes(public_key: Any) -> bytes:
+    data: bytes = public_key.public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return data
+
+
+def forge_kubeconfig(
+    cluster_name: str, server: str, ca_pem: bytes, cert_pem: bytes, key_pem: bytes, user: str
+) -> dict[str, Any]:
+    """A self-contained kubeconfig (certificates inline): it can be copied anywhere."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster_name,
+                "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate-data": b64(cert_pem), "client-key-data": b64(key_pem)},
+            }
+        ],
+        "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
+        "current-context": cluster_name,
+    }
