@@ -39,12 +39,12 @@ def crds(clusters: Clusters) -> Clusters:
 
 
 def start_controller_manager(
-    clusters: Clusters, cluster: str, log: Path
+    clusters: Clusters, cluster: str, log: Path, *extra: str
 ) -> subprocess.Popen[bytes]:
     env = {**os.environ, "KUBECONFIG": str(clusters.kubeconfig(cluster))}
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
+            [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}", *extra],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,

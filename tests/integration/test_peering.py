@@ -26,14 +26,21 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 CONSUMER, PROVIDER = "venice", "naples"
 CONSUMER_TENANT, PROVIDER_TENANT = "liqo-tenant-naples", "liqo-tenant-venice"
 RSLICE = "resourceslices.authentication.liqo.io"
+VIRTUAL_NODES = "virtualnodes.offloading.liqo.io"
 
 
 @pytest.fixture(scope="module")
 def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
     logs = tmp_path_factory.mktemp("peering")
     managers = [
-        start_controller_manager(crds, cluster, logs / f"{cluster}.log")
-        for cluster in (CONSUMER, PROVIDER)
+        start_controller_manager(
+            crds,
+            CONSUMER,
+            logs / f"{CONSUMER}.log",
+            "--virtual-kubelet-launcher=local",
+            f"--local-launcher-dir={logs / 'virtual-kubelets'}",
+        ),
+        start_controller_manager(crds, PROVIDER, logs / f"{PROVIDER}.log"),
     ]
 
     async def peer() -> None:
@@ -58,9 +65,12 @@ def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         crds.kubectl(cluster, "delete", RSLICE, "--all", "-n", namespace, "--wait=false")
     wait_until(
         lambda: (
-            not crds.kubectl(CONSUMER, "get", RSLICE, "-n", CONSUMER_TENANT, "-o", "name").stdout
+            not crds.kubectl(
+                CONSUMER, "get", f"{RSLICE},{VIRTUAL_NODES}", "-n", CONSUMER_TENANT, "-o", "name"
+            ).stdout
         ),
-        "the slices gone",
+        "the slices and their virtual nodes gone",
+        timeout=90,
     )
     for manager in managers:
         stop_controller_manager(manager)
@@ -304,5 +314,47 @@ def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
             is None
         ),
         "the VirtualNode, the provider's copy and the Quota gone",
+        timeout=60,
+    )
+
+
+def test_the_virtual_node_of_a_slice_runs_its_kubelet_and_is_drained_when_deleted(
+    peered: Clusters,
+) -> None:
+    apply(peered, CONSUMER, forge_resource_slice("fleet", PROVIDER))
+    node = wait_until(
+        lambda: (
+            (n := get_json(peered, CONSUMER, "node", "fleet"))
+            and any(
+                c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
+            )
+            and n
+        ),
+        "the node fleet Ready",
+        timeout=90,
+    )
+    assert node["status"]["capacity"] == {
+        "cpu": "4",
+        "memory": "8Gi",
+        "pods": "110",
+        "ephemeral-storage": "20Gi",
+    }
+    assert node["metadata"]["labels"]["topology.liqo.io/region"] == "south"
+    virtual_node = wait_until(
+        lambda: (
+            (v := virtual_node_of(peered, "fleet"))
+            and conditions(v) == {"VirtualKubelet": "Running", "Node": "Running"}
+            and v
+        ),
+        "the VirtualNode's conditions Running",
+    )
+    assert virtual_node["metadata"]["finalizers"] == ["virtualnode-controller.liqo.io/finalizer"]
+    peered.kubectl(CONSUMER, "delete", RSLICE, "fleet", "-n", CONSUMER_TENANT)
+    wait_until(
+        lambda: (
+            get_json(peered, CONSUMER, "node", "fleet") is None
+            and virtual_node_of(peered, "fleet") is None
+        ),
+        "the node and the VirtualNode gone",
         timeout=60,
     )

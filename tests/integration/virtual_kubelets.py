@@ -20,9 +20,9 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from vk.api.constants import virtual_kubelet_service_account
+from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.processes import free_port
-from vk.virtualkubelet.rbac import forge_virtual_kubelet_rbac
 
 VK = str(Path(sys.executable).parent / "vk")
 HOME = "venice"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -12,7 +13,10 @@ from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
+from vk.controllers.virtualnodes import Launcher
+from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
+from vk.playground.launcher import LocalProcessLauncher
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
 
 
@@ -70,7 +74,15 @@ def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
 @click.option("--node-ping-timeout", default="1s", callback=_seconds, show_default=True)
 @click.option("--node-extra-labels", default="", callback=_key_values, help="k1=v1,k2=v2")
 @click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
-@click.option("--create-node/--no-create-node", default=True, show_default=True)
+@click.option(
+    "--create-node",
+    type=click.BOOL,
+    default=True,
+    show_default=True,
+    is_flag=False,
+    flag_value=True,
+    help="Register the Node (Liqo's Go flag: `--create-node`, `--create-node=false`).",
+)
 @click.option(
     "--certificate-type",
     type=click.Choice(["kubelet", "self-signed"]),
@@ -189,6 +201,21 @@ def kubelet(
     show_default=True,
     help="The limitsEnforcement of the Quotas this provider creates.",
 )
+@click.option(
+    "--virtual-kubelet-launcher",
+    type=click.Choice(["none", "local"]),
+    default="none",
+    show_default=True,
+    help="How the VirtualNode controller runs virtual kubelets: `local` processes on this "
+    "machine (the playground's way; its state in --local-launcher-dir), or `none` (no "
+    "VirtualNode controller here).",
+)
+@click.option(
+    "--local-launcher-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where local virtual kubelets keep their kubeconfig, ports, pid and log.",
+)
 def controller_manager(
     kubeconfig: str | None,
     metrics_address: str,
@@ -196,12 +223,25 @@ def controller_manager(
     api_server_url: str | None,
     default_node_resources: str,
     default_limits_enforcement: str,
+    virtual_kubelet_launcher: str,
+    local_launcher_dir: Path | None,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
     try:
         resources = parse_key_values(default_node_resources)
     except InvalidKeyValues as error:
         raise click.BadParameter(str(error), param_hint="--default-node-resources") from error
+    launcher = None
+    if virtual_kubelet_launcher == "local":
+        if local_launcher_dir is None:
+            raise click.BadParameter(
+                "the local launcher needs a directory", param_hint="--local-launcher-dir"
+            )
+        directory = local_launcher_dir
+
+        def launcher(client: KubeClient) -> Launcher:
+            return LocalProcessLauncher(client, directory)
+
     options = ManagerOptions(
         kubeconfig=kubeconfig or None,
         metrics_address=metrics_address,
@@ -209,6 +249,7 @@ def controller_manager(
         api_server_url=api_server_url,
         default_node_resources=resources,
         default_limits_enforcement=LimitsEnforcement(default_limits_enforcement),
+        launcher=launcher,
     )
     try:
         sys.exit(run_controller_manager(options))

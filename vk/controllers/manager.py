@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -29,6 +30,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderSettings,
 )
 from vk.controllers.replication import Replicator
+from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
 from vk.kube.client import KubeClient, resource_path
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
@@ -46,6 +48,8 @@ class ManagerOptions:
     api_server_url: str | None = None
     default_node_resources: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     default_limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+    # How virtual kubelets run (None: no VirtualNode controller in this process).
+    launcher: Callable[[KubeClient], Launcher] | None = None
 
 
 async def read_identity(client: KubeClient, namespace: str) -> ClusterIdentity:
@@ -77,12 +81,16 @@ async def run_manager(options: ManagerOptions) -> int:
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()
-        await asyncio.gather(
+        reconcilers = [
             ServingCSRApprover(client).run(),
             Replicator(client, cluster.cluster_id).run(),
             ConsumerResourceSlices(client, cluster.cluster_id).run(),
             ProviderResourceSlices(client, settings).run(),
-        )
+        ]
+        if options.launcher is not None:
+            launcher = options.launcher(client)
+            reconcilers.append(VirtualNodeReconciler(client, cluster.cluster_id, launcher).run())
+        await asyncio.gather(*reconcilers)
 
     try:
         return await run_while_leading(elector, work, background=[metrics.run()])

@@ -618,7 +618,8 @@ class ClusterRuntime:
             running = False
         if pid is None or not running:
             port = self._port_of(component)
-            if port_in_use(port):
+            # A process stopped (or dead) a moment ago may still hold its port: wait for it.
+            if not await _port_released(port, within=10.0 if pid is not None else 0.0):
                 raise PlaygroundError(
                     f"{self.spec.name}: port {port} for {component} is taken by another process; "
                     f"free it, or run `vkctl playground down` and `up` again to pick new ports"
@@ -731,6 +732,17 @@ class ClusterRuntime:
             f"{self.spec.name}: the default ServiceAccount",
             self.paths.log("kube-controller-manager"),
         )
+
+
+async def _port_released(port: int, within: float) -> bool:
+    """Whether the port is free, waiting a while for the process we stopped (or that died):
+    a Go process's last threads close its sockets after its main thread is already a zombie."""
+    deadline = time.monotonic() + within
+    while port_in_use(port):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
 
 
 async def _wait_for(check: Callable[[], Awaitable[bool]], what: str, log: Path) -> None:

@@ -88,23 +88,30 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def _exiting_or_alive(pid: int) -> bool:
+    """Not yet a zombie. An exiting process's command line reads empty before its files (its
+    listening sockets) are closed, so `is_running` alone would call it gone too early."""
+    return not _is_zombie(pid)
+
+
 def stop_processes(pids: Sequence[int], *, marker: str, grace: float = 10.0) -> None:
     """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left (the apiserver takes
-    several seconds to exit on SIGTERM)."""
-    for pid in pids:
+    several seconds to exit on SIGTERM); returns once each has exited, ports released."""
+    ours = [pid for pid in pids if is_running(pid, marker)]
+    for pid in ours:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not [pid for pid in pids if is_running(pid, marker)]:
+        if not [pid for pid in ours if _exiting_or_alive(pid)]:
             break
         time.sleep(0.1)
-    for pid in pids:
-        if is_running(pid, marker):
+    for pid in ours:
+        if _exiting_or_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while [pid for pid in pids if is_running(pid, marker)] and time.monotonic() < deadline:
+    while [pid for pid in ours if _exiting_or_alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in pids:
         child = _children.pop(pid, None)
@@ -120,12 +127,20 @@ def free_port() -> int:
 
 
 def port_in_use(port: int) -> bool:
-    """Whether something listens on the port. Not a trial bind: connections of a component
-    just stopped (metrics-server's scrapes of kwok, say) keep its port bound for a while in
-    FIN_WAIT, which does not stop a new listener, but would fail the trial."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+    """Whether something listens on the port, read from the kernel's socket tables. Neither a
+    trial bind (the connections of a component just stopped keep its port bound for a while)
+    nor a trial connect (loopback may connect a socket to itself) tells that reliably."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                return True
+    return False
 
 
 def log_tail(log_path: Path, lines: int = 12) -> str:

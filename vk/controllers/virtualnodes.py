@@ -1,0 +1,349 @@
+"""The VirtualNode controller: a virtual kubelet for every VirtualNode, and a clean end for it.
+
+The kubelet is started through a `Launcher`: a Deployment in a real cluster, a local process in
+the playground (whose nodes run no containers), with the same arguments and environment but
+for what the launcher must assign itself. The controller gives it its ServiceAccount and RBAC,
+reports conditions VirtualKubelet and Node (Creating, Running, Draining, Deleting), and on
+deletion cordons and drains the Node through the Eviction API before it removes the kubelet,
+the Node and the RBAC.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
+from vk.api.offloading import VirtualNode
+from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
+from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.events import WARNING, EventRecorder
+from vk.kube.informer import Informer, object_key, split_key
+
+log = structlog.get_logger("vk.controllers.virtualnodes")
+
+FINALIZER = "virtualnode-controller.liqo.io/finalizer"
+DRAIN_POLL = 2.0
+NONE, CREATING, RUNNING, DRAINING, DELETING = "None", "Creating", "Running", "Draining", "Deleting"
+
+
+@dataclass(frozen=True)
+class VirtualKubeletSpec:
+    """What a launcher runs: `vk kubelet` with these arguments and environment."""
+
+    namespace: str
+    name: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+
+class Launcher(abc.ABC):
+    """Runs the virtual kubelet of a VirtualNode. Implementations are idempotent: `ensure`
+    starts or updates it and says whether it runs; `remove` stops it and forgets it."""
+
+    @abc.abstractmethod
+    async def ensure(self, spec: VirtualKubeletSpec) -> bool: ...
+
+    @abc.abstractmethod
+    async def remove(self, namespace: str, name: str) -> None: ...
+
+
+def forge_virtual_kubelet_spec(
+    virtual_node: Mapping[str, Any], home_cluster_id: str
+) -> VirtualKubeletSpec:
+    """Liqo's arguments for the virtual kubelet of a VirtualNode, then the arguments of the
+    VirtualNode's own template (its first container), which may add or override flags."""
+    metadata, spec = virtual_node["metadata"], virtual_node.get("spec") or {}
+    secret = (spec.get("kubeconfigSecretRef") or {}).get("name", "")
+    args = [
+        f"--foreign-cluster-id={spec.get('clusterID', '')}",
+        f"--nodename={metadata['name']}",
+        f"--tenant-namespace={metadata['namespace']}",
+        f"--home-cluster-id={home_cluster_id}",
+        f"--foreign-kubeconfig-secret-name={secret}",
+        f"--create-node={'false' if spec.get('createNode') is False else 'true'}",
+    ]
+    containers = (
+        (((spec.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    ).get("containers") or []
+    if containers:
+        args += [str(a) for a in containers[0].get("args") or []]
+    env = (("POD_NAMESPACE", metadata["namespace"]), ("VIRTUALNODE_NAME", metadata["name"]))
+    return VirtualKubeletSpec(metadata["namespace"], metadata["name"], tuple(args), env)
+
+
+def forge_conditions(
+    current: list[JSON] | None, wanted: Mapping[str, tuple[str, str]], now: datetime.datetime
+) -> list[JSON]:
+    """VirtualNode conditions `type -> (status, message)`, transition times kept while the
+    status stays."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    by_type = {c.get("type"): c for c in current or []}
+    conditions = []
+    for kind, (status, message) in wanted.items():
+        before = by_type.get(kind) or {}
+        conditions.append(
+            {
+                "type": kind,
+                "status": status,
+                "lastTransitionTime": before.get("lastTransitionTime", stamp)
+                if before.get("status") == status
+                else stamp,
+                "message": message,
+            }
+        )
+    return conditions
+
+
+def is_drainable(pod: Mapping[str, Any]) -> bool:
+    """A pod eviction should move: not a DaemonSet's (it would come straight back), not a
+    mirror pod, not finished."""
+    metadata = pod["metadata"]
+    if any(o.get("kind") == "DaemonSet" for o in metadata.get("ownerReferences") or []):
+        return False
+    if "kubernetes.io/config.mirror" in (metadata.get("annotations") or {}):
+        return False
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def node_ready(node: Mapping[str, Any] | None) -> bool:
+    return bool(node) and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in ((node or {}).get("status") or {}).get("conditions") or []
+    )
+
+
+class VirtualNodeReconciler(Reconciler):
+    name = "virtualnodes"
+
+    def __init__(self, client: KubeClient, home_cluster_id: str, launcher: Launcher) -> None:
+        self.client = client
+        self.home_cluster_id = home_cluster_id
+        self.launcher = launcher
+        self.virtual_nodes = Informer(client, VirtualNode.group_version(), VirtualNode.PLURAL)
+        self.nodes = Informer(
+            client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
+        )
+        self.events = EventRecorder(client, "virtualnode-controller")
+        self.controller = Controller(self, workers=4)
+
+    def _on_node(self, _: str, node: JSON, __: JSON | None) -> None:
+        for virtual_node in self.virtual_nodes.store.objects():
+            if virtual_node["metadata"]["name"] == node["metadata"]["name"]:
+                self.controller.enqueue(object_key(virtual_node))
+
+    async def run(self) -> None:
+        self.virtual_nodes.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.nodes.add_handler(self._on_node)
+        informers = [asyncio.create_task(i.run()) for i in (self.virtual_nodes, self.nodes)]
+        try:
+            await self.virtual_nodes.synced.wait()
+            await self.nodes.synced.wait()
+            await self.controller.run()
+        finally:
+            for task in informers:
+                task.cancel()
+
+    def _path(self, namespace: str, name: str, subresource: str | None = None) -> str:
+        return resource_path(
+            VirtualNode.group_version(),
+            VirtualNode.PLURAL,
+            namespace=namespace,
+            name=name,
+            subresource=subresource,
+        )
+
+    async def _set_conditions(
+        self, virtual_node: JSON, wanted: Mapping[str, tuple[str, str]]
+    ) -> None:
+        current = (virtual_node.get("status") or {}).get("conditions")
+        conditions = forge_conditions(current, wanted, datetime.datetime.now(datetime.UTC))
+        if conditions != current:
+            metadata = virtual_node["metadata"]
+            await self.client.merge_patch(
+                self._path(metadata["namespace"], metadata["name"], "status"),
+                {"status": {"conditions": conditions}},
+            )
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        virtual_node = self.virtual_nodes.store.get(key)
+        if virtual_node is None:
+            await self.launcher.remove(namespace, name)
+            return Result()
+        metadata = virtual_node["metadata"]
+        finalizers = list(metadata.get("finalizers") or [])
+        if metadata.get("deletionTimestamp"):
+            if FINALIZER not in finalizers:
+                return Result()
+            return await self._delete(virtual_node, finalizers)
+        conflict = await self._foreign_node(virtual_node)
+        if conflict:
+            await self._set_conditions(virtual_node, {"VirtualKubelet": (NONE, conflict)})
+            await self.events.record(virtual_node, WARNING, "NodeNameConflict", conflict)
+            return Result()
+        if FINALIZER not in finalizers:
+            await self.client.merge_patch(
+                self._path(namespace, name),
+                {
+                    "metadata": {
+                        "finalizers": [*finalizers, FINALIZER],
+                        "resourceVersion": metadata["resourceVersion"],
+                    }
+                },
+            )
+            return Result()
+        for obj in forge_virtual_kubelet_rbac(name, namespace):
+            await self.client.apply(_object_path(obj), obj)
+        running = await self.launcher.ensure(
+            forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
+        )
+        creates_node = (virtual_node.get("spec") or {}).get("createNode") is not False
+        node = self.nodes.store.get(name)
+        await self._set_conditions(
+            virtual_node,
+            {
+                "VirtualKubelet": (
+                    (RUNNING, "the virtual kubelet runs")
+                    if running
+                    else (CREATING, "starting the virtual kubelet")
+                ),
+                "Node": (
+                    (NONE, "createNode is false")
+                    if not creates_node
+                    else (RUNNING, f"node {name} is Ready")
+                    if node_ready(node)
+                    else (CREATING, f"waiting for node {name} to be Ready")
+                ),
+            },
+        )
+        return Result(requeue_after=None if running else 2.0)
+
+    async def _foreign_node(self, virtual_node: JSON) -> str | None:
+        """Why this VirtualNode may not have its Node: one of that name exists that is not
+        this virtual node's (a real node, or another provider's)."""
+        name = virtual_node["metadata"]["name"]
+        try:
+            node = await self.client.get(resource_path("v1", "nodes", name=name))
+        except NotFound:
+            return None
+        labels = node["metadata"].get("labels") or {}
+        cluster_id = (virtual_node.get("spec") or {}).get("clusterID")
+        if (
+            labels.get(TYPE_LABEL) == TYPE_VIRTUAL_NODE
+            and labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+        ):
+            return None
+        return (
+            f"a Node named {name} already exists and is not this virtual node: rename the "
+            "VirtualNode (the Node takes its name)"
+        )
+
+    async def _delete(self, virtual_node: JSON, finalizers: list[str]) -> Result:
+        metadata = virtual_node["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        node = self.nodes.store.get(name)
+        if node is not None:
+            await self._set_conditions(
+                virtual_node,
+                {
+                    "VirtualKubelet": (RUNNING, "draining the node before stopping"),
+                    "Node": (DRAINING, f"evicting the pods of node {name}"),
+                },
+            )
+            if not node.get("spec", {}).get("unschedulable"):
+                await self.client.merge_patch(
+                    resource_path("v1", "nodes", name=name), {"spec": {"unschedulable": True}}
+                )
+            if await self._evict_pods(name):
+                return Result(requeue_after=DRAIN_POLL)
+        await self._set_conditions(
+            virtual_node,
+            {
+                "VirtualKubelet": (DELETING, "stopping the virtual kubelet"),
+                "Node": (DELETING, f"deleting node {name}"),
+            },
+        )
+        await self.launcher.remove(namespace, name)
+        with contextlib.suppress(NotFound):
+            await self.client.delete(resource_path("v1", "nodes", name=name))
+        for obj in forge_virtual_kubelet_rbac(name, namespace):
+            with contextlib.suppress(NotFound):
+                await self.client.delete(_object_path(obj))
+        finalizers.remove(FINALIZER)
+        await self.client.merge_patch(
+            self._path(namespace, name),
+            {
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": metadata["resourceVersion"],
+                }
+            },
+        )
+        log.info("virtual node removed", virtual_node=f"{namespace}/{name}")
+        return Result()
+
+    async def _evict_pods(self, node_name: str) -> bool:
+        """Asks the Eviction API to move every pod of the node (PodDisruptionBudgets have
+        their say); True while some are still there."""
+        pods = (
+            await self.client.get(
+                resource_path("v1", "pods"), params={"fieldSelector": f"spec.nodeName={node_name}"}
+            )
+        )["items"]
+        remaining = [p for p in pods if is_drainable(p)]
+        for pod in remaining:
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            eviction = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {
+                    "name": pod["metadata"]["name"],
+                    "namespace": pod["metadata"]["namespace"],
+                },
+            }
+            try:
+                await self.client.create(
+                    resource_path(
+                        "v1",
+                        "pods",
+                        namespace=pod["metadata"]["namespace"],
+                        name=pod["metadata"]["name"],
+                        subresource="eviction",
+                    ),
+                    eviction,
+                )
+            except NotFound:
+                pass
+            except ApiError as error:  # 429: a disruption budget says not now
+                log.info(
+                    "eviction refused, retrying", pod=pod["metadata"]["name"], error=str(error)
+                )
+        return bool(remaining)
+
+
+def _object_path(obj: Mapping[str, Any]) -> str:
+    kind_plural = {
+        "ServiceAccount": "serviceaccounts",
+        "ClusterRole": "clusterroles",
+        "ClusterRoleBinding": "clusterrolebindings",
+        "Role": "roles",
+        "RoleBinding": "rolebindings",
+    }
+    metadata = obj["metadata"]
+    return resource_path(
+        obj["apiVersion"],
+        kind_plural[obj["kind"]],
+        namespace=metadata.get("namespace"),
+        name=metadata["name"],
+    )

@@ -1,0 +1,123 @@
+"""Virtual kubelets as local processes: the playground's launcher for the VirtualNode controller.
+
+The playground's nodes are simulated and run no containers, so a virtual kubelet runs on this
+machine instead of in a pod, with the arguments and environment its Deployment would give it,
+except what must be assigned here: its ports on the shared loopback, and its home kubeconfig
+(the ServiceAccount token the pod would have mounted, requested through the TokenRequest API
+and refreshed in a token file that the kubelet re-reads, as a projected token is).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from vk.api.constants import virtual_kubelet_service_account
+from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
+from vk.kube.client import KubeClient, resource_path
+from vk.playground.processes import free_port, is_running, read_pid, start_daemon, stop_processes
+
+TOKEN_SECONDS = 3600
+TOKEN_REFRESH = TOKEN_SECONDS / 2
+
+
+def forge_home_kubeconfig(server: str, ca_file: Path, token_file: Path) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "home", "cluster": {"server": server, "certificate-authority": str(ca_file)}}
+        ],
+        "users": [{"name": "virtual-kubelet", "user": {"tokenFile": str(token_file)}}],
+        "contexts": [{"name": "home", "context": {"cluster": "home", "user": "virtual-kubelet"}}],
+        "current-context": "home",
+    }
+
+
+class LocalProcessLauncher(Launcher):
+    """One directory per VirtualNode under `root`: its kubeconfig, token, ports, pid and log."""
+
+    def __init__(self, client: KubeClient, root: Path) -> None:
+        self.client = client
+        self.root = root
+
+    def directory(self, namespace: str, name: str) -> Path:
+        return self.root / namespace / name
+
+    async def _refresh_token(self, spec: VirtualKubeletSpec, directory: Path) -> None:
+        token_file = directory / "token"
+        if token_file.exists() and time.time() - token_file.stat().st_mtime < TOKEN_REFRESH:
+            return
+        review = await self.client.create(
+            resource_path(
+                "v1",
+                "serviceaccounts",
+                namespace=spec.namespace,
+                name=virtual_kubelet_service_account(spec.name),
+                subresource="token",
+            ),
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": TOKEN_SECONDS},
+            },
+        )
+        scratch = directory / "token.new"
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(review["status"]["token"])
+        scratch.replace(token_file)  # whole, never half-written, for the kubelet re-reading it
+
+    async def ensure(self, spec: VirtualKubeletSpec) -> bool:
+        directory = self.directory(spec.namespace, spec.name)
+        directory.mkdir(parents=True, exist_ok=True)
+        await self._refresh_token(spec, directory)
+        connection = self.client.connection
+        ca_file = directory / "ca.crt"
+        ca_file.write_bytes(connection.ca_pem or b"")
+        kubeconfig = directory / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(forge_home_kubeconfig(connection.server, ca_file, directory / "token"))
+        )
+        ports_file = directory / "ports.json"
+        if not ports_file.exists():
+            ports_file.write_text(json.dumps({"kubelet": free_port(), "metrics": free_port()}))
+        ports = json.loads(ports_file.read_text())
+        args = [
+            str(Path(sys.executable).parent / "vk"),
+            "kubelet",
+            *spec.args,
+            f"--home-kubeconfig={kubeconfig}",
+            "--node-ip=127.0.0.1",
+            f"--listen-port={ports['kubelet']}",
+            f"--metrics-address=127.0.0.1:{ports['metrics']}",
+        ]
+        env = {**os.environ, **dict(spec.env), "POD_NAME": f"{spec.name}-local"}
+        env.pop("KUBECONFIG", None)
+        fingerprint = hashlib.sha256(json.dumps([args, sorted(spec.env)]).encode()).hexdigest()
+        fingerprint_file = directory / "fingerprint"
+        pid_file = directory / "pid"
+        pid = read_pid(pid_file)
+        marker = str(directory)
+        running = pid is not None and is_running(pid, marker)
+        if running and fingerprint_file.exists() and fingerprint_file.read_text() == fingerprint:
+            return True
+        if running and pid is not None:
+            stop_processes([pid], marker=marker)
+        start_daemon(args, log_path=directory / "log", pid_path=pid_file, cwd=directory, env=env)
+        fingerprint_file.write_text(fingerprint)
+        return False  # started: running once the next look finds it alive
+
+    async def remove(self, namespace: str, name: str) -> None:
+        directory = self.directory(namespace, name)
+        pid = read_pid(directory / "pid")
+        if pid is not None:
+            stop_processes([pid], marker=str(directory))
+        shutil.rmtree(directory, ignore_errors=True)
