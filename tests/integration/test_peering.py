@@ -4,10 +4,10 @@ status comes back, and venice writes the slice's kubeconfig and its VirtualNode.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,10 @@ from tests.conftest import Clusters
 from tests.integration.conftest import start_controller_manager, stop_controller_manager
 from tests.integration.polling import wait_until
 from vk.api.constants import resource_slice_user, tenant_group
-from vk.cli.peering import establish_control_plane, forge_resource_slice
-from vk.kube.client import KubeClient
+from vk.cli.peering import forge_resource_slice
 from vk.kube.kubeconfig import load_kubeconfig_file
 
+VKCTL = str(Path(sys.executable).parent / "vkctl")
 CONSUMER, PROVIDER = "venice", "naples"
 CONSUMER_TENANT, PROVIDER_TENANT = "liqo-tenant-naples", "liqo-tenant-venice"
 RSLICE = "resourceslices.authentication.liqo.io"
@@ -43,23 +43,20 @@ def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         start_controller_manager(crds, PROVIDER, logs / f"{PROVIDER}.log"),
     ]
 
-    async def peer() -> None:
-        provider = load_kubeconfig_file(crds.kubeconfig(PROVIDER))
-        assert provider.ca_pem is not None
-        async with (
-            KubeClient(load_kubeconfig_file(crds.kubeconfig(CONSUMER))) as consumer_client,
-            KubeClient(provider) as provider_client,
-        ):
-            await establish_control_plane(
-                consumer_client,
-                provider_client,
-                consumer_id=CONSUMER,
-                provider_id=PROVIDER,
-                provider_server=provider.server,
-                provider_ca=provider.ca_pem,
-            )
-
-    asyncio.run(peer())
+    # As a user peers: vkctl, with both kubeconfigs; it waits for the virtual node Ready.
+    peering = subprocess.run(
+        [
+            VKCTL,
+            "peer",
+            f"--kubeconfig={crds.kubeconfig(CONSUMER)}",
+            f"--remote-kubeconfig={crds.kubeconfig(PROVIDER)}",
+            "--timeout=120s",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert peering.returncode == 0, peering.stderr
+    assert peering.stdout.strip() == "peered"
     yield crds
     for cluster, namespace in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
         crds.kubectl(cluster, "delete", RSLICE, "--all", "-n", namespace, "--wait=false")
@@ -358,3 +355,43 @@ def test_the_virtual_node_of_a_slice_runs_its_kubelet_and_is_drained_when_delete
         "the node and the VirtualNode gone",
         timeout=60,
     )
+
+
+def test_vkctl_peer_made_the_provider_a_ready_virtual_node(peered: Clusters) -> None:
+    nodes = peered.kubectl(
+        CONSUMER, "get", "node", "--selector=liqo.io/type=virtual-node", "--show-labels"
+    ).stdout
+    row = next(line for line in nodes.splitlines() if line.startswith(f"{PROVIDER} "))
+    assert row.split()[1:3] == ["Ready", "agent"]
+    assert "topology.liqo.io/region=south" in row
+    assert f"liqo.io/remote-cluster-id={PROVIDER}" in row
+
+
+@pytest.mark.parametrize(
+    ("remote", "message"),
+    [
+        ("garbage", "kubeconfig"),
+        ("same", "both kubeconfigs reach cluster venice"),
+    ],
+)
+def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
+    peered: Clusters, tmp_path: Path, remote: str, message: str
+) -> None:
+    path = tmp_path / "remote"
+    if remote == "garbage":
+        path.write_text("not: [a kubeconfig")
+    else:
+        path.write_bytes(peered.kubeconfig(CONSUMER).read_bytes())
+    result = subprocess.run(
+        [
+            VKCTL,
+            "peer",
+            f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+            f"--remote-kubeconfig={path}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from vk.cli.peer import peer_command
 from vk.cli.playground import playground
 
 
@@ -20,6 +21,7 @@ def vkctl() -> None:
 
 
 vkctl.add_command(playground)
+vkctl.add_command(peer_command)
 
 
 def main() -> None:

@@ -1,0 +1,216 @@
+"""`vkctl peer`: peer this cluster (the consumer) with a provider, as `liqoctl peer` does, with
+liqoctl's flags: tenant namespaces, the control-plane identity, and by default one
+ResourceSlice named after the provider, whose VirtualNode it waits for."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import click
+
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE, tenant_namespace
+from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
+from vk.cli.peering import PeeringError, establish_control_plane, forge_resource_slice
+from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.kubeconfig import InvalidKubeconfig, default_connection, load_kubeconfig_file
+from vk.playground.progress import Progress
+
+RSLICE_PATH = "/apis/authentication.liqo.io/v1beta1"
+
+
+async def read_identity(client: KubeClient, which: str) -> ClusterIdentity:
+    try:
+        configmap = await client.get(
+            resource_path(
+                "v1", "configmaps", namespace=VK_NAMESPACE, name=CLUSTER_IDENTITY_CONFIGMAP
+            )
+        )
+    except NotFound as error:
+        raise PeeringError(
+            f"vk is not installed in the {which} cluster (no {VK_NAMESPACE}/"
+            f"{CLUSTER_IDENTITY_CONFIGMAP}): install it there first"
+        ) from error
+    try:
+        return parse_cluster_identity(configmap)
+    except InvalidClusterIdentity as error:
+        raise PeeringError(f"the {which} cluster's identity is malformed: {error}") from error
+
+
+def _accepted(resource_slice: JSON) -> tuple[str | None, str | None]:
+    conditions = (resource_slice.get("status") or {}).get("conditions") or []
+    by_type = {c.get("type"): c.get("status") for c in conditions}
+    return by_type.get("Authentication"), by_type.get("Resources")
+
+
+async def peer(
+    consumer_kubeconfig: str | None,
+    provider_kubeconfig: Path,
+    *,
+    create_resource_slice: bool,
+    create_virtual_node: bool,
+    slice_class: str,
+    resources: dict[str, str],
+    within: float,
+    progress: Progress,
+) -> None:
+    consumer_connection = default_connection(consumer_kubeconfig)
+    provider_connection = load_kubeconfig_file(provider_kubeconfig)
+    deadline = time.monotonic() + within
+    async with (
+        KubeClient(consumer_connection) as consumer,
+        KubeClient(provider_connection) as provider,
+    ):
+        with progress.step("reading both clusters' identities"):
+            local = await read_identity(consumer, "local")
+            remote = await read_identity(provider, "remote")
+        if local.cluster_id == remote.cluster_id:
+            raise PeeringError(
+                f"both kubeconfigs reach cluster {local.cluster_id}: --remote-kubeconfig must "
+                "be the provider's"
+            )
+        with progress.step(
+            f"tenant namespaces and the control-plane identity of {local.cluster_id} on "
+            f"{remote.cluster_id}"
+        ):
+            await establish_control_plane(
+                consumer,
+                provider,
+                consumer_id=local.cluster_id,
+                provider_id=remote.cluster_id,
+                provider_server=provider_connection.server,
+                provider_ca=provider_connection.ca_pem or b"",
+            )
+        if not create_resource_slice:
+            return
+        resource_slice = forge_resource_slice(
+            remote.cluster_id,
+            remote.cluster_id,
+            slice_class=slice_class,
+            resources=resources,
+            create_virtual_node=create_virtual_node,
+        )
+        namespace = tenant_namespace(remote.cluster_id)
+        path = f"{RSLICE_PATH}/namespaces/{namespace}/resourceslices/{remote.cluster_id}"
+        await consumer.apply(path, resource_slice)
+        with progress.step(f"waiting for {remote.cluster_id} to accept the ResourceSlice"):
+            while True:
+                current = await consumer.get(path)
+                authentication, granted = _accepted(current)
+                if "Denied" in (authentication, granted):
+                    raise PeeringError(
+                        f"the provider denied the ResourceSlice {namespace}/{remote.cluster_id}: "
+                        "`kubectl describe` it for the reason"
+                    )
+                if authentication == "Accepted" and (
+                    granted == "Accepted" or slice_class != "default"
+                ):
+                    break
+                if time.monotonic() > deadline:
+                    raise PeeringError(
+                        f"the ResourceSlice {namespace}/{remote.cluster_id} was not accepted "
+                        f"within {within:.0f}s: is vk controller-manager running in both "
+                        "clusters?"
+                    )
+                await asyncio.sleep(1)
+        if not create_virtual_node:
+            return
+        with progress.step(f"waiting for the virtual node {remote.cluster_id} to be Ready"):
+            while True:
+                try:
+                    node = await consumer.get(resource_path("v1", "nodes", name=remote.cluster_id))
+                    conditions = (node.get("status") or {}).get("conditions") or []
+                    if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                        return
+                except NotFound:
+                    pass
+                if time.monotonic() > deadline:
+                    raise PeeringError(
+                        f"the node {remote.cluster_id} was not Ready within {within:.0f}s: look "
+                        f"at `kubectl get virtualnodes -n {namespace} -o yaml` (its conditions)"
+                    )
+                await asyncio.sleep(1)
+
+
+def parse_duration(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except (ValueError, IndexError) as error:
+        raise click.BadParameter(f"{text!r} is not a duration (e.g. 90s, 2m)") from error
+
+
+@click.command("peer")
+@click.option(
+    "--kubeconfig", envvar="KUBECONFIG", default=None, help="The consumer (local) cluster."
+)
+@click.option(
+    "--remote-kubeconfig",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The provider (remote) cluster.",
+)
+@click.option(
+    "--create-resource-slice",
+    type=click.BOOL,
+    default=True,
+    is_flag=False,
+    flag_value=True,
+    show_default=True,
+    help="Ask the provider for resources with a ResourceSlice named after it.",
+)
+@click.option(
+    "--create-virtual-node",
+    type=click.BOOL,
+    default=True,
+    is_flag=False,
+    flag_value=True,
+    show_default=True,
+    help="Make a VirtualNode of that ResourceSlice.",
+)
+@click.option("--resource-slice-class", default="default", show_default=True)
+@click.option("--cpu", default=None, help="CPU to ask for (default: the provider's).")
+@click.option("--memory", default=None, help="Memory to ask for (default: the provider's).")
+@click.option("--pods", default=None, help="Pods to ask for (default: the provider's).")
+@click.option("--timeout", "timeout_text", default="2m", show_default=True)
+def peer_command(
+    kubeconfig: str | None,
+    remote_kubeconfig: Path,
+    create_resource_slice: bool,
+    create_virtual_node: bool,
+    resource_slice_class: str,
+    cpu: str | None,
+    memory: str | None,
+    pods: str | None,
+    timeout_text: str,
+) -> None:
+    """Peer this cluster with a provider: after it, the provider is a virtual node here."""
+    resources = {
+        name: value
+        for name, value in (("cpu", cpu), ("memory", memory), ("pods", pods))
+        if value is not None
+    }
+    try:
+        asyncio.run(
+            peer(
+                kubeconfig,
+                remote_kubeconfig,
+                create_resource_slice=create_resource_slice,
+                create_virtual_node=create_virtual_node,
+                slice_class=resource_slice_class,
+                resources=resources,
+                within=parse_duration(timeout_text),
+                progress=Progress(),
+            )
+        )
+    except (PeeringError, InvalidKubeconfig) as error:
+        raise click.ClickException(str(error)) from error
+    except (ApiError, OSError) as error:
+        raise click.ClickException(
+            f"peering failed talking to a cluster: {error}; check both kubeconfigs and run "
+            "`vkctl peer` again (it resumes)"
+        ) from error
+    click.echo("peered")
