@@ -39,7 +39,7 @@ from vk.controllers.provider_resourceslices import (
     condition_status,
 )
 from vk.controllers.replication import provider_of
-from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
+from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import (
@@ -144,6 +144,7 @@ class ConsumerResourceSlices(Reconciler):
             label_selector=f"{IDENTITY_TYPE_LABEL}={IDENTITY_RESOURCE_SLICE}",
         )
         self.controller = Controller(self, workers=2)
+        self.applied = AppliedObjects(client)
 
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
@@ -244,7 +245,7 @@ class ConsumerResourceSlices(Reconciler):
             and (resource_slice.get("status") or {}).get("resources")
         ):
             virtual_node = forge_virtual_node(resource_slice, provider)
-            await self.client.apply(
+            await self.applied.apply(
                 resource_path(
                     VirtualNode.group_version(), VirtualNode.PLURAL, namespace=namespace, name=name
                 ),

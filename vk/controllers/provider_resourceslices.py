@@ -33,7 +33,7 @@ from vk.api.constants import (
 from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.controllers.csr import CSR_API, decided, forge_approval
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import csr_subject
@@ -206,6 +206,7 @@ class ProviderResourceSlices(Reconciler):
             label_selector=RESOURCE_SLICE_NAME_LABEL,
         )
         self.controller = Controller(self, workers=4)
+        self.applied = AppliedObjects(client)
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
         labels = csr["metadata"].get("labels") or {}
@@ -272,7 +273,7 @@ class ProviderResourceSlices(Reconciler):
                 granted,
                 self.settings.limits_enforcement,
             )
-            await self.client.apply(
+            await self.applied.apply(
                 resource_path(
                     Quota.group_version(),
                     Quota.PLURAL,

@@ -23,7 +23,7 @@ import structlog
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from vk.api.offloading import VirtualNode
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
-from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, ApiError, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
@@ -133,6 +133,7 @@ class VirtualNodeReconciler(Reconciler):
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
         self.events = EventRecorder(client, "virtualnode-controller")
+        self.applied = AppliedObjects(client)
         self.controller = Controller(self, workers=4)
 
     def _on_node(self, _: str, node: JSON, __: JSON | None) -> None:
@@ -203,7 +204,7 @@ class VirtualNodeReconciler(Reconciler):
             )
             return Result()
         for obj in forge_virtual_kubelet_rbac(name, namespace):
-            await self.client.apply(_object_path(obj), obj)
+            await self.applied.apply(_object_path(obj), obj)
         running = await self.launcher.ensure(
             forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
         )
@@ -277,6 +278,7 @@ class VirtualNodeReconciler(Reconciler):
         with contextlib.suppress(NotFound):
             await self.client.delete(resource_path("v1", "nodes", name=name))
         for obj in forge_virtual_kubelet_rbac(name, namespace):
+            self.applied.forget(_object_path(obj))
             with contextlib.suppress(NotFound):
                 await self.client.delete(_object_path(obj))
         finalizers.remove(FINALIZER)

@@ -269,3 +269,26 @@ class KubeClient:
 
     async def delete(self, path: str, *, body: JSON | None = None) -> JSON:
         return await self.request("DELETE", path, body=body)
+
+
+class AppliedObjects:
+    """The bodies this process last applied, by path, so that an apply that would change
+    nothing is not sent: reconciles run on every event, most of them our own writes echoing
+    back. After a restart each object is applied once again; drift by someone else is corrected
+    then, or when the desired body changes."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self._applied: dict[str, str] = {}
+
+    async def apply(self, path: str, body: JSON) -> bool:
+        """Applies `body` unless it is what was applied last; True when it was sent."""
+        digest = json.dumps(body, sort_keys=True)
+        if self._applied.get(path) == digest:
+            return False
+        await self.client.apply(path, body)
+        self._applied[path] = digest
+        return True
+
+    def forget(self, path: str) -> None:
+        self._applied.pop(path, None)

@@ -9,6 +9,7 @@ and refreshed in a token file that the kubelet re-reads, as a projected token is
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -109,9 +110,18 @@ class LocalProcessLauncher(Launcher):
         running = pid is not None and is_running(pid, marker)
         if running and fingerprint_file.exists() and fingerprint_file.read_text() == fingerprint:
             return True
+        # Stopping waits for the process to exit: off the event loop, which serves every
+        # other reconcile meanwhile.
         if running and pid is not None:
-            stop_processes([pid], marker=marker)
-        start_daemon(args, log_path=directory / "log", pid_path=pid_file, cwd=directory, env=env)
+            await asyncio.to_thread(stop_processes, [pid], marker=marker)
+        await asyncio.to_thread(
+            start_daemon,
+            args,
+            log_path=directory / "log",
+            pid_path=pid_file,
+            cwd=directory,
+            env=env,
+        )
         fingerprint_file.write_text(fingerprint)
         return False  # started: running once the next look finds it alive
 
@@ -119,5 +129,5 @@ class LocalProcessLauncher(Launcher):
         directory = self.directory(namespace, name)
         pid = read_pid(directory / "pid")
         if pid is not None:
-            stop_processes([pid], marker=str(directory))
+            await asyncio.to_thread(stop_processes, [pid], marker=str(directory))
         shutil.rmtree(directory, ignore_errors=True)
