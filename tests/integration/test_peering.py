@@ -43,21 +43,38 @@ def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         start_controller_manager(crds, PROVIDER, logs / f"{PROVIDER}.log"),
     ]
 
-    # As a user peers: vkctl, with both kubeconfigs; it waits for the virtual node Ready.
-    peering = subprocess.run(
-        [
-            VKCTL,
-            "peer",
-            f"--kubeconfig={crds.kubeconfig(CONSUMER)}",
-            f"--remote-kubeconfig={crds.kubeconfig(PROVIDER)}",
-            "--timeout=120s",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert peering.returncode == 0, peering.stderr
-    assert peering.stdout.strip() == "peered"
-    yield crds
+    try:
+        # As a user peers: vkctl, with both kubeconfigs; it waits for the virtual node Ready.
+        peering = subprocess.run(
+            [
+                VKCTL,
+                "peer",
+                f"--kubeconfig={crds.kubeconfig(CONSUMER)}",
+                f"--remote-kubeconfig={crds.kubeconfig(PROVIDER)}",
+                "--timeout=120s",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert peering.returncode == 0, peering.stderr
+        assert peering.stdout.strip() == "peered"
+        yield crds
+    finally:
+        unpeer(crds, managers)
+
+
+def unpeer(crds: Clusters, managers: list[subprocess.Popen[bytes]]) -> None:
+    """Everything the tests made goes, then the controller managers stop, even after a failure
+    (a manager left running would hold the leader Lease in the next run)."""
+    try:
+        remove_peering(crds)
+    finally:
+        for manager in managers:
+            if manager.poll() is None:
+                stop_controller_manager(manager)
+
+
+def remove_peering(crds: Clusters) -> None:
     for cluster, namespace in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
         crds.kubectl(cluster, "delete", RSLICE, "--all", "-n", namespace, "--wait=false")
     wait_until(
@@ -69,10 +86,9 @@ def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "the slices and their virtual nodes gone",
         timeout=90,
     )
-    for manager in managers:
-        stop_controller_manager(manager)
-    crds.kubectl(CONSUMER, "delete", "namespace", CONSUMER_TENANT, "--wait=false")
-    crds.kubectl(PROVIDER, "delete", "namespace", PROVIDER_TENANT, "--wait=false")
+    # Waited for: the next run peers again into namespaces of the same names.
+    crds.kubectl(CONSUMER, "delete", "namespace", CONSUMER_TENANT, "--timeout=60s")
+    crds.kubectl(PROVIDER, "delete", "namespace", PROVIDER_TENANT, "--timeout=60s")
 
 
 def get_json(clusters: Clusters, cluster: str, *args: str) -> Any:
@@ -395,3 +411,131 @@ def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def namespace_map(desired: dict[str, str]) -> dict[str, Any]:
+    """The consumer's NamespaceMap, written here as namespace offloading (issue 7) will."""
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceMap",
+        "metadata": {
+            "name": PROVIDER,
+            "namespace": CONSUMER_TENANT,
+            "labels": {
+                "liqo.io/remote-cluster-id": PROVIDER,
+                "liqo.io/remoteID": PROVIDER,
+                "liqo.io/replication": "true",
+            },
+        },
+        "spec": {"desiredMapping": desired},
+    }
+
+
+def current_mapping(clusters: Clusters) -> dict[str, Any]:
+    found = get_json(
+        clusters, CONSUMER, "namespacemaps.offloading.liqo.io", PROVIDER, "-n", CONSUMER_TENANT
+    )
+    return ((found or {}).get("status") or {}).get("currentMapping") or {}
+
+
+def test_the_provider_creates_twin_namespaces_and_offloaded_pods_run_there_as_the_slice(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    peered.kubectl(CONSUMER, "create", "namespace", "shop")
+    peered.kubectl(PROVIDER, "create", "namespace", "taken-venice")  # someone else's
+    try:
+        apply(peered, CONSUMER, namespace_map({"shop": "shop-venice", "taken": "taken-venice"}))
+        wait_until(
+            lambda: (
+                current_mapping(peered)
+                == {
+                    "shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"},
+                    "taken": {"remoteNamespace": "taken-venice", "phase": "CreationLoopBackOff"},
+                }
+            ),
+            "shop Accepted and taken refused, as the provider reports",
+            timeout=60,
+        )
+        twin = get_json(peered, PROVIDER, "namespace", "shop-venice")
+        assert twin["metadata"]["labels"]["liqo.io/remote-cluster-id"] == CONSUMER
+        foreign = get_json(peered, PROVIDER, "namespace", "taken-venice")
+        assert "liqo.io/remote-namespace-managed-by" not in (
+            foreign["metadata"].get("annotations") or {}
+        )
+
+        # The slice identity (what the virtual kubelet uses) may work in the twin only.
+        identity = secret_kubeconfig(
+            peered, f"kubeconfig-resourceslice-{PROVIDER}", tmp_path / "slice"
+        )
+        for check, expected in [
+            (("create", "pods", "-n", "shop-venice"), "yes"),
+            (("create", "pods/exec", "-n", "shop-venice"), "yes"),
+            (("create", "pods", "-n", "taken-venice"), "no"),
+            (("create", "pods", "-n", "default"), "no"),
+            (("create", "namespaces"), "no"),
+            (("create", "quotas.offloading.liqo.io", "-n", PROVIDER_TENANT), "no"),
+            (("create", "certificatesigningrequests"), "no"),
+        ]:
+            assert kubectl_as(identity, "auth", "can-i", *check).stdout.strip() == expected, check
+
+        # A pod scheduled on the virtual node runs in naples, in the twin namespace.
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": PROVIDER},
+                        "tolerations": [
+                            {
+                                "key": "virtual-node.liqo.io/not-allowed",
+                                "operator": "Exists",
+                                "effect": "NoExecute",
+                            }
+                        ],
+                        "containers": [{"name": "app", "image": "nginx"}],
+                    },
+                },
+            },
+        }
+        apply(peered, CONSUMER, deployment)
+        wait_until(
+            lambda: [
+                p
+                for p in (get_json(peered, PROVIDER, "pods", "-n", "shop-venice") or {}).get(
+                    "items", []
+                )
+                if p["status"].get("phase") == "Running"
+            ],
+            "the offloaded pod Running in naples",
+            timeout=60,
+        )
+
+        # A mapping removed: its twin goes.
+        apply(peered, CONSUMER, namespace_map({"taken": "taken-venice"}))
+        wait_until(
+            lambda: (
+                get_json(peered, PROVIDER, "namespace", "shop-venice") is None
+                and "shop" not in current_mapping(peered)
+            ),
+            "the twin namespace deleted",
+            timeout=90,
+        )
+        assert get_json(peered, PROVIDER, "namespace", "taken-venice") is not None
+    finally:
+        peered.kubectl(
+            CONSUMER,
+            "delete",
+            "namespacemaps.offloading.liqo.io",
+            PROVIDER,
+            "-n",
+            CONSUMER_TENANT,
+            "--ignore-not-found",
+            "--wait=false",
+        )
+        peered.kubectl(CONSUMER, "delete", "namespace", "shop", "--wait=false")
+        peered.kubectl(PROVIDER, "delete", "namespace", "taken-venice", "--wait=false")

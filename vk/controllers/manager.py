@@ -4,8 +4,8 @@ both roles:
 
 - consumer: replication of ResourceSlices and NamespaceMaps to the providers, the
   ResourceSlice identities and VirtualNodes, the virtual kubelets' serving-certificate approver;
-- provider: the answer to the ResourceSlices consumers replicate here (identity, resources,
-  Quota).
+- provider: the answer to what consumers replicate here: ResourceSlices (identity, resources,
+  Quota) and NamespaceMaps (twin namespaces, and the consumer's rights in them).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from vk.api.identity import ClusterIdentity, parse_cluster_identity
 from vk.api.offloading import LimitsEnforcement
 from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
 from vk.controllers.csr import ServingCSRApprover
+from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
     ProviderResourceSlices,
@@ -86,6 +87,7 @@ async def run_manager(options: ManagerOptions) -> int:
             Replicator(client, cluster.cluster_id).run(),
             ConsumerResourceSlices(client, cluster.cluster_id).run(),
             ProviderResourceSlices(client, settings).run(),
+            ProviderNamespaceMaps(client).run(),
         ]
         if options.launcher is not None:
             launcher = options.launcher(client)

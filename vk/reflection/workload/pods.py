@@ -240,6 +240,11 @@ class PodReflector(Reconciler):
                 await self._delete_orphan(client, informer, remote_namespace or "", name)
             return Result()
         self._first_seen.setdefault(key, time.monotonic())
+        if remote_namespace is None and local["metadata"].get("deletionTimestamp"):
+            # No twin namespace (never, or no longer: its deletion takes the remote pod with
+            # it): nothing runs that the kubelet must wait for.
+            await self._finish_local(local)
+            return Result()
         if remote_namespace is None:
             await self._report(
                 local,
@@ -320,6 +325,11 @@ class PodReflector(Reconciler):
                         pod_path(remote_namespace, remote["metadata"]["name"]), body=options
                     )
             return Result()  # the remote pod's deletion event brings us back
+        await self._finish_local(local)
+        return Result()
+
+    async def _finish_local(self, local: JSON) -> None:
+        """Deletes the local pod for good, as a kubelet does once its containers stopped."""
         metadata = local["metadata"]
         with contextlib.suppress(NotFound):
             await self.home.delete(
@@ -331,7 +341,6 @@ class PodReflector(Reconciler):
                     "preconditions": {"uid": metadata["uid"]},
                 },
             )
-        return Result()
 
     async def _delete_orphan(
         self, client: KubeClient, informer: Informer, namespace: str, name: str

@@ -1,0 +1,299 @@
+"""The provider's answer to a consumer's NamespaceMap (its replicated copy): the twin namespaces.
+
+For each desired mapping, the namespace is created (marked as this map's), the consumer's
+ResourceSlice identities get in it the rights a virtual kubelet needs, and the mapping is
+reported Accepted. A namespace of that name that vk did not create for this map is never
+touched: the mapping stays in CreationLoopBackOff, with an Event saying why. A mapping removed
+deletes its namespace (Terminating until it is gone); the map's deletion waits for all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, REPLICATED_LABEL, tenant_group
+from vk.api.offloading import MappingPhase, NamespaceMap
+from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.events import WARNING, EventRecorder
+from vk.kube.informer import Informer, object_key, split_key
+
+log = structlog.get_logger("vk.controllers.provider_namespacemaps")
+
+FINALIZER = "namespacemap-controller.liqo.io/finalizer"
+MANAGED_BY_ANNOTATION = "liqo.io/remote-namespace-managed-by"
+ORIGINAL_NAME_ANNOTATION = "liqo.io/remote-namespace-original-name"
+VIRTUAL_KUBELET_REMOTE_ROLE = "vk-virtual-kubelet-remote"
+RETRY = 2.0
+
+
+def forge_virtual_kubelet_remote_role() -> JSON:
+    """What a consumer's virtual kubelets may do in its twin namespaces (bound there only)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": VIRTUAL_KUBELET_REMOTE_ROLE},
+        "rules": [
+            # The offloaded pods: created, followed, deleted; their status read back.
+            {
+                "apiGroups": [""],
+                "resources": ["pods"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
+            # kubectl logs, exec, attach, port-forward relayed from the consumer (WebSocket
+            # upgrades need create since 1.35, SPDY ones get).
+            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods/exec", "pods/attach", "pods/portforward"],
+                "verbs": ["get", "create"],
+            },
+            # kubectl top on the consumer: the offloaded pods' usage.
+            {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]},
+            # Reflection: what the offloaded pods find at home, and their Events back.
+            {
+                "apiGroups": [""],
+                "resources": [
+                    "configmaps",
+                    "secrets",
+                    "services",
+                    "serviceaccounts",
+                    "persistentvolumeclaims",
+                ],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
+            {
+                "apiGroups": ["networking.k8s.io"],
+                "resources": ["ingresses"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
+            {
+                "apiGroups": ["", "events.k8s.io"],
+                "resources": ["events"],
+                "verbs": ["get", "list", "watch"],
+            },
+        ],
+    }
+
+
+def forge_twin_namespace(name: str, consumer: str, namespace_map_key: str, local: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {REMOTE_CLUSTER_ID_LABEL: consumer},
+            "annotations": {
+                MANAGED_BY_ANNOTATION: namespace_map_key,
+                ORIGINAL_NAME_ANNOTATION: local,
+            },
+        },
+    }
+
+
+def forge_tenant_binding(namespace: str, consumer: str) -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": VIRTUAL_KUBELET_REMOTE_ROLE, "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": VIRTUAL_KUBELET_REMOTE_ROLE,
+        },
+        "subjects": [
+            {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Group",
+                "name": tenant_group(consumer),
+            }
+        ],
+    }
+
+
+def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
+    if namespace is None:
+        return None
+    value = (namespace["metadata"].get("annotations") or {}).get(MANAGED_BY_ANNOTATION)
+    return str(value) if value else None
+
+
+class ProviderNamespaceMaps(Reconciler):
+    name = "provider-namespacemaps"
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.maps = Informer(
+            client,
+            NamespaceMap.group_version(),
+            NamespaceMap.PLURAL,
+            label_selector=f"{REPLICATED_LABEL}=true",
+        )
+        self.namespaces = Informer(client, "v1", "namespaces")
+        self.applied = AppliedObjects(client)
+        self.events = EventRecorder(client, "namespacemap-controller")
+        self.controller = Controller(self, workers=2)
+        self._refused: dict[tuple[str, str], str] = {}
+
+    def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
+        owner = managed_by(namespace)
+        if owner:
+            self.controller.enqueue(owner)
+            return
+        # One in the way may have gone: look again at the maps that want that name.
+        name = namespace["metadata"]["name"]
+        for namespace_map in self.maps.store.objects():
+            desired = (namespace_map.get("spec") or {}).get("desiredMapping") or {}
+            if name in desired.values():
+                self.controller.enqueue(object_key(namespace_map))
+
+    async def run(self) -> None:
+        await self.client.apply(
+            resource_path(
+                "rbac.authorization.k8s.io/v1", "clusterroles", name=VIRTUAL_KUBELET_REMOTE_ROLE
+            ),
+            forge_virtual_kubelet_remote_role(),
+        )
+        self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.namespaces.add_handler(self._on_namespace)
+        informers = [asyncio.create_task(i.run()) for i in (self.maps, self.namespaces)]
+        try:
+            await self.maps.synced.wait()
+            await self.namespaces.synced.wait()
+            await self.controller.run()
+        finally:
+            for task in informers:
+                task.cancel()
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        namespace_map = self.maps.store.get(key)
+        if namespace_map is None:
+            return Result()
+        metadata = namespace_map["metadata"]
+        consumer = (metadata.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, "")
+        path = resource_path(
+            NamespaceMap.group_version(), NamespaceMap.PLURAL, namespace=namespace, name=name
+        )
+        finalizers = list(metadata.get("finalizers") or [])
+        deleting = bool(metadata.get("deletionTimestamp"))
+        if deleting and FINALIZER not in finalizers:
+            return Result()
+        if not deleting and FINALIZER not in finalizers:
+            await self.client.merge_patch(
+                path,
+                {
+                    "metadata": {
+                        "finalizers": [*finalizers, FINALIZER],
+                        "resourceVersion": metadata["resourceVersion"],
+                    }
+                },
+            )
+            return Result()
+        desired: dict[str, str] = (
+            {} if deleting else dict((namespace_map.get("spec") or {}).get("desiredMapping") or {})
+        )
+        current: dict[str, JSON] = dict(
+            (namespace_map.get("status") or {}).get("currentMapping") or {}
+        )
+        status: dict[str, JSON] = {}
+        waiting = False
+        for local, remote in desired.items():
+            status[local] = {
+                "remoteNamespace": remote,
+                "phase": await self._ensure_twin(namespace_map, key, consumer, local, remote),
+            }
+            if status[local]["phase"] != MappingPhase.ACCEPTED:
+                waiting = True
+        for local, entry in current.items():
+            remote = entry.get("remoteNamespace", "")
+            if local in desired or not remote:
+                continue
+            if await self._delete_twin(remote, key):
+                status[local] = {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
+                waiting = True
+        if status != current:
+            await self.client.merge_patch(
+                f"{path}/status",
+                {
+                    "status": {
+                        "currentMapping": {
+                            **{k: None for k in current if k not in status},
+                            **status,
+                        }
+                    }
+                },
+            )
+        if deleting and not status:
+            finalizers.remove(FINALIZER)
+            await self.client.merge_patch(
+                path,
+                {
+                    "metadata": {
+                        "finalizers": finalizers,
+                        "resourceVersion": metadata["resourceVersion"],
+                    }
+                },
+            )
+            return Result()
+        return Result(requeue_after=RETRY if waiting else None)
+
+    async def _ensure_twin(
+        self, namespace_map: JSON, key: str, consumer: str, local: str, remote: str
+    ) -> str:
+        existing = self.namespaces.store.get(remote)
+        owner = managed_by(existing)
+        if existing is not None and owner != key:
+            reason = (
+                f"namespace {remote} exists on this cluster and was not created by vk for "
+                f"{key}: it is left alone; choose another remote name, or remove it"
+            )
+            if self._refused.get((key, remote)) != reason:
+                self._refused[(key, remote)] = reason
+                await self.events.record(namespace_map, WARNING, "CreationLoopBackOff", reason)
+            return MappingPhase.CREATION_LOOP_BACK_OFF.value
+        self._refused.pop((key, remote), None)
+        if existing is None:
+            with contextlib.suppress(AlreadyExists):  # the informer is behind: next round
+                await self.client.create(
+                    resource_path("v1", "namespaces"),
+                    forge_twin_namespace(remote, consumer, key, local),
+                )
+        elif existing["metadata"].get("deletionTimestamp"):
+            return MappingPhase.TERMINATING.value  # a mapping removed and added back: wait
+        binding = forge_tenant_binding(remote, consumer)
+        await self.applied.apply(
+            resource_path(
+                "rbac.authorization.k8s.io/v1",
+                "rolebindings",
+                namespace=remote,
+                name=VIRTUAL_KUBELET_REMOTE_ROLE,
+            ),
+            binding,
+        )
+        return MappingPhase.ACCEPTED.value
+
+    async def _delete_twin(self, remote: str, key: str) -> bool:
+        """Deletes a twin namespace this map created; True while it is still there."""
+        existing = self.namespaces.store.get(remote)
+        if existing is None or managed_by(existing) != key:
+            return False
+        self.applied.forget(
+            resource_path(
+                "rbac.authorization.k8s.io/v1",
+                "rolebindings",
+                namespace=remote,
+                name=VIRTUAL_KUBELET_REMOTE_ROLE,
+            )
+        )
+        if not existing["metadata"].get("deletionTimestamp"):
+            with contextlib.suppress(NotFound):
+                await self.client.delete(resource_path("v1", "namespaces", name=remote))
+        return True
