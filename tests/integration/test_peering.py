@@ -67,28 +67,25 @@ def unpeer(crds: Clusters, managers: list[subprocess.Popen[bytes]]) -> None:
     """Everything the tests made goes, then the controller managers stop, even after a failure
     (a manager left running would hold the leader Lease in the next run)."""
     try:
-        remove_peering(crds)
+        assert remove_peering(crds).returncode == 0
     finally:
         for manager in managers:
             if manager.poll() is None:
                 stop_controller_manager(manager)
 
 
-def remove_peering(crds: Clusters) -> None:
-    for cluster, namespace in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
-        crds.kubectl(cluster, "delete", RSLICE, "--all", "-n", namespace, "--wait=false")
-    wait_until(
-        lambda: (
-            not crds.kubectl(
-                CONSUMER, "get", f"{RSLICE},{VIRTUAL_NODES}", "-n", CONSUMER_TENANT, "-o", "name"
-            ).stdout
-        ),
-        "the slices and their virtual nodes gone",
-        timeout=90,
+def remove_peering(crds: Clusters) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            VKCTL,
+            "unpeer",
+            f"--kubeconfig={crds.kubeconfig(CONSUMER)}",
+            f"--remote-kubeconfig={crds.kubeconfig(PROVIDER)}",
+            "--timeout=150s",
+        ],
+        capture_output=True,
+        text=True,
     )
-    # Waited for: the next run peers again into namespaces of the same names.
-    crds.kubectl(CONSUMER, "delete", "namespace", CONSUMER_TENANT, "--timeout=60s")
-    crds.kubectl(PROVIDER, "delete", "namespace", PROVIDER_TENANT, "--timeout=60s")
 
 
 def get_json(clusters: Clusters, cluster: str, *args: str) -> Any:
@@ -539,3 +536,80 @@ def test_the_provider_creates_twin_namespaces_and_offloaded_pods_run_there_as_th
         )
         peered.kubectl(CONSUMER, "delete", "namespace", "shop", "--wait=false")
         peered.kubectl(PROVIDER, "delete", "namespace", "taken-venice", "--wait=false")
+
+
+def foreign_cluster_conditions(clusters: Clusters, cluster: str, name: str) -> dict[str, str]:
+    found = get_json(clusters, cluster, "foreignclusters.core.liqo.io", name) or {}
+    modules = (found.get("status") or {}).get("modules") or {}
+    return {
+        c["type"]: c["status"]
+        for module in modules.values()
+        for c in (module or {}).get("conditions") or []
+    }
+
+
+def test_foreign_clusters_show_the_peering_from_both_sides(peered: Clusters) -> None:
+    wait_until(
+        lambda: (
+            foreign_cluster_conditions(peered, CONSUMER, PROVIDER)
+            == {
+                "AuthIdentityControlPlaneStatus": "Established",
+                "AuthTenantStatus": "None",
+                "OffloadingVirtualNodeStatus": "Established",
+            }
+        ),
+        "venice's ForeignCluster naples: outgoing peering established",
+    )
+    table = peered.kubectl(CONSUMER, "get", "foreignclusters", PROVIDER).stdout.splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "OUTGOING",
+        "PEERING",
+        "INCOMING",
+        "PEERING",
+        "NETWORKING",
+        "AUTHENTICATION",
+        "AGE",
+    ]
+    # Networking is not vk's: its column stays empty.
+    assert table[1].split()[:4] == [PROVIDER, "Established", "None", "Established"]
+    wait_until(
+        lambda: (
+            foreign_cluster_conditions(peered, PROVIDER, CONSUMER)
+            == {"AuthIdentityControlPlaneStatus": "None", "AuthTenantStatus": "Established"}
+        ),
+        "naples's ForeignCluster venice: incoming peering established",
+    )
+    provider_view = get_json(peered, PROVIDER, "foreignclusters.core.liqo.io", CONSUMER)
+    assert provider_view["status"]["role"] == "Consumer"
+    assert (
+        get_json(peered, CONSUMER, "foreignclusters.core.liqo.io", PROVIDER)["status"]["role"]
+        == "Provider"
+    )
+
+
+def test_vkctl_unpeer_leaves_nothing_behind_on_either_side(peered: Clusters) -> None:
+    unpeered = remove_peering(peered)
+    assert unpeered.returncode == 0, unpeered.stderr
+    assert unpeered.stdout.strip() == "unpeered"
+    for cluster, tenant in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
+        assert get_json(peered, cluster, "namespace", tenant) is None
+        assert not get_json(peered, cluster, "foreignclusters.core.liqo.io")["items"]
+        assert not get_json(peered, cluster, "quotas.offloading.liqo.io", "-A")["items"]
+        assert not get_json(peered, cluster, RSLICE, "-A")["items"]
+    assert not get_json(peered, CONSUMER, "node", "--selector=liqo.io/type=virtual-node")["items"]
+    assert not get_json(peered, CONSUMER, VIRTUAL_NODES, "-A")["items"]
+    assert not [
+        n
+        for n in get_json(peered, PROVIDER, "namespaces")["items"]
+        if (n["metadata"].get("labels") or {}).get("liqo.io/remote-cluster-id") == CONSUMER
+    ]
+    assert not [
+        csr
+        for csr in get_json(peered, PROVIDER, "certificatesigningrequests")["items"]
+        if csr["spec"].get("signerName") == "kubernetes.io/kube-apiserver-client"
+        and csr["metadata"]["name"].startswith(("vk-control-plane", "mypool", "naples"))
+    ]
+    # No virtual kubelet process is left either.
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "--nodename=naples" not in processes

@@ -84,6 +84,9 @@ CLUSTER_LABELS_KEY = "clusterLabels"
 # On tenant namespaces (both sides): "true"; with REMOTE_CLUSTER_ID_LABEL naming the other side.
 TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
 
+# On a provider's tenant namespace: "true", it is kept for a consumer (an incoming peering).
+CONSUMER_TENANT_LABEL = "liqo.io/consumer-tenant"
+
 # On a VirtualNode created for a ResourceSlice: the slice's name.
 RESOURCE_SLICE_NAME_LABEL = "liqo.io/resourceslice-name"
 

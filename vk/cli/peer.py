@@ -12,7 +12,12 @@ import click
 
 from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE, tenant_namespace
 from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
-from vk.cli.peering import PeeringError, establish_control_plane, forge_resource_slice
+from vk.cli.peering import (
+    PeeringError,
+    establish_control_plane,
+    forge_resource_slice,
+    remove_peering,
+)
 from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.kubeconfig import InvalidKubeconfig, default_connection, load_kubeconfig_file
 from vk.playground.progress import Progress
@@ -214,3 +219,51 @@ def peer_command(
             "`vkctl peer` again (it resumes)"
         ) from error
     click.echo("peered")
+
+
+async def unpeer(
+    consumer_kubeconfig: str | None, provider_kubeconfig: Path, within: float, progress: Progress
+) -> None:
+    provider_connection = load_kubeconfig_file(provider_kubeconfig)
+    async with (
+        KubeClient(default_connection(consumer_kubeconfig)) as consumer,
+        KubeClient(provider_connection) as provider,
+    ):
+        local = await read_identity(consumer, "local")
+        remote = await read_identity(provider, "remote")
+        with progress.step(
+            f"removing the peering of {local.cluster_id} with {remote.cluster_id} "
+            "(virtual nodes first)"
+        ):
+            await remove_peering(
+                consumer,
+                provider,
+                consumer_id=local.cluster_id,
+                provider_id=remote.cluster_id,
+                within=within,
+            )
+
+
+@click.command("unpeer")
+@click.option(
+    "--kubeconfig", envvar="KUBECONFIG", default=None, help="The consumer (local) cluster."
+)
+@click.option(
+    "--remote-kubeconfig",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The provider (remote) cluster.",
+)
+@click.option("--timeout", "timeout_text", default="5m", show_default=True)
+def unpeer_command(kubeconfig: str | None, remote_kubeconfig: Path, timeout_text: str) -> None:
+    """Undo `vkctl peer`: drain and remove the virtual nodes, then everything peering made on
+    both sides."""
+    try:
+        asyncio.run(unpeer(kubeconfig, remote_kubeconfig, parse_duration(timeout_text), Progress()))
+    except (PeeringError, InvalidKubeconfig) as error:
+        raise click.ClickException(str(error)) from error
+    except (ApiError, OSError) as error:
+        raise click.ClickException(
+            f"unpeering failed talking to a cluster: {error}; run `vkctl unpeer` again (it resumes)"
+        ) from error
+    click.echo("unpeered")

@@ -3,6 +3,7 @@ the tenant namespace on each side, and the consumer's control-plane identity on 
 (signed by the provider's CSR API for `kubernetes.io/kube-apiserver-client`, bound by RBAC to
 the provider's tenant namespace only, kept by the consumer as a kubeconfig Secret). Then, by
 default, one ResourceSlice named after the provider: the controllers do the rest.
+`remove_peering` undoes all of it.
 
 The object builders are pure; `establish_control_plane` does the talking.
 """
@@ -21,6 +22,7 @@ import yaml
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
+    CONSUMER_TENANT_LABEL,
     CREATE_VIRTUAL_NODE_ANNOTATION,
     IDENTITY_CONTROL_PLANE,
     IDENTITY_TYPE_LABEL,
@@ -234,6 +236,12 @@ async def establish_control_plane(
     for client, other in ((consumer, provider_id), (provider, consumer_id)):
         with contextlib.suppress(AlreadyExists):
             await client.create(resource_path("v1", "namespaces"), forge_tenant_namespace(other))
+    # The provider's side is kept for a consumer (its ForeignCluster says Incoming); a patch,
+    # since the same namespace may also be this cluster's side of a peering the other way.
+    await provider.merge_patch(
+        resource_path("v1", "namespaces", name=tenant_namespace(consumer_id)),
+        {"metadata": {"labels": {CONSUMER_TENANT_LABEL: "true"}}},
+    )
     for obj in forge_control_plane_rbac(consumer_id):
         plural = "roles" if obj["kind"] == "Role" else "rolebindings"
         await _apply(provider, obj, plural)
@@ -246,3 +254,55 @@ async def establish_control_plane(
         provider_id, provider_server, provider_ca, certificate, private_key_pem(key), user
     )
     await _apply(consumer, forge_control_plane_secret(provider_id, kubeconfig), "secrets")
+
+
+async def _wait_gone(client: KubeClient, path: str, what: str, deadline: float) -> None:
+    while True:
+        try:
+            found = await client.get(path)
+        except NotFound:
+            return
+        if found.get("kind", "").endswith("List") and not found.get("items"):
+            return
+        if time.monotonic() > deadline:
+            raise PeeringError(
+                f"{what} still there: look at its finalizers and conditions, then run "
+                "`vkctl unpeer` again"
+            )
+        await asyncio.sleep(1)
+
+
+async def remove_peering(
+    consumer: KubeClient,
+    provider: KubeClient,
+    *,
+    consumer_id: str,
+    provider_id: str,
+    within: float,
+) -> None:
+    """Undoes `vkctl peer`, virtual nodes first: the consumer's ResourceSlices and NamespaceMaps
+    go (their VirtualNodes are drained, their provider twins, Quotas and twin namespaces
+    removed by the controllers), then the identities, ForeignClusters and tenant namespaces of
+    both sides."""
+    deadline = time.monotonic() + within
+    local_tenant = tenant_namespace(provider_id)
+    for kind in (ResourceSlice, NamespaceMap):
+        collection = resource_path(kind.group_version(), kind.PLURAL, namespace=local_tenant)
+        with contextlib.suppress(NotFound):
+            await consumer.delete(collection)
+        await _wait_gone(consumer, collection, f"{kind.KIND}s in {local_tenant}", deadline)
+    virtual_nodes = resource_path(
+        "offloading.liqo.io/v1beta1", "virtualnodes", namespace=local_tenant
+    )
+    await _wait_gone(consumer, virtual_nodes, f"VirtualNodes in {local_tenant}", deadline)
+    for client, other in ((provider, consumer_id), (consumer, provider_id)):
+        path = resource_path("v1", "namespaces", name=tenant_namespace(other))
+        with contextlib.suppress(NotFound):
+            await client.delete(path)
+        await _wait_gone(client, path, f"namespace {tenant_namespace(other)}", deadline)
+    # Last: while the tenant namespaces were there, the controllers kept these up to date.
+    for client, other in ((consumer, provider_id), (provider, consumer_id)):
+        with contextlib.suppress(NotFound):
+            await client.delete(
+                resource_path("core.liqo.io/v1beta1", "foreignclusters", name=other)
+            )

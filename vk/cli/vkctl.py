@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from vk.cli.peer import peer_command
+from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.playground import playground
 
 
@@ -22,6 +22,7 @@ def vkctl() -> None:
 
 vkctl.add_command(playground)
 vkctl.add_command(peer_command)
+vkctl.add_command(unpeer_command)
 
 
 def main() -> None:

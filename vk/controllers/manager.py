@@ -24,6 +24,7 @@ from vk.api.identity import ClusterIdentity, parse_cluster_identity
 from vk.api.offloading import LimitsEnforcement
 from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
 from vk.controllers.csr import ServingCSRApprover
+from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
@@ -88,6 +89,7 @@ async def run_manager(options: ManagerOptions) -> int:
             ConsumerResourceSlices(client, cluster.cluster_id).run(),
             ProviderResourceSlices(client, settings).run(),
             ProviderNamespaceMaps(client).run(),
+            ForeignClusters(client).run(),
         ]
         if options.launcher is not None:
             launcher = options.launcher(client)

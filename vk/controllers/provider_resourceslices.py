@@ -234,7 +234,19 @@ class ProviderResourceSlices(Reconciler):
         assert namespace is not None
         resource_slice = self.slices.store.get(key)
         if resource_slice is None or resource_slice["metadata"].get("deletionTimestamp"):
-            return Result()  # the Quota goes with it (owner reference); the CSR expires
+            # The Quota goes with it (owner reference); a request not yet done goes now.
+            for request in self.requests.store.objects():
+                labels = request["metadata"].get("labels") or {}
+                if (
+                    labels.get(RESOURCE_SLICE_NAME_LABEL) == name
+                    and tenant_namespace(labels.get(REMOTE_CLUSTER_ID_LABEL, "")) == namespace
+                ):
+                    await self._delete_request(
+                        resource_path(
+                            CSR_API, "certificatesigningrequests", name=request["metadata"]["name"]
+                        )
+                    )
+            return Result()
         now = datetime.datetime.now(datetime.UTC)
         spec = resource_slice.get("spec") or {}
         status: JSON = dict(resource_slice.get("status") or {})
@@ -328,10 +340,12 @@ class ProviderResourceSlices(Reconciler):
             return None
         params = status.get("authParams") or {}
         signed = base64.b64decode(params.get("signedCRT") or "")
-        if signed and certificate_usable(signed, csr_pem, now):
-            return None
         request_name = resource_slice_user(consumer, name)
         path = resource_path(CSR_API, "certificatesigningrequests", name=request_name)
+        if signed and certificate_usable(signed, csr_pem, now):
+            if self.requests.store.get(request_name) is not None:
+                await self._delete_request(path)  # one made again before the status showed
+            return None
         request = self.requests.store.get(request_name)
         if request is not None and base64.b64decode(request["spec"]["request"]) != csr_pem:
             await self._delete_request(path)  # a new key: a new request
@@ -360,6 +374,9 @@ class ProviderResourceSlices(Reconciler):
             "signedCRT": certificate,
             "apiServer": self.settings.api_server_url,
         }
+        # Issued and copied into the slice: the request has done its work (kube-controller-
+        # manager would keep it an hour; unpeering must leave nothing behind).
+        await self._delete_request(path)
         status["conditions"] = set_condition(
             status.get("conditions"),
             AUTHENTICATION,

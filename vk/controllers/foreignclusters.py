@@ -1,0 +1,226 @@
+"""ForeignClusters: one per peered cluster, whose status says what this cluster sees of the
+peering, for `kubectl get foreignclusters` (the tutorial's columns).
+
+Everything is derived from what is here: an outgoing peering (we consume) is our control-plane
+identity Secret for that cluster and its virtual nodes; an incoming one (we provide) is the
+tenant namespace kept for that consumer. vk provides no networking: that module is reported
+disabled, and its column stays empty.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from vk.api.constants import (
+    CONSUMER_TENANT_LABEL,
+    IDENTITY_CONTROL_PLANE,
+    IDENTITY_TYPE_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    tenant_namespace,
+)
+from vk.api.core import ForeignCluster
+from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.informer import Informer
+
+log = structlog.get_logger("vk.controllers.foreignclusters")
+
+ESTABLISHED, NONE, PENDING, NOT_READY = "Established", "None", "Pending", "NotReady"
+
+
+def forge_foreign_cluster_status(
+    cluster_id: str,
+    *,
+    outgoing: bool,
+    incoming: bool,
+    virtual_nodes_ready: Iterable[bool],
+    api_server_url: str | None,
+    previous: Mapping[str, Any] | None,
+    now: datetime.datetime,
+) -> JSON:
+    """The status of the ForeignCluster of `cluster_id`; transition times kept while a
+    condition's status stays."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    before = {
+        c.get("type"): c
+        for module in ((previous or {}).get("modules") or {}).values()
+        for c in (module or {}).get("conditions") or []
+    }
+
+    def condition(kind: str, status: str, message: str) -> JSON:
+        old = before.get(kind) or {}
+        return {
+            "type": kind,
+            "status": status,
+            "lastTransitionTime": old.get("lastTransitionTime", stamp)
+            if old.get("status") == status
+            else stamp,
+            "message": message,
+        }
+
+    ready = list(virtual_nodes_ready)
+    if not ready:
+        offloading = condition("OffloadingVirtualNodeStatus", NONE, "no virtual node")
+    elif all(ready):
+        offloading = condition(
+            "OffloadingVirtualNodeStatus", ESTABLISHED, f"{len(ready)} virtual node(s) Ready"
+        )
+    else:
+        offloading = condition(
+            "OffloadingVirtualNodeStatus",
+            NOT_READY,
+            f"{ready.count(False)} of {len(ready)} virtual node(s) not Ready",
+        )
+    role = (
+        "ConsumerAndProvider"
+        if outgoing and incoming
+        else "Provider"
+        if outgoing
+        else "Consumer"
+        if incoming
+        else "Unknown"
+    )
+    status: JSON = {
+        "role": role,
+        "modules": {
+            "networking": {"enabled": False},
+            "authentication": {
+                "enabled": True,
+                "conditions": [
+                    condition(
+                        "AuthIdentityControlPlaneStatus",
+                        ESTABLISHED if outgoing else NONE,
+                        f"our control-plane identity on {cluster_id}"
+                        if outgoing
+                        else f"no identity of ours on {cluster_id}",
+                    ),
+                    condition(
+                        "AuthTenantStatus",
+                        ESTABLISHED if incoming else NONE,
+                        f"{cluster_id} consumes resources here"
+                        if incoming
+                        else f"{cluster_id} consumes nothing here",
+                    ),
+                ],
+            },
+            "offloading": {"enabled": outgoing, "conditions": [offloading] if outgoing else []},
+        },
+        "tenantNamespace": {"local": tenant_namespace(cluster_id)},
+    }
+    if api_server_url:
+        status["apiServerUrl"] = api_server_url
+    return status
+
+
+class ForeignClusters(Reconciler):
+    """Keys are peered cluster IDs."""
+
+    name = "foreignclusters"
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.foreign_clusters = Informer(
+            client, ForeignCluster.group_version(), ForeignCluster.PLURAL
+        )
+        self.identities = Informer(
+            client,
+            "v1",
+            "secrets",
+            label_selector=f"{IDENTITY_TYPE_LABEL}={IDENTITY_CONTROL_PLANE}",
+        )
+        self.tenants = Informer(
+            client, "v1", "namespaces", label_selector=f"{TENANT_NAMESPACE_LABEL}=true"
+        )
+        self.nodes = Informer(
+            client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
+        )
+        self.controller = Controller(self)
+
+    def _enqueue_remote(self, _: str, obj: JSON, __: JSON | None) -> None:
+        cluster_id = (obj["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        if cluster_id:
+            self.controller.enqueue(cluster_id)
+
+    async def run(self) -> None:
+        self.foreign_clusters.add_handler(
+            lambda _, obj, __: self.controller.enqueue(obj["metadata"]["name"])
+        )
+        for informer in (self.identities, self.tenants, self.nodes):
+            informer.add_handler(self._enqueue_remote)
+        informers = [
+            asyncio.create_task(i.run())
+            for i in (self.foreign_clusters, self.identities, self.tenants, self.nodes)
+        ]
+        try:
+            for informer in (self.foreign_clusters, self.identities, self.tenants, self.nodes):
+                await informer.synced.wait()
+            await self.controller.run()
+        finally:
+            for task in informers:
+                task.cancel()
+
+    async def reconcile(self, key: str) -> Result:
+        cluster_id = key
+        tenant = self.tenants.store.get(tenant_namespace(cluster_id))
+        identity = next(
+            (
+                s
+                for s in self.identities.store.objects()
+                if (s["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+            ),
+            None,
+        )
+        outgoing = identity is not None
+        incoming = (
+            tenant is not None
+            and not tenant["metadata"].get("deletionTimestamp")
+            and (tenant["metadata"].get("labels") or {}).get(CONSUMER_TENANT_LABEL) == "true"
+        )
+        foreign_cluster = self.foreign_clusters.store.get(cluster_id)
+        path = resource_path(ForeignCluster.group_version(), ForeignCluster.PLURAL, name=cluster_id)
+        if not outgoing and not incoming:
+            return Result()  # no peering (any more): `vkctl unpeer` removes the ForeignCluster
+        if foreign_cluster is None:
+            with contextlib.suppress(AlreadyExists):
+                await self.client.create(
+                    resource_path(ForeignCluster.group_version(), ForeignCluster.PLURAL),
+                    {
+                        "apiVersion": ForeignCluster.group_version(),
+                        "kind": ForeignCluster.KIND,
+                        "metadata": {
+                            "name": cluster_id,
+                            "labels": {REMOTE_CLUSTER_ID_LABEL: cluster_id},
+                        },
+                        "spec": {"clusterID": cluster_id},
+                    },
+                )
+            return Result()  # its event brings us back for the status
+        ready = [
+            any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (node.get("status") or {}).get("conditions") or []
+            )
+            for node in self.nodes.store.objects()
+            if (node["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+        ]
+        status = forge_foreign_cluster_status(
+            cluster_id,
+            outgoing=outgoing,
+            incoming=incoming,
+            virtual_nodes_ready=ready,
+            api_server_url=None,
+            previous=foreign_cluster.get("status"),
+            now=datetime.datetime.now(datetime.UTC),
+        )
+        if status != foreign_cluster.get("status"):
+            await self.client.merge_patch(f"{path}/status", {"status": status})
+        return Result()
