@@ -336,7 +336,8 @@ def test_the_virtual_node_of_a_slice_runs_its_kubelet_and_is_drained_when_delete
         lambda: (
             (n := get_json(peered, CONSUMER, "node", "fleet"))
             and any(
-                c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"]
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
             )
             and n
         ),
