@@ -10,7 +10,6 @@ node labels.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 from collections.abc import Mapping
@@ -40,7 +39,7 @@ from vk.controllers.provider_resourceslices import (
 )
 from vk.controllers.replication import provider_of
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, resource_path
-from vk.kube.controller import Controller, Reconciler, Result, TerminalError
+from vk.kube.controller import Controller, Reconciler, Result, TerminalError, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import (
     certificate_matches_key,
@@ -149,14 +148,7 @@ class ConsumerResourceSlices(Reconciler):
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.secrets.add_handler(self._on_secret)
-        informers = [asyncio.create_task(i.run()) for i in (self.slices, self.secrets)]
-        try:
-            await self.slices.synced.wait()
-            await self.secrets.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(self.controller, self.slices, self.secrets)
 
     def _on_secret(self, _: str, secret: JSON, __: JSON | None) -> None:
         name = (secret["metadata"].get("labels") or {}).get(RESOURCE_SLICE_NAME_LABEL)

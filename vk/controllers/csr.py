@@ -9,7 +9,6 @@ request is left as it is, for whoever approves real kubelets' (the cluster then 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 from collections.abc import Mapping
@@ -22,7 +21,7 @@ from cryptography.x509.oid import NameOID
 from vk.api.constants import TYPE_LABEL, TYPE_VIRTUAL_NODE, virtual_kubelet_service_account
 from vk.api.offloading import VirtualNode
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer
 from vk.kubelet.certificates import SIGNER
 
@@ -129,16 +128,7 @@ class ServingCSRApprover(Reconciler):
         self.csrs.add_handler(lambda _, csr, __: self.controller.enqueue(csr["metadata"]["name"]))
         self.virtual_nodes.add_handler(self._recheck_all)
         self.nodes.add_handler(self._recheck_all)
-        informers = [
-            asyncio.create_task(i.run()) for i in (self.csrs, self.virtual_nodes, self.nodes)
-        ]
-        try:
-            for informer in (self.csrs, self.virtual_nodes, self.nodes):
-                await informer.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(self.controller, self.csrs, self.virtual_nodes, self.nodes)
 
     async def reconcile(self, key: str) -> Result:
         csr = self.csrs.store.get(key)

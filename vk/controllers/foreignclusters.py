@@ -9,7 +9,6 @@ disabled, and its column stays empty.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 from collections.abc import Iterable, Mapping
@@ -29,7 +28,7 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer
 
 log = structlog.get_logger("vk.controllers.foreignclusters")
@@ -156,17 +155,9 @@ class ForeignClusters(Reconciler):
         )
         for informer in (self.identities, self.tenants, self.nodes):
             informer.add_handler(self._enqueue_remote)
-        informers = [
-            asyncio.create_task(i.run())
-            for i in (self.foreign_clusters, self.identities, self.tenants, self.nodes)
-        ]
-        try:
-            for informer in (self.foreign_clusters, self.identities, self.tenants, self.nodes):
-                await informer.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(
+            self.controller, self.foreign_clusters, self.identities, self.tenants, self.nodes
+        )
 
     async def reconcile(self, key: str) -> Result:
         cluster_id = key

@@ -9,7 +9,6 @@ deletes its namespace (Terminating until it is gone); the map's deletion waits f
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +18,7 @@ import structlog
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, REPLICATED_LABEL, tenant_group
 from vk.api.offloading import MappingPhase, NamespaceMap
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
 
@@ -162,14 +161,7 @@ class ProviderNamespaceMaps(Reconciler):
         )
         self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.namespaces.add_handler(self._on_namespace)
-        informers = [asyncio.create_task(i.run()) for i in (self.maps, self.namespaces)]
-        try:
-            await self.maps.synced.wait()
-            await self.namespaces.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(self.controller, self.maps, self.namespaces)
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)

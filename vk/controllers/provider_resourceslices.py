@@ -9,7 +9,6 @@ writes. The provider may grant more than it has: no check against its own capaci
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import datetime
@@ -34,7 +33,7 @@ from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.controllers.csr import CSR_API, decided, forge_approval
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import csr_subject
 
@@ -220,14 +219,7 @@ class ProviderResourceSlices(Reconciler):
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.requests.add_handler(self._on_request)
-        informers = [asyncio.create_task(i.run()) for i in (self.slices, self.requests)]
-        try:
-            await self.slices.synced.wait()
-            await self.requests.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(self.controller, self.slices, self.requests)
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)

@@ -30,7 +30,7 @@ from vk.api.constants import (
 )
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import EventHandler, Informer, object_key, split_key
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
 
@@ -153,14 +153,9 @@ class Replicator(Reconciler):
         for kind in REPLICATED_KINDS:
             self.local[kind.plural].add_handler(self._enqueue_local(kind.plural))
         self.identities.add_handler(lambda *_: self._sync_links())
-        informers = [asyncio.create_task(i.run()) for i in (*self.local.values(), self.identities)]
         try:
-            for informer in (*self.local.values(), self.identities):
-                await informer.synced.wait()
-            await self.controller.run()
+            await run_with_informers(self.controller, *self.local.values(), self.identities)
         finally:
-            for task in informers:
-                task.cancel()
             for link in self.links.values():
                 await link.stop()
 

@@ -11,7 +11,6 @@ the Node and the RBAC.
 from __future__ import annotations
 
 import abc
-import asyncio
 import contextlib
 import datetime
 from collections.abc import Mapping
@@ -24,7 +23,7 @@ from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_N
 from vk.api.offloading import VirtualNode
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
 from vk.kube.client import JSON, ApiError, AppliedObjects, KubeClient, NotFound, resource_path
-from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
 
@@ -144,14 +143,7 @@ class VirtualNodeReconciler(Reconciler):
     async def run(self) -> None:
         self.virtual_nodes.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.nodes.add_handler(self._on_node)
-        informers = [asyncio.create_task(i.run()) for i in (self.virtual_nodes, self.nodes)]
-        try:
-            await self.virtual_nodes.synced.wait()
-            await self.nodes.synced.wait()
-            await self.controller.run()
-        finally:
-            for task in informers:
-                task.cancel()
+        await run_with_informers(self.controller, self.virtual_nodes, self.nodes)
 
     def _path(self, namespace: str, name: str, subresource: str | None = None) -> str:
         return resource_path(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from vk.kube.informer import Informer
 from vk.kube.workqueue import ShutDown, WorkQueue
 
 log = structlog.get_logger("vk.kube.controller")
@@ -90,3 +91,18 @@ class Controller:
                     self.queue.add_after(key, result.requeue_after)
             finally:
                 self.queue.done(key)
+
+
+async def run_with_informers(controller: Controller, *informers: Informer) -> None:
+    """Runs `informers`, then, once every one has its first list, `controller`; until
+    cancelled, when all of them stop. Reconciling before the caches are full would take
+    missing objects for deleted ones."""
+    tasks = [asyncio.create_task(informer.run()) for informer in informers]
+    try:
+        for informer in informers:
+            await informer.synced.wait()
+        await controller.run()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
