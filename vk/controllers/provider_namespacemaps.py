@@ -174,20 +174,12 @@ class ProviderNamespaceMaps(Reconciler):
         path = resource_path(
             NamespaceMap.group_version(), NamespaceMap.PLURAL, namespace=namespace, name=name
         )
-        finalizers = list(metadata.get("finalizers") or [])
         deleting = bool(metadata.get("deletionTimestamp"))
-        if deleting and FINALIZER not in finalizers:
+        if deleting and FINALIZER not in (metadata.get("finalizers") or []):
             return Result()
-        if not deleting and FINALIZER not in finalizers:
-            await self.client.merge_patch(
-                path,
-                {
-                    "metadata": {
-                        "finalizers": [*finalizers, FINALIZER],
-                        "resourceVersion": metadata["resourceVersion"],
-                    }
-                },
-            )
+        if not deleting and await self.client.set_finalizer(
+            path, namespace_map, FINALIZER, present=True
+        ):
             return Result()
         desired: dict[str, str] = (
             {} if deleting else dict((namespace_map.get("spec") or {}).get("desiredMapping") or {})
@@ -224,16 +216,7 @@ class ProviderNamespaceMaps(Reconciler):
                 },
             )
         if deleting and not status:
-            finalizers.remove(FINALIZER)
-            await self.client.merge_patch(
-                path,
-                {
-                    "metadata": {
-                        "finalizers": finalizers,
-                        "resourceVersion": metadata["resourceVersion"],
-                    }
-                },
-            )
+            await self.client.set_finalizer(path, namespace_map, FINALIZER, present=False)
             return Result()
         return Result(requeue_after=RETRY if waiting else None)
 

@@ -226,35 +226,15 @@ class Replicator(Reconciler):
             kind.api_version, plural, namespace=tenant_namespace(self.consumer), name=name
         )
         twin = link.informers[plural].store.get(f"{tenant_namespace(self.consumer)}/{name}")
-        finalizers = list(local["metadata"].get("finalizers") or [])
         if local["metadata"].get("deletionTimestamp"):
             if twin is not None:
                 if not twin["metadata"].get("deletionTimestamp"):
                     with contextlib.suppress(NotFound):
                         await link.client.delete(twin_path)
                 return Result(requeue_after=RETRY)  # until the provider has let it go
-            if FINALIZER in finalizers:
-                finalizers.remove(FINALIZER)
-                await self.client.merge_patch(
-                    local_path,
-                    {
-                        "metadata": {
-                            "finalizers": finalizers,
-                            "resourceVersion": local["metadata"]["resourceVersion"],
-                        }
-                    },
-                )
+            await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
             return Result()
-        if FINALIZER not in finalizers:
-            await self.client.merge_patch(
-                local_path,
-                {
-                    "metadata": {
-                        "finalizers": [*finalizers, FINALIZER],
-                        "resourceVersion": local["metadata"]["resourceVersion"],
-                    }
-                },
-            )
+        await self.client.set_finalizer(local_path, local, FINALIZER, present=True)
         desired = forge_twin(local, kind, self.consumer)
         if (
             twin is None

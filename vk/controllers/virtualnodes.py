@@ -156,15 +156,17 @@ class VirtualNodeReconciler(Reconciler):
 
     async def _set_conditions(
         self, virtual_node: JSON, wanted: Mapping[str, tuple[str, str]]
-    ) -> None:
+    ) -> JSON:
+        """Writes the conditions if they change; returns the VirtualNode as it now is."""
         current = (virtual_node.get("status") or {}).get("conditions")
         conditions = forge_conditions(current, wanted, datetime.datetime.now(datetime.UTC))
-        if conditions != current:
-            metadata = virtual_node["metadata"]
-            await self.client.merge_patch(
-                self._path(metadata["namespace"], metadata["name"], "status"),
-                {"status": {"conditions": conditions}},
-            )
+        if conditions == current:
+            return virtual_node
+        metadata = virtual_node["metadata"]
+        return await self.client.merge_patch(
+            self._path(metadata["namespace"], metadata["name"], "status"),
+            {"status": {"conditions": conditions}},
+        )
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
@@ -174,26 +176,18 @@ class VirtualNodeReconciler(Reconciler):
             await self.launcher.remove(namespace, name)
             return Result()
         metadata = virtual_node["metadata"]
-        finalizers = list(metadata.get("finalizers") or [])
         if metadata.get("deletionTimestamp"):
-            if FINALIZER not in finalizers:
+            if FINALIZER not in (metadata.get("finalizers") or []):
                 return Result()
-            return await self._delete(virtual_node, finalizers)
+            return await self._delete(virtual_node)
         conflict = await self._foreign_node(virtual_node)
         if conflict:
             await self._set_conditions(virtual_node, {"VirtualKubelet": (NONE, conflict)})
             await self.events.record(virtual_node, WARNING, "NodeNameConflict", conflict)
             return Result()
-        if FINALIZER not in finalizers:
-            await self.client.merge_patch(
-                self._path(namespace, name),
-                {
-                    "metadata": {
-                        "finalizers": [*finalizers, FINALIZER],
-                        "resourceVersion": metadata["resourceVersion"],
-                    }
-                },
-            )
+        if await self.client.set_finalizer(
+            self._path(namespace, name), virtual_node, FINALIZER, present=True
+        ):
             return Result()
         for obj in forge_virtual_kubelet_rbac(name, namespace):
             await self.applied.apply(_object_path(obj), obj)
@@ -241,7 +235,7 @@ class VirtualNodeReconciler(Reconciler):
             "VirtualNode (the Node takes its name)"
         )
 
-    async def _delete(self, virtual_node: JSON, finalizers: list[str]) -> Result:
+    async def _delete(self, virtual_node: JSON) -> Result:
         metadata = virtual_node["metadata"]
         namespace, name = metadata["namespace"], metadata["name"]
         node = self.nodes.store.get(name)
@@ -259,7 +253,7 @@ class VirtualNodeReconciler(Reconciler):
                 )
             if await self._evict_pods(name):
                 return Result(requeue_after=DRAIN_POLL)
-        await self._set_conditions(
+        virtual_node = await self._set_conditions(
             virtual_node,
             {
                 "VirtualKubelet": (DELETING, "stopping the virtual kubelet"),
@@ -273,15 +267,8 @@ class VirtualNodeReconciler(Reconciler):
             self.applied.forget(_object_path(obj))
             with contextlib.suppress(NotFound):
                 await self.client.delete(_object_path(obj))
-        finalizers.remove(FINALIZER)
-        await self.client.merge_patch(
-            self._path(namespace, name),
-            {
-                "metadata": {
-                    "finalizers": finalizers,
-                    "resourceVersion": metadata["resourceVersion"],
-                }
-            },
+        await self.client.set_finalizer(
+            self._path(namespace, name), virtual_node, FINALIZER, present=False
         )
         log.info("virtual node removed", virtual_node=f"{namespace}/{name}")
         return Result()

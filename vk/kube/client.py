@@ -8,7 +8,7 @@ list and watch event). Errors come back typed from the API's Status object, so c
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -266,6 +266,30 @@ class KubeClient:
         return await self.request(
             "PATCH", path, body=patch, content_type="application/merge-patch+json"
         )
+
+    async def set_finalizer(
+        self, path: str, obj: Mapping[str, Any], finalizer: str, *, present: bool
+    ) -> bool:
+        """Adds (`present`) or removes `finalizer` on the object at `path`, whose current copy
+        is `obj`; True when that took a write. Guarded by the copy's resourceVersion, so a
+        concurrent change fails with Conflict (and a retry) instead of losing another
+        controller's finalizer."""
+        finalizers = list(obj["metadata"].get("finalizers") or [])
+        if (finalizer in finalizers) == present:
+            return False
+        finalizers = (
+            [*finalizers, finalizer] if present else [f for f in finalizers if f != finalizer]
+        )
+        await self.merge_patch(
+            path,
+            {
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": obj["metadata"]["resourceVersion"],
+                }
+            },
+        )
+        return True
 
     async def delete(self, path: str, *, body: JSON | None = None) -> JSON:
         return await self.request("DELETE", path, body=body)
