@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from vk.kube.client import resource_of
+from vk.kube.client import object_path, plural_of, resource_of
 from vk.kubelet.server import log_error_message
 
 
@@ -53,3 +53,33 @@ def test_the_kubelet_auth_cache_drops_expired_entries_when_full(
     cache = {"old-1": (True, now - 1), "old-2": (True, now - 1), "live": (True, now + 60)}
     auth._remember(cache, "new", (False, now + 30))
     assert cache == {"live": (True, now + 60), "new": (False, now + 30)}
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural"),
+    [
+        ("Quota", "quotas"),
+        ("ClusterRoleBinding", "clusterrolebindings"),
+        ("APIService", "apiservices"),
+        ("Ingress", "ingresses"),
+        ("NetworkPolicy", "networkpolicies"),
+        ("Gateway", "gateways"),
+        ("ResourceSlice", "resourceslices"),
+    ],
+)
+def test_kinds_pluralise_as_the_api_server_does(kind: str, plural: str) -> None:
+    assert plural_of(kind) == plural
+
+
+def test_an_objects_path_names_its_namespace_and_name() -> None:
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "r", "namespace": "liqo-tenant-venice"},
+    }
+    assert object_path(role) == (
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/liqo-tenant-venice/roles/r"
+    )
+    assert object_path({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == (
+        "/api/v1/namespaces/x"
+    )

@@ -37,7 +37,7 @@ from vk.api.constants import (
 from vk.api.offloading import NamespaceMap
 from vk.controllers.csr import CSR_API, forge_approval
 from vk.controllers.provider_resourceslices import CLIENT_SIGNER
-from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, object_path, resource_path
 from vk.kube.pki import forge_client_csr, forge_kubeconfig, new_private_key, private_key_pem
 
 CONTROL_PLANE_ROLE = "vk-control-plane"
@@ -165,17 +165,6 @@ def forge_resource_slice(
     }
 
 
-async def _apply(client: KubeClient, obj: JSON, plural: str) -> None:
-    metadata = obj["metadata"]
-    api_version = obj["apiVersion"]
-    await client.apply(
-        resource_path(
-            api_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
-        ),
-        obj,
-    )
-
-
 async def sign_client_certificate(
     provider: KubeClient, name: str, csr_pem: bytes, *, within: float = 60.0
 ) -> bytes:
@@ -243,8 +232,7 @@ async def establish_control_plane(
         {"metadata": {"labels": {CONSUMER_TENANT_LABEL: "true"}}},
     )
     for obj in forge_control_plane_rbac(consumer_id):
-        plural = "roles" if obj["kind"] == "Role" else "rolebindings"
-        await _apply(provider, obj, plural)
+        await provider.apply(object_path(obj), obj)
     key = new_private_key()
     user = control_plane_user(consumer_id)
     certificate = await sign_client_certificate(
@@ -253,7 +241,8 @@ async def establish_control_plane(
     kubeconfig = forge_kubeconfig(
         provider_id, provider_server, provider_ca, certificate, private_key_pem(key), user
     )
-    await _apply(consumer, forge_control_plane_secret(provider_id, kubeconfig), "secrets")
+    secret = forge_control_plane_secret(provider_id, kubeconfig)
+    await consumer.apply(object_path(secret), secret)
 
 
 async def _wait_gone(client: KubeClient, path: str, what: str, deadline: float) -> None:

@@ -22,7 +22,15 @@ import structlog
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from vk.api.offloading import VirtualNode
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
-from vk.kube.client import JSON, ApiError, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    ApiError,
+    AppliedObjects,
+    KubeClient,
+    NotFound,
+    object_path,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
@@ -190,7 +198,7 @@ class VirtualNodeReconciler(Reconciler):
         ):
             return Result()
         for obj in forge_virtual_kubelet_rbac(name, namespace):
-            await self.applied.apply(_object_path(obj), obj)
+            await self.applied.apply(object_path(obj), obj)
         running = await self.launcher.ensure(
             forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
         )
@@ -264,9 +272,9 @@ class VirtualNodeReconciler(Reconciler):
         with contextlib.suppress(NotFound):
             await self.client.delete(resource_path("v1", "nodes", name=name))
         for obj in forge_virtual_kubelet_rbac(name, namespace):
-            self.applied.forget(_object_path(obj))
+            self.applied.forget(object_path(obj))
             with contextlib.suppress(NotFound):
-                await self.client.delete(_object_path(obj))
+                await self.client.delete(object_path(obj))
         await self.client.set_finalizer(
             self._path(namespace, name), virtual_node, FINALIZER, present=False
         )
@@ -311,20 +319,3 @@ class VirtualNodeReconciler(Reconciler):
                     "eviction refused, retrying", pod=pod["metadata"]["name"], error=str(error)
                 )
         return bool(remaining)
-
-
-def _object_path(obj: Mapping[str, Any]) -> str:
-    kind_plural = {
-        "ServiceAccount": "serviceaccounts",
-        "ClusterRole": "clusterroles",
-        "ClusterRoleBinding": "clusterrolebindings",
-        "Role": "roles",
-        "RoleBinding": "rolebindings",
-    }
-    metadata = obj["metadata"]
-    return resource_path(
-        obj["apiVersion"],
-        kind_plural[obj["kind"]],
-        namespace=metadata.get("namespace"),
-        name=metadata["name"],
-    )

@@ -109,6 +109,29 @@ def resource_path(
     return "/".join(parts)
 
 
+def plural_of(kind: str) -> str:
+    """The resource name of a kind, as the API server derives it for built-in kinds and for
+    CRDs that do not choose their own (Quota -> quotas, Ingress -> ingresses,
+    NetworkPolicy -> networkpolicies)."""
+    lower = kind.lower()
+    if lower.endswith(("s", "x", "ch", "sh")):
+        return f"{lower}es"
+    if lower.endswith("y") and lower[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return f"{lower[:-1]}ies"
+    return f"{lower}s"
+
+
+def object_path(obj: Mapping[str, Any]) -> str:
+    """The REST path of a whole object (its apiVersion, kind, namespace and name)."""
+    metadata = obj["metadata"]
+    return resource_path(
+        obj["apiVersion"],
+        plural_of(obj["kind"]),
+        namespace=metadata.get("namespace"),
+        name=metadata["name"],
+    )
+
+
 class KubeClient:
     """One API server, one identity. Use as `async with KubeClient(conn) as client:`."""
 

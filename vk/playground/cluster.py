@@ -25,7 +25,7 @@ import yaml
 
 from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
 from vk.api.identity import forge_cluster_identity_configmap
-from vk.kube.client import KubeClient, NotFound, resource_path
+from vk.kube.client import KubeClient, NotFound, object_path, resource_path
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries
@@ -680,7 +680,7 @@ class ClusterRuntime:
             for document in metrics_server_objects(
                 self.ports()["metrics-server"], self.paths.pki.ca_crt.read_bytes()
             ):
-                await client.apply(_object_path(document), document)
+                await client.apply(object_path(document), document)
         rest = DEPENDENT_COMPONENTS
         # Clients of an API server that was down have backed their watches off (up to 30 s
         # in client-go): restarted with it, they are back at once (a new namespace gets its
@@ -761,13 +761,3 @@ def _write_private(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
-
-
-def _object_path(document: dict[str, Any]) -> str:
-    metadata = document["metadata"]
-    return resource_path(
-        document["apiVersion"],
-        document["kind"].lower() + "s",  # every kind written here pluralises so
-        namespace=metadata.get("namespace"),
-        name=metadata["name"],
-    )
