@@ -28,6 +28,7 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
+from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer
 
@@ -48,7 +49,6 @@ def forge_foreign_cluster_status(
 ) -> JSON:
     """The status of the ForeignCluster of `cluster_id`; transition times kept while a
     condition's status stays."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     before = {
         c.get("type"): c
         for module in ((previous or {}).get("modules") or {}).values()
@@ -56,15 +56,7 @@ def forge_foreign_cluster_status(
     }
 
     def condition(kind: str, status: str, message: str) -> JSON:
-        old = before.get(kind) or {}
-        return {
-            "type": kind,
-            "status": status,
-            "lastTransitionTime": old.get("lastTransitionTime", stamp)
-            if old.get("status") == status
-            else stamp,
-            "message": message,
-        }
+        return forge_condition(before.get(kind), kind, status, message, now)
 
     ready = list(virtual_nodes_ready)
     if not ready:

@@ -33,6 +33,7 @@ from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.controllers.csr import CSR_API, decided, forge_approval
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import csr_subject
@@ -102,18 +103,7 @@ def set_condition(
     """`conditions` with the one of `kind` set; its transition time moves only when its status
     does."""
     current = next((c for c in conditions or [] if c.get("type") == kind), None)
-    since = (
-        current["lastTransitionTime"]
-        if current and current.get("status") == status and current.get("lastTransitionTime")
-        else now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    )
-    updated = {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": since,
-    }
+    updated = forge_condition(current, kind, status, message, now, reason=reason)
     return [*(c for c in conditions or [] if c.get("type") != kind), updated]
 
 

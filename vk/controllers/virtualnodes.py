@@ -31,6 +31,7 @@ from vk.kube.client import (
     object_path,
     resource_path,
 )
+from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
@@ -92,22 +93,11 @@ def forge_conditions(
 ) -> list[JSON]:
     """VirtualNode conditions `type -> (status, message)`, transition times kept while the
     status stays."""
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     by_type = {c.get("type"): c for c in current or []}
-    conditions = []
-    for kind, (status, message) in wanted.items():
-        before = by_type.get(kind) or {}
-        conditions.append(
-            {
-                "type": kind,
-                "status": status,
-                "lastTransitionTime": before.get("lastTransitionTime", stamp)
-                if before.get("status") == status
-                else stamp,
-                "message": message,
-            }
-        )
-    return conditions
+    return [
+        forge_condition(by_type.get(kind), kind, status, message, now)
+        for kind, (status, message) in wanted.items()
+    ]
 
 
 def is_drainable(pod: Mapping[str, Any]) -> bool:
