@@ -20,14 +20,14 @@ def forge_condition(
     reason: str | None = None,
 ) -> JSON:
     """The condition `kind` as it is now, given the one it replaces (None: none before)."""
-    kept = previous and previous.get("status") == status and previous.get("lastTransitionTime")
+    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
+        since = previous["lastTransitionTime"]
     condition: JSON = {
         "type": kind,
         "status": status,
         "message": message,
-        "lastTransitionTime": previous["lastTransitionTime"]
-        if kept and previous
-        else now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lastTransitionTime": since,
     }
     if reason is not None:
         condition["reason"] = reason
