@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from vk.api.duration import parse_go_duration
 from vk.kubelet.stats import (
     ContainerSample,
     OffloadedPod,
     PodSample,
     UsageCounters,
     forge_summary,
-    parse_go_duration,
     pod_sample,
     render_resource_metrics,
 )

@@ -11,6 +11,7 @@ import click
 
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
+from vk.cli.options import go_bool_option, go_duration
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
 from vk.controllers.virtualnodes import Launcher
@@ -31,18 +32,6 @@ def _key_values(_: click.Context, __: click.Parameter, value: str) -> dict[str, 
         return parse_key_values(value)
     except InvalidKeyValues as error:
         raise click.BadParameter(str(error)) from error
-
-
-def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
-    """Go-style durations as Liqo takes them: `10s`, `1m`, `500ms`, or plain seconds."""
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    for suffix in ("ms", "s", "m", "h"):
-        if value.endswith(suffix) and value[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(value[: -len(suffix)]) * units[suffix]
-    try:
-        return float(value)
-    except ValueError as error:
-        raise click.BadParameter(f"{value!r} is not a duration like 10s or 1m") from error
 
 
 @vk.command()
@@ -69,20 +58,12 @@ def _seconds(_: click.Context, __: click.Parameter, value: str) -> float:
     show_default=True,
     help="Address of /metrics, /healthz and /readyz.",
 )
-@click.option("--node-lease-duration", default="40s", callback=_seconds, show_default=True)
-@click.option("--node-ping-interval", default="10s", callback=_seconds, show_default=True)
-@click.option("--node-ping-timeout", default="1s", callback=_seconds, show_default=True)
+@click.option("--node-lease-duration", default="40s", callback=go_duration, show_default=True)
+@click.option("--node-ping-interval", default="10s", callback=go_duration, show_default=True)
+@click.option("--node-ping-timeout", default="1s", callback=go_duration, show_default=True)
 @click.option("--node-extra-labels", default="", callback=_key_values, help="k1=v1,k2=v2")
 @click.option("--node-extra-annotations", default="", callback=_key_values, help="k1=v1,k2=v2")
-@click.option(
-    "--create-node",
-    type=click.BOOL,
-    default=True,
-    show_default=True,
-    is_flag=False,
-    flag_value=True,
-    help="Register the Node (Liqo's Go flag: `--create-node`, `--create-node=false`).",
-)
+@go_bool_option("--create-node", "Register the Node (`--create-node`, `--create-node=false`).")
 @click.option(
     "--certificate-type",
     type=click.Choice(["kubelet", "self-signed"]),

@@ -12,6 +12,7 @@ import click
 
 from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE, tenant_namespace
 from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
+from vk.cli.options import go_bool_option, go_duration, peering_kubeconfigs
 from vk.cli.peering import (
     PeeringError,
     establish_control_plane,
@@ -138,49 +139,17 @@ async def peer(
                 await asyncio.sleep(1)
 
 
-def parse_duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    try:
-        if text[-1] in units:
-            return float(text[:-1]) * units[text[-1]]
-        return float(text)
-    except (ValueError, IndexError) as error:
-        raise click.BadParameter(f"{text!r} is not a duration (e.g. 90s, 2m)") from error
-
-
 @click.command("peer")
-@click.option(
-    "--kubeconfig", envvar="KUBECONFIG", default=None, help="The consumer (local) cluster."
+@peering_kubeconfigs
+@go_bool_option(
+    "--create-resource-slice", "Ask the provider for resources with a ResourceSlice named after it."
 )
-@click.option(
-    "--remote-kubeconfig",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The provider (remote) cluster.",
-)
-@click.option(
-    "--create-resource-slice",
-    type=click.BOOL,
-    default=True,
-    is_flag=False,
-    flag_value=True,
-    show_default=True,
-    help="Ask the provider for resources with a ResourceSlice named after it.",
-)
-@click.option(
-    "--create-virtual-node",
-    type=click.BOOL,
-    default=True,
-    is_flag=False,
-    flag_value=True,
-    show_default=True,
-    help="Make a VirtualNode of that ResourceSlice.",
-)
+@go_bool_option("--create-virtual-node", "Make a VirtualNode of that ResourceSlice.")
 @click.option("--resource-slice-class", default="default", show_default=True)
 @click.option("--cpu", default=None, help="CPU to ask for (default: the provider's).")
 @click.option("--memory", default=None, help="Memory to ask for (default: the provider's).")
 @click.option("--pods", default=None, help="Pods to ask for (default: the provider's).")
-@click.option("--timeout", "timeout_text", default="2m", show_default=True)
+@click.option("--timeout", default="2m", callback=go_duration, show_default=True)
 def peer_command(
     kubeconfig: str | None,
     remote_kubeconfig: Path,
@@ -190,7 +159,7 @@ def peer_command(
     cpu: str | None,
     memory: str | None,
     pods: str | None,
-    timeout_text: str,
+    timeout: float,
 ) -> None:
     """Peer this cluster with a provider: after it, the provider is a virtual node here."""
     resources = {
@@ -207,7 +176,7 @@ def peer_command(
                 create_virtual_node=create_virtual_node,
                 slice_class=resource_slice_class,
                 resources=resources,
-                within=parse_duration(timeout_text),
+                within=timeout,
                 progress=Progress(),
             )
         )
@@ -245,21 +214,13 @@ async def unpeer(
 
 
 @click.command("unpeer")
-@click.option(
-    "--kubeconfig", envvar="KUBECONFIG", default=None, help="The consumer (local) cluster."
-)
-@click.option(
-    "--remote-kubeconfig",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="The provider (remote) cluster.",
-)
-@click.option("--timeout", "timeout_text", default="5m", show_default=True)
-def unpeer_command(kubeconfig: str | None, remote_kubeconfig: Path, timeout_text: str) -> None:
+@peering_kubeconfigs
+@click.option("--timeout", default="5m", callback=go_duration, show_default=True)
+def unpeer_command(kubeconfig: str | None, remote_kubeconfig: Path, timeout: float) -> None:
     """Undo `vkctl peer`: drain and remove the virtual nodes, then everything peering made on
     both sides."""
     try:
-        asyncio.run(unpeer(kubeconfig, remote_kubeconfig, parse_duration(timeout_text), Progress()))
+        asyncio.run(unpeer(kubeconfig, remote_kubeconfig, timeout, Progress()))
     except (PeeringError, InvalidKubeconfig) as error:
         raise click.ClickException(str(error)) from error
     except (ApiError, OSError) as error:

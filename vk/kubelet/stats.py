@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
+from vk.api.duration import parse_go_duration
 from vk.api.quantity import parse_quantity
 from vk.kube.client import JSON, ApiError, KubeClient
 
@@ -54,18 +54,6 @@ class OffloadedPod:
     name: str
     uid: str
     remote_namespace: str
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(value: str) -> float:
-    """Seconds of a Go duration as metrics.k8s.io writes windows (`15.023s`, `1m0s`)."""
-    parts = _DURATION_PART.findall(value)
-    if not parts or "".join(n + u for n, u in parts) != value:
-        raise ValueError(f"{value!r} is not a duration")
-    return sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
 
 
 def parse_timestamp(value: str) -> float:
