@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,12 +20,10 @@ VK = str(Path(sys.executable).parent / "vk")
 
 
 @pytest.fixture(scope="session")
-def crds(clusters: Clusters) -> Clusters:
-    """vk's CRDs installed in every cluster (what `vkctl install` will do)."""
+def installed(clusters: Clusters) -> Clusters:
+    """vk as `vkctl playground up` installs it in every cluster: CRDs, identity, RBAC and a
+    running controller manager."""
     for cluster in ("venice", "florence", "naples"):
-        clusters.kubectl(
-            cluster, "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds")
-        )
         clusters.kubectl(
             cluster,
             "wait",
@@ -41,7 +40,9 @@ def crds(clusters: Clusters) -> Clusters:
 def start_controller_manager(
     clusters: Clusters, cluster: str, log: Path, *extra: str
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "KUBECONFIG": str(clusters.kubeconfig(cluster))}
+    """`vk controller-manager` as the installed one runs, as its ServiceAccount."""
+    paths = clusters.playground.paths(cluster)
+    env = {**os.environ, "KUBECONFIG": str(paths.component_kubeconfig("vk-controller-manager"))}
     with open(log, "wb") as out:
         return subprocess.Popen(
             [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}", *extra],
@@ -56,12 +57,37 @@ def stop_controller_manager(process: subprocess.Popen[bytes]) -> None:
     assert process.wait(timeout=20) == 0
 
 
+@contextlib.contextmanager
+def installed_controller_manager_stopped(clusters: Clusters, cluster: str) -> Iterator[None]:
+    """A cluster without its installed controller manager (as if scaled to zero), started
+    again afterwards, even after a failure."""
+    clusters.playground.stop_component(cluster, "vk-controller-manager")
+    try:
+        yield
+    finally:
+        clusters.playground.up()
+
+
 @pytest.fixture(scope="module")
-def controller_manager(
-    crds: Clusters, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[subprocess.Popen[bytes]]:
-    """`vk controller-manager` on venice: it approves virtual kubelets' serving certificates."""
+def without_vk_controllers(installed: Clusters) -> Iterator[Clusters]:
+    """florence with vk's CRDs but none of its controllers: objects written by hand stay as
+    written."""
+    with installed_controller_manager_stopped(installed, "florence"):
+        yield installed
+
+
+@pytest.fixture(scope="module")
+def hand_made_virtual_kubelets(
+    installed: Clusters, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Clusters]:
+    """venice's controller manager without its VirtualNode controller, for tests that start
+    virtual kubelets by hand (with what the controllers would create written by hand, as
+    issue 4 asks): the installed one would launch its own for their VirtualNodes. It still
+    approves the virtual kubelets' serving certificates."""
     log = tmp_path_factory.mktemp("controller-manager") / "controller-manager.log"
-    process = start_controller_manager(crds, "venice", log)
-    yield process
-    stop_controller_manager(process)
+    with installed_controller_manager_stopped(installed, "venice"):
+        process = start_controller_manager(installed, "venice", log)
+        try:
+            yield installed
+        finally:
+            stop_controller_manager(process)

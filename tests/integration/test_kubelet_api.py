@@ -34,10 +34,10 @@ from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 
 @pytest.fixture(scope="module")
 def offloaded(
-    crds: Clusters,
+    hand_made_virtual_kubelets: Clusters,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[VirtualNodeSetup, str, str]]:
-    setup = VirtualNodeSetup(crds, tmp_path_factory.mktemp("kubelet"))
+    setup = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path_factory.mktemp("kubelet"))
     setup.create()
     namespace = setup.local_namespace()
     setup.offload_namespace(namespace)
@@ -312,7 +312,7 @@ def proxied_websockets(setup: VirtualNodeSetup) -> float:
 
 def test_websockets_are_declared_and_then_proxied_untranslated(
     offloaded: Offloaded,
-    crds: Clusters,
+    hand_made_virtual_kubelets: Clusters,
     tmp_path: Path,
 ) -> None:
     setup, namespace, pod = offloaded
@@ -323,7 +323,7 @@ def test_websockets_are_declared_and_then_proxied_untranslated(
     assert proxied_websockets(setup) == before + 1
 
     # A virtual node that does not declare it: the API server translates to SPDY instead.
-    plain = VirtualNodeSetup(crds, tmp_path)
+    plain = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path)
     try:
         plain.create()
         plain_namespace = plain.local_namespace()
@@ -342,10 +342,10 @@ def test_websockets_are_declared_and_then_proxied_untranslated(
 
 
 def test_a_provider_taking_the_tenants_rights_away_makes_logs_and_exec_fail_clearly(
-    crds: Clusters,
+    hand_made_virtual_kubelets: Clusters,
     tmp_path: Path,
 ) -> None:
-    setup = VirtualNodeSetup(crds, tmp_path)
+    setup = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path)
     try:
         setup.create()
         namespace = setup.local_namespace()

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
-from tests.integration.conftest import start_controller_manager, stop_controller_manager
 from tests.integration.polling import wait_until
 from vk.api.constants import resource_slice_user, tenant_group
 from vk.cli.peering import forge_resource_slice
@@ -30,48 +29,40 @@ VIRTUAL_NODES = "virtualnodes.offloading.liqo.io"
 
 
 @pytest.fixture(scope="module")
-def peered(crds: Clusters, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
-    logs = tmp_path_factory.mktemp("peering")
-    managers = [
-        start_controller_manager(
-            crds,
-            CONSUMER,
-            logs / f"{CONSUMER}.log",
-            "--virtual-kubelet-launcher=local",
-            f"--local-launcher-dir={logs / 'virtual-kubelets'}",
-        ),
-        start_controller_manager(crds, PROVIDER, logs / f"{PROVIDER}.log"),
-    ]
-
+def peered(installed: Clusters) -> Iterator[Clusters]:
+    """venice peered with naples by `vkctl peer`, through the controller managers the playground
+    installed; unpeered afterwards, and peered again if it was before (the README's first
+    command peers them)."""
+    was_peered = (
+        installed.kubectl(
+            CONSUMER, "get", "foreignclusters.core.liqo.io", PROVIDER, check=False
+        ).returncode
+        == 0
+    )
     try:
         # As a user peers: vkctl, with both kubeconfigs; it waits for the virtual node Ready.
-        peering = subprocess.run(
-            [
-                VKCTL,
-                "peer",
-                f"--kubeconfig={crds.kubeconfig(CONSUMER)}",
-                f"--remote-kubeconfig={crds.kubeconfig(PROVIDER)}",
-                "--timeout=120s",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        assert peering.returncode == 0, peering.stderr
-        assert peering.stdout.strip() == "peered"
-        yield crds
+        assert peer(installed).stdout.strip() == "peered"
+        yield installed
     finally:
-        unpeer(crds, managers)
+        assert remove_peering(installed).returncode == 0
+        if was_peered:
+            peer(installed)
 
 
-def unpeer(crds: Clusters, managers: list[subprocess.Popen[bytes]]) -> None:
-    """Everything the tests made goes, then the controller managers stop, even after a failure
-    (a manager left running would hold the leader Lease in the next run)."""
-    try:
-        assert remove_peering(crds).returncode == 0
-    finally:
-        for manager in managers:
-            if manager.poll() is None:
-                stop_controller_manager(manager)
+def peer(clusters: Clusters) -> subprocess.CompletedProcess[str]:
+    peering = subprocess.run(
+        [
+            VKCTL,
+            "peer",
+            f"--kubeconfig={clusters.kubeconfig(CONSUMER)}",
+            f"--remote-kubeconfig={clusters.kubeconfig(PROVIDER)}",
+            "--timeout=120s",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert peering.returncode == 0, peering.stderr
+    return peering
 
 
 def remove_peering(crds: Clusters) -> subprocess.CompletedProcess[str]:

@@ -25,8 +25,8 @@ OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=nap
 
 
 @pytest.fixture
-def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
-    virtual_node = VirtualNodeSetup(crds, tmp_path)
+def setup(hand_made_virtual_kubelets: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
+    virtual_node = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path)
     virtual_node.create()
     yield virtual_node
     virtual_node.cleanup()

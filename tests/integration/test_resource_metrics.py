@@ -4,7 +4,6 @@ and venice's metrics-server scrapes that, as it scrapes any kubelet."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -32,11 +31,10 @@ def within_ten_percent(measured: str, simulated: str) -> bool:
 
 @pytest.fixture(scope="module")
 def offloaded_with_usage(
-    crds: Clusters,
-    controller_manager: subprocess.Popen[bytes],
+    hand_made_virtual_kubelets: Clusters,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[VirtualNodeSetup, str]]:
-    setup = VirtualNodeSetup(crds, tmp_path_factory.mktemp("top"))
+    setup = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path_factory.mktemp("top"))
     setup.create()
     namespace = setup.local_namespace()
     setup.offload_namespace(namespace)

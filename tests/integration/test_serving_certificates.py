@@ -39,11 +39,10 @@ def served_certificate(port: int) -> x509.Certificate:
 
 
 def test_the_kubelet_port_serves_a_certificate_the_cluster_signed(
-    crds: Clusters,
-    controller_manager: subprocess.Popen[bytes],
+    hand_made_virtual_kubelets: Clusters,
     tmp_path: Path,
 ) -> None:
-    setup = VirtualNodeSetup(crds, tmp_path)
+    setup = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path)
     try:
         setup.create()
         replica = setup.start()  # --certificate-type kubelet is the default, as in Liqo

@@ -18,8 +18,8 @@ from tests.integration.virtual_kubelets import VirtualNodeSetup
 
 
 @pytest.fixture
-def setup(crds: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
-    virtual_node = VirtualNodeSetup(crds, tmp_path)
+def setup(hand_made_virtual_kubelets: Clusters, tmp_path: Path) -> Iterator[VirtualNodeSetup]:
+    virtual_node = VirtualNodeSetup(hand_made_virtual_kubelets, tmp_path)
     yield virtual_node
     virtual_node.cleanup()
 

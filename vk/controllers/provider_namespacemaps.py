@@ -153,12 +153,6 @@ class ProviderNamespaceMaps(Reconciler):
                 self.controller.enqueue(object_key(namespace_map))
 
     async def run(self) -> None:
-        await self.client.apply(
-            resource_path(
-                "rbac.authorization.k8s.io/v1", "clusterroles", name=VIRTUAL_KUBELET_REMOTE_ROLE
-            ),
-            forge_virtual_kubelet_remote_role(),
-        )
         self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.namespaces.add_handler(self._on_namespace)
         await run_with_informers(self.controller, self.maps, self.namespaces)

@@ -1,9 +1,11 @@
 """One playground cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
-metrics-server, all real binaries on 127.0.0.1, in one directory of their own.
+metrics-server, all real binaries on 127.0.0.1, in one directory of their own, and vk installed
+in it as a real installation would be: CRDs, the system namespace with the cluster's identity,
+RBAC, and vk's controller manager (a process here, authenticating as its ServiceAccount).
 
 The command lines are built by pure functions from the cluster's paths and ports; the runtime
 starts what is not running, waits for each component's health endpoint, and then writes what a
-cluster needs to be used: its simulated nodes and vk's record of the cluster's identity.
+cluster needs to be used: its simulated nodes and vk's installation.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import json
 import os
 import ssl
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,8 +26,9 @@ from typing import Any
 import aiohttp
 import yaml
 
-from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
-from vk.api.identity import forge_cluster_identity_configmap
+import vk
+from vk.api.crds import crd_manifests
+from vk.controllers.installation import forge_installation
 from vk.kube.client import KubeClient, NotFound, object_path, resource_path
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
@@ -48,9 +52,10 @@ COMPONENTS = (
     "kube-scheduler",
     "kwok",
     "metrics-server",
+    "vk-controller-manager",
 )
-# Started once the API server is up, side by side.
-DEPENDENT_COMPONENTS = COMPONENTS[2:]
+# Started once the API server is up, side by side; vk's once it is installed.
+DEPENDENT_COMPONENTS = COMPONENTS[2:-1]
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -59,6 +64,7 @@ PORT_NAMES = (
     "scheduler",
     "kwok",
     "metrics-server",
+    "vk-controller-manager",
 )
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # metrics-server scrapes a node's resource metrics at this path (kwok serves every node's
@@ -106,6 +112,11 @@ class ClusterPaths:
 
     def component_kubeconfig(self, component: str) -> Path:
         return self.root / "kubeconfigs" / f"{component}.kubeconfig"
+
+    @property
+    def virtual_kubelets(self) -> Path:
+        """The local launcher's directory: one per VirtualNode (kubeconfig, token, log)."""
+        return self.root / "virtual-kubelets"
 
     def log(self, component: str) -> Path:
         return self.root / "logs" / f"{component}.log"
@@ -207,6 +218,27 @@ def scheduler_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int
         *secure_component_flags(paths.component_kubeconfig("kube-scheduler"), ports["scheduler"]),
         "--leader-elect=false",
     ]
+
+
+def vk_controller_manager_args(paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    """vk's controller manager, running its virtual kubelets as processes of this machine."""
+    return [
+        str(Path(sys.executable).parent / "vk"),
+        "controller-manager",
+        f"--metrics-address=127.0.0.1:{ports['vk-controller-manager']}",
+        "--virtual-kubelet-launcher=local",
+        f"--local-launcher-dir={paths.virtual_kubelets}",
+    ]
+
+
+def vk_source_digest() -> str:
+    """What the vk processes run: a newer checkout restarts them on `up`."""
+    digest = hashlib.sha256()
+    package = Path(vk.__file__).parent
+    for source in sorted(package.rglob("*.py")):
+        digest.update(str(source.relative_to(package)).encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
 
 
 def kwok_args(
@@ -519,7 +551,13 @@ class ClusterRuntime:
             f"{self.spec.name}-admin",
         )
         _write_private(self.paths.kubeconfig, yaml.safe_dump(admin, sort_keys=False))
-        for component in ("kube-controller-manager", "kube-scheduler", "kwok", "metrics-server"):
+        for component in (
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "metrics-server",
+            "vk-controller-manager",
+        ):
             document = forge_kubeconfig(
                 self.spec.name,
                 self.server,
@@ -562,6 +600,7 @@ class ClusterRuntime:
             "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
             "metrics-server": lambda: metrics_server_args(self.binaries, self.paths, ports),
+            "vk-controller-manager": lambda: vk_controller_manager_args(self.paths, ports),
         }
         return builders[component]()
 
@@ -584,6 +623,10 @@ class ClusterRuntime:
             "kwok": (f"https://127.0.0.1:{ports['kwok']}/healthz", insecure),
             # /readyz waits for a first scrape (15 s): alive is enough to go on.
             "metrics-server": (f"https://127.0.0.1:{ports['metrics-server']}/livez", insecure),
+            "vk-controller-manager": (
+                f"http://127.0.0.1:{ports['vk-controller-manager']}/healthz",
+                False,
+            ),
         }
         return probes[component]
 
@@ -600,6 +643,8 @@ class ClusterRuntime:
         digest = hashlib.sha256("\0".join(args).encode())
         if component == "kwok":
             digest.update((self.paths.kwok_dir / "kwok.yaml").read_bytes())
+        if component == "vk-controller-manager":
+            digest.update(vk_source_digest().encode())
         return digest.hexdigest()
 
     async def _ensure_component(self, component: str, *, restart: bool = False) -> bool:
@@ -627,6 +672,12 @@ class ClusterRuntime:
             env = None
             if component == "kwok":  # kwok writes its own state under $HOME
                 env = {**os.environ, "HOME": str(self.paths.kwok_dir / "home")}
+            if component == "vk-controller-manager":
+                env = {
+                    **os.environ,
+                    "KUBECONFIG": str(self.paths.component_kubeconfig(component)),
+                    "POD_NAME": f"vk-controller-manager-{self.spec.name}",
+                }
             pid = start_daemon(
                 args,
                 log_path=self.paths.log(component),
@@ -690,7 +741,11 @@ class ClusterRuntime:
         started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             await self._ensure_objects(client)
+            await self._install_vk(client)
             await self._wait_usable(client)
+        # Restarted with the API server too: its informers would otherwise back off as well.
+        if await self._ensure_component("vk-controller-manager", restart=restart):
+            started.append("vk-controller-manager")
         what = f"started {', '.join(started)}" if started else "already running"
         report(f"{self.spec.name}: ready at {self.server} ({what})")
 
@@ -699,14 +754,27 @@ class ClusterRuntime:
             await client.apply(
                 resource_path("v1", "nodes", name=name), kwok_node(name, self.spec.node_capacity)
             )
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": VK_NAMESPACE}}
-        await client.apply(resource_path("v1", "namespaces", name=VK_NAMESPACE), namespace)
-        await client.apply(
-            resource_path(
-                "v1", "configmaps", namespace=VK_NAMESPACE, name=CLUSTER_IDENTITY_CONFIGMAP
-            ),
-            forge_cluster_identity_configmap(self.spec.name, self.spec.labels),
-        )
+
+    async def _install_vk(self, client: KubeClient) -> None:
+        """vk's CRDs (Established before anything uses them) and its installation objects."""
+        crds = crd_manifests()
+        for crd in crds:
+            await client.apply(object_path(crd), crd)
+
+        async def established() -> bool:
+            for crd in crds:
+                current = await client.get(object_path(crd))
+                conditions = (current.get("status") or {}).get("conditions") or []
+                if not any(
+                    c["type"] == "Established" and c["status"] == "True" for c in conditions
+                ):
+                    return False
+            return True
+
+        apiserver_log = self.paths.log("kube-apiserver")
+        await _wait_for(established, f"{self.spec.name}: vk's CRDs", apiserver_log)
+        for document in forge_installation(self.spec.name, dict(self.spec.labels)):
+            await client.apply(object_path(document), document)
 
     async def _wait_usable(self, client: KubeClient) -> None:
         """Nodes Ready and the default ServiceAccount there: the cluster can run pods."""

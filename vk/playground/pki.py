@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from vk.api.constants import VK_NAMESPACE
+from vk.controllers.installation import controller_manager_user
 from vk.kube.pki import (
     PrivateKey,
     new_private_key,
@@ -134,6 +136,12 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     # Scrapes kubelets (virtual ones included) with this identity: bound to
     # system:metrics-server, as the metrics-server manifests bind its ServiceAccount.
     "metrics-server": ("metrics-server", ()),
+    # vk's controller manager authenticates as the ServiceAccount an installation binds (a
+    # client certificate naming it: the playground runs the manager as a process, not a pod).
+    "vk-controller-manager": (
+        controller_manager_user(),
+        ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
+    ),
 }
 
 

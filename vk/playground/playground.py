@@ -13,13 +13,14 @@ from pathlib import Path
 
 from vk.playground.binaries import BinaryBuilder, default_cache_dir
 from vk.playground.cluster import (
+    COMPONENTS,
     ClusterPaths,
     ClusterRuntime,
     ComponentStatus,
     PlaygroundError,
     component_status,
 )
-from vk.playground.processes import processes_with, stop_processes
+from vk.playground.processes import processes_with, read_pid, stop_processes
 from vk.playground.progress import Progress
 from vk.playground.spec import DEFAULT_CLUSTERS, ClusterSpec, cluster_spec, validate_clusters
 
@@ -131,6 +132,16 @@ class Playground:
     def env(self) -> list[str]:
         clusters = self.clusters()
         return env_exports(clusters, {c.name: self.paths(c.name).kubeconfig for c in clusters})
+
+    def stop_component(self, cluster: str, component: str) -> None:
+        """Stops one component of one cluster (as scaling its Deployment to zero would);
+        `up` starts it again."""
+        if component not in COMPONENTS:
+            raise PlaygroundError(f"no component {component}: one of {', '.join(COMPONENTS)}")
+        paths = self.paths(cluster)
+        pid = read_pid(paths.pid(component))
+        if pid is not None:
+            stop_processes([pid], marker=str(paths.root))
 
     def down(self) -> int:
         """Stops every process the playground started and removes its directory. Returns how

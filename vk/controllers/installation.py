@@ -1,0 +1,148 @@
+"""What installing vk in a cluster creates, besides the CRDs: the system namespace with the
+cluster's identity, the controller manager's ServiceAccount and its least-privilege RBAC, and
+the ClusterRole that providers bind to their consumers' virtual kubelets. The playground
+applies exactly these objects (with the controller manager authenticating as that
+ServiceAccount), as `vkctl install` and the Helm chart will.
+
+Pure functions; every rule says what needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vk.api.constants import VK_NAMESPACE
+from vk.api.identity import forge_cluster_identity_configmap
+from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+
+JSON = dict[str, Any]
+
+CONTROLLER_MANAGER = "vk-controller-manager"
+LABELS = {"app.kubernetes.io/name": "vk", "app.kubernetes.io/component": "controller-manager"}
+
+LIQO_GROUPS = ["authentication.liqo.io", "offloading.liqo.io", "core.liqo.io"]
+ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+READ = ["get", "list", "watch"]
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> JSON:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
+
+
+def controller_manager_user(namespace: str = VK_NAMESPACE) -> str:
+    """The user name the API server gives the controller manager's ServiceAccount."""
+    return f"system:serviceaccount:{namespace}:{CONTROLLER_MANAGER}"
+
+
+def forge_controller_manager_cluster_role() -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": CONTROLLER_MANAGER, "labels": LABELS},
+        "rules": [
+            # Every reconciler: ResourceSlices, NamespaceMaps, VirtualNodes, Quotas and
+            # ForeignClusters, their status (copied back, or answered) and finalizers.
+            _rule(
+                LIQO_GROUPS,
+                [
+                    "resourceslices",
+                    "namespacemaps",
+                    "virtualnodes",
+                    "quotas",
+                    "foreignclusters",
+                    "namespaceoffloadings",
+                ],
+                ALL_VERBS,
+            ),
+            _rule(
+                LIQO_GROUPS,
+                [
+                    "resourceslices/status",
+                    "namespacemaps/status",
+                    "virtualnodes/status",
+                    "foreignclusters/status",
+                    "namespaceoffloadings/status",
+                    "resourceslices/finalizers",
+                    "namespacemaps/finalizers",
+                    "virtualnodes/finalizers",
+                ],
+                ["get", "update", "patch"],
+            ),
+            # Tenant namespaces are found by label; twin namespaces are created for consumers
+            # and deleted with their mapping (never one vk did not create: checked in code).
+            _rule([""], ["namespaces"], ALL_VERBS),
+            # Slice keys and kubeconfigs (consumer), control-plane kubeconfigs (replication).
+            _rule([""], ["secrets"], ALL_VERBS),
+            # The cluster identity (vk namespace) and virtual kubelets' ServiceAccounts (one
+            # per VirtualNode, with tokens for the local launcher of the playground).
+            _rule([""], ["configmaps"], READ),
+            _rule([""], ["serviceaccounts"], ALL_VERBS),
+            _rule([""], ["serviceaccounts/token"], ["create"]),
+            # Virtual nodes: cordoned, drained (pods evicted through the Eviction API) and
+            # deleted with their VirtualNode; a node name taken by a real Node is detected.
+            _rule([""], ["nodes"], ["get", "list", "watch", "patch", "delete"]),
+            _rule([""], ["pods"], READ),
+            _rule([""], ["pods/eviction"], ["create"]),
+            # Conditions explained to users.
+            _rule([""], ["events"], ["get", "create", "patch"]),
+            _rule(["events.k8s.io"], ["events"], ["get", "create", "patch"]),
+            # Leader election among the controller manager's replicas.
+            _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+            # Virtual kubelets' serving certificates (approved for exactly their node) and
+            # slice identities (signed by the provider for kube-apiserver-client).
+            _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ALL_VERBS),
+            _rule(["certificates.k8s.io"], ["certificatesigningrequests/approval"], ["update"]),
+            _rule(
+                ["certificates.k8s.io"],
+                ["signers"],
+                ["approve"],
+                resourceNames=[
+                    "kubernetes.io/kubelet-serving",
+                    "kubernetes.io/kube-apiserver-client",
+                ],
+            ),
+            # The RBAC of each virtual kubelet (consumer) and of each consumer's identities in
+            # its twin namespaces (provider). Those roles are made per node and per tenant, so
+            # the manager may grant them (escalate) and bind them (bind) without holding them.
+            _rule(
+                ["rbac.authorization.k8s.io"],
+                ["roles", "rolebindings", "clusterroles", "clusterrolebindings"],
+                ALL_VERBS,
+            ),
+            _rule(["rbac.authorization.k8s.io"], ["roles", "clusterroles"], ["escalate", "bind"]),
+            # Virtual kubelets as Deployments, on real clusters.
+            _rule(["apps"], ["deployments"], ALL_VERBS),
+        ],
+    }
+
+
+def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[JSON]:
+    """Every object of an installation but the CRDs, in the order to apply them."""
+    subject = {"kind": "ServiceAccount", "name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": VK_NAMESPACE, "labels": LABELS},
+        },
+        forge_cluster_identity_configmap(cluster_id, cluster_labels),
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE, "labels": LABELS},
+        },
+        forge_controller_manager_cluster_role(),
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": CONTROLLER_MANAGER, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": CONTROLLER_MANAGER,
+            },
+            "subjects": [subject],
+        },
+        # What providers bind, in each twin namespace, to their consumers' slice identities.
+        forge_virtual_kubelet_remote_role(),
+    ]
