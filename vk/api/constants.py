@@ -135,3 +135,15 @@ def resource_slice_user(consumer_cluster_id: str, resource_slice_name: str) -> s
     Quota: `<slice>-<hash>`, unique across consumers (Liqo's `mypool-c34af51dd912`)."""
     digest = hashlib.sha256(f"{consumer_cluster_id}/{resource_slice_name}".encode()).hexdigest()
     return f"{resource_slice_name}-{digest[:12]}"
+
+
+# --- Quota enforcement (provider) ----------------------------------------------------------
+
+# On every pod a consumer's identity creates on a provider: that identity (its user name, or a
+# digest of it where the name is no valid label value), stamped by the quota webhook at
+# creation and immutable after. A Quota's usage is the pods stamped with its user, wherever
+# they are: the VirtualNodes of one ResourceSlice share its identity, so they share its Quota.
+CREATOR_USER_LABEL = "liqo.io/creator-user"
+
+# What the group of every ResourceSlice identity of every consumer starts with (tenant_group).
+TENANT_GROUP_PREFIX = tenant_group("")

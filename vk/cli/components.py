@@ -12,6 +12,7 @@ import click
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
+from vk.cli.webhook_command import webhook
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
 from vk.controllers.virtualnodes import Launcher
@@ -236,6 +237,9 @@ def controller_manager(
         sys.exit(run_controller_manager(options))
     except InvalidKubeconfig as error:
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
+
+
+vk.add_command(webhook)
 
 
 def main() -> None:

@@ -1,0 +1,838 @@
+"""The provider's Quota enforcement: what a pod asks for, what a Quota admits, the creator stamp,
+and the webhook's AdmissionReview answers (over plain caches, and over real HTTPS)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+import re
+import ssl
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
+
+from vk.api.constants import (
+    CREATOR_USER_LABEL,
+    NODENAME_LABEL,
+    resource_slice_user,
+    tenant_group,
+)
+from vk.api.offloading import Quota
+from vk.cli.webhook_command import webhook as webhook_command
+from vk.kube.informer import Store
+from vk.playground.pki import build_ca, issue
+from vk.playground.processes import free_port
+from vk.webhooks.admission import (
+    USER_INDEX,
+    Answer,
+    QuotaAdmission,
+    forge_review_response,
+    quota_user_index,
+)
+from vk.webhooks.configuration import (
+    MUTATE_PATH,
+    VALIDATE_PATH,
+    ServiceReference,
+    forge_webhook_cluster_role,
+    forge_webhook_configurations,
+)
+from vk.webhooks.quota import (
+    Decision,
+    UsageLedger,
+    creator_label_value,
+    deny,
+    forge_creator_patch,
+    pod_requests,
+    pods_usage,
+    review_creator_stamp,
+    review_creator_update,
+    review_pod,
+    show_quantity,
+)
+from vk.webhooks.server import WebhookServer, serving_ssl_context
+
+JSON = dict[str, Any]
+D = Decimal
+USER = resource_slice_user("venice", "mypool")
+GROUPS = [tenant_group("venice"), "system:authenticated"]
+
+
+def container(name: str = "app", requests: JSON | None = None, limits: JSON | None = None) -> JSON:
+    resources: JSON = {}
+    if requests is not None:
+        resources["requests"] = requests
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": name, "image": "nginx", "resources": resources}
+
+
+def pod(
+    *containers: JSON,
+    init: list[JSON] | None = None,
+    name: str = "web",
+    labels: JSON | None = None,
+    **spec: Any,
+) -> JSON:
+    metadata: JSON = {"name": name, "namespace": "shop-venice"}
+    if labels is not None:
+        metadata["labels"] = labels
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": metadata,
+        "spec": {"containers": list(containers), "initContainers": init or [], **spec},
+    }
+
+
+def quota(
+    resources: JSON | None = None,
+    enforcement: str = "None",
+    cordoned: bool | None = None,
+    user: str = USER,
+) -> Quota:
+    return Quota.model_validate(quota_json(resources, enforcement, cordoned, user))
+
+
+def quota_json(
+    resources: JSON | None = None,
+    enforcement: str = "None",
+    cordoned: bool | None = None,
+    user: str = USER,
+) -> JSON:
+    spec: JSON = {
+        "user": user,
+        "limitsEnforcement": enforcement,
+        "resources": resources or {"cpu": "4", "memory": "8Gi", "pods": "110"},
+    }
+    if cordoned is not None:
+        spec["cordoned"] = cordoned
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "Quota",
+        "metadata": {"name": user, "namespace": "liqo-tenant-venice"},
+        "spec": spec,
+    }
+
+
+# --- What a pod asks for --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "expected"),
+    [
+        pytest.param(pod(container()), {}, id="no requests ask for nothing"),
+        pytest.param(
+            pod(container(requests={"cpu": "500m", "memory": "1Gi"})),
+            {"cpu": D("0.5"), "memory": D(2**30)},
+            id="one container",
+        ),
+        pytest.param(
+            pod(
+                container("a", requests={"cpu": "500m"}),
+                container("b", requests={"cpu": "250m", "memory": "64Mi"}),
+            ),
+            {"cpu": D("0.75"), "memory": D(64 * 2**20)},
+            id="containers are summed",
+        ),
+        pytest.param(
+            pod(container(limits={"cpu": "1", "nvidia.com/gpu": "1"})),
+            {"cpu": D(1), "nvidia.com/gpu": D(1)},
+            id="a limit without a request asks for the limit",
+        ),
+        pytest.param(
+            pod(
+                container(requests={"cpu": "1", "memory": "1Gi"}),
+                init=[container("migrate", requests={"cpu": "2", "memory": "512Mi"})],
+            ),
+            {"cpu": D(2), "memory": D(2**30)},
+            id="the larger of containers and init containers, per resource",
+        ),
+        pytest.param(
+            pod(
+                container(requests={"cpu": "1"}),
+                init=[
+                    container("proxy", requests={"cpu": "500m"}) | {"restartPolicy": "Always"},
+                    container("migrate", requests={"cpu": "1"}),
+                ],
+            ),
+            {"cpu": D("1.5")},
+            id="a sidecar runs beside the containers and the later init containers",
+        ),
+        pytest.param(
+            pod(
+                container(requests={"cpu": "1"}),
+                overhead={"cpu": "250m", "memory": "120Mi"},
+            ),
+            {"cpu": D("1.25"), "memory": D(120 * 2**20)},
+            id="the pod overhead is added",
+        ),
+        pytest.param(
+            pod(
+                container("a", requests={"memory": "1Gi"}),
+                container("b"),
+                resources={"requests": {"cpu": "2"}},
+            ),
+            {"cpu": D(2), "memory": D(2**30)},
+            id="pod-level requests stand for the containers'",
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "0", "memory": "1Mi"})),
+            {"memory": D(2**20)},
+            id="a zero request is no request",
+        ),
+    ],
+)
+def test_a_pod_asks_for_what_the_scheduler_reserves(the_pod: JSON, expected: JSON) -> None:
+    assert pod_requests(the_pod) == expected
+
+
+def test_usage_counts_each_pod_holding_resources_once() -> None:
+    running = pod(container(requests={"cpu": "1"}), name="a") | {"status": {"phase": "Running"}}
+    pending = pod(container(requests={"cpu": "500m"}), name="b")
+    done = pod(container(requests={"cpu": "8"}), name="c") | {"status": {"phase": "Succeeded"}}
+    failed = pod(container(requests={"cpu": "8"}), name="d") | {"status": {"phase": "Failed"}}
+    deleting = pod(container(requests={"cpu": "8"}), name="e")
+    deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+
+    assert pods_usage([running, pending, done, failed, deleting]) == {
+        "cpu": D("1.5"),
+        "pods": D(2),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("cpu", D("3.5"), "3500m"),
+        ("cpu", D(4), "4"),
+        ("cpu", D("0.0001"), "100u"),
+        ("memory", D(8 * 2**30), "8Gi"),
+        ("memory", D(1536 * 2**20), "1536Mi"),
+        ("memory", D(10**9), "1G"),
+        ("memory", D(100), "100"),
+        ("pods", D(110), "110"),
+    ],
+)
+def test_quantities_are_shown_as_people_write_them(name: str, value: Decimal, shown: str) -> None:
+    assert show_quantity(name, value) == shown
+
+
+# --- What a Quota admits --------------------------------------------------------------------
+
+SMALL = {"cpu": "500m", "memory": "256Mi"}
+GRANTED = {"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"}
+NAME = f"liqo-tenant-venice/{USER}"
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "the_quota", "used", "enforcement_enabled", "allowed", "says"),
+    [
+        pytest.param(
+            pod(container(requests=SMALL)), quota(GRANTED), {}, True, True, [], id="within"
+        ),
+        pytest.param(
+            pod(container()), quota(GRANTED), {}, True, True, [], id="None: no requests needed"
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "1"})),
+            quota(GRANTED),
+            {"cpu": D("3.5"), "pods": D(3)},
+            True,
+            False,
+            [f"exceed the Quota {NAME}", "cpu: asks 1, 3500m used, 4 allowed"],
+            id="cpu beyond the quota",
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "1"})),
+            quota(GRANTED),
+            {"cpu": D(3), "pods": D(3)},
+            True,
+            True,
+            [],
+            id="exactly the quota",
+        ),
+        pytest.param(
+            pod(container(requests={"memory": "2Gi"})),
+            quota(GRANTED),
+            {"memory": D(7 * 2**30)},
+            True,
+            False,
+            ["memory: asks 2Gi, 7Gi used, 8Gi allowed"],
+            id="memory beyond the quota",
+        ),
+        pytest.param(
+            pod(container()),
+            quota(GRANTED),
+            {"pods": D(110)},
+            True,
+            False,
+            ["pods: asks 1, 110 used, 110 allowed"],
+            id="one pod too many",
+        ),
+        pytest.param(
+            pod(container(requests={"ephemeral-storage": "21Gi"})),
+            quota(GRANTED),
+            {},
+            True,
+            False,
+            ["ephemeral-storage: asks 21Gi, 0 used, 20Gi allowed"],
+            id="ephemeral storage",
+        ),
+        pytest.param(
+            pod(container(limits={"nvidia.com/gpu": "1"})),
+            quota(GRANTED),
+            {},
+            True,
+            False,
+            ["asks for nvidia.com/gpu, which the Quota", "does not grant"],
+            id="a resource the quota lacks",
+        ),
+        pytest.param(
+            pod(container(limits={"nvidia.com/gpu": "2"})),
+            quota({**GRANTED, "nvidia.com/gpu": "2"}),
+            {"nvidia.com/gpu": D(1)},
+            True,
+            False,
+            ["nvidia.com/gpu: asks 2, 1 used, 2 allowed"],
+            id="an extended resource beyond the quota",
+        ),
+        pytest.param(
+            pod(container()),
+            quota({"cpu": "4"}),
+            {"pods": D(1000)},
+            True,
+            True,
+            [],
+            id="a quota without pods does not count them",
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "1"})),
+            quota(GRANTED, "Soft"),
+            {},
+            True,
+            False,
+            ["container app sets no memory request", "(limitsEnforcement Soft) requires"],
+            id="Soft wants a memory request",
+        ),
+        pytest.param(
+            pod(container(requests=SMALL)),
+            quota(GRANTED, "Soft"),
+            {},
+            True,
+            True,
+            [],
+            id="Soft is content with requests",
+        ),
+        pytest.param(
+            pod(container(requests=SMALL), init=[container("init")]),
+            quota(GRANTED, "Soft"),
+            {},
+            True,
+            False,
+            ["init container init sets no cpu request", "init container init sets no memory"],
+            id="Soft wants requests on init containers too",
+        ),
+        pytest.param(
+            pod(container(requests=SMALL)),
+            quota(GRANTED, "Hard"),
+            {},
+            True,
+            False,
+            ["container app sets no cpu limit", "requests to equal its limits"],
+            id="Hard wants limits",
+        ),
+        pytest.param(
+            pod(container(requests=SMALL, limits={"cpu": "1", "memory": "256Mi"})),
+            quota(GRANTED, "Hard"),
+            {},
+            True,
+            False,
+            ["container app requests 500m cpu but limits it to 1"],
+            id="Hard wants requests equal to limits",
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "1"}, limits={"cpu": "1000m", "memory": "1Gi"})),
+            quota(GRANTED, "Hard"),
+            {},
+            True,
+            True,
+            [],
+            id="Hard: equal quantities in any notation, requests defaulted from limits",
+        ),
+        pytest.param(
+            pod(container(requests=SMALL)),
+            quota(GRANTED, cordoned=True),
+            {},
+            True,
+            False,
+            [f"the Quota {NAME} is cordoned: ", "spec.cordoned"],
+            id="a cordoned quota admits nothing",
+        ),
+        pytest.param(
+            pod(container(requests={"cpu": "64"}, limits={"nvidia.com/gpu": "1"})),
+            quota(GRANTED, "Hard"),
+            {"cpu": D(4)},
+            False,
+            True,
+            [],
+            id="enforcement disabled admits beyond and without requests",
+        ),
+        pytest.param(
+            pod(container()),
+            quota(GRANTED, cordoned=True),
+            {},
+            False,
+            False,
+            ["is cordoned"],
+            id="enforcement disabled still honours a cordon",
+        ),
+    ],
+)
+def test_a_quota_admits_a_pod_only_within_its_rules(
+    the_pod: JSON,
+    the_quota: Quota,
+    used: dict[str, Decimal],
+    enforcement_enabled: bool,
+    allowed: bool,
+    says: list[str],
+) -> None:
+    decision = review_pod(the_pod, the_quota, used, enforcement_enabled=enforcement_enabled)
+    assert decision.allowed is allowed, decision.message
+    for fragment in says:
+        assert fragment in decision.message
+
+
+# --- The creator stamp ----------------------------------------------------------------------
+
+
+def test_a_slice_identity_is_its_own_label_value() -> None:
+    assert creator_label_value(USER) == USER
+
+
+@pytest.mark.parametrize(
+    "user",
+    ["system:serviceaccount:ns:sa", "a" * 64, "x" * 200 + ":y", "::::", "-leading-and-trailing-"],
+)
+def test_other_names_become_valid_distinct_label_values(user: str) -> None:
+    value = creator_label_value(user)
+    assert 0 < len(value) <= 63
+    assert re.fullmatch(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]", value)  # Kubernetes'
+    assert value == creator_label_value(user)
+    assert value != creator_label_value(user + "2")
+
+
+@pytest.mark.parametrize(
+    ("labels", "patch"),
+    [
+        pytest.param(
+            None,
+            [{"op": "add", "path": "/metadata/labels", "value": {CREATOR_USER_LABEL: USER}}],
+            id="no labels",
+        ),
+        pytest.param(
+            {"app": "web"},
+            [{"op": "add", "path": "/metadata/labels/liqo.io~1creator-user", "value": USER}],
+            id="other labels",
+        ),
+        pytest.param(
+            {CREATOR_USER_LABEL: "someone-else"},
+            [{"op": "add", "path": "/metadata/labels/liqo.io~1creator-user", "value": USER}],
+            id="a forged stamp is replaced",
+        ),
+        pytest.param({CREATOR_USER_LABEL: USER}, [], id="already stamped"),
+    ],
+)
+def test_the_stamp_names_the_creating_identity(labels: JSON | None, patch: list[JSON]) -> None:
+    assert forge_creator_patch(pod(container(), labels=labels), USER) == patch
+
+
+@pytest.mark.parametrize(
+    ("labels", "tenant", "allowed"),
+    [
+        ({CREATOR_USER_LABEL: USER}, True, True),
+        (None, True, False),
+        ({CREATOR_USER_LABEL: "other"}, True, False),
+        (None, False, True),
+        ({CREATOR_USER_LABEL: USER}, False, False),
+    ],
+)
+def test_only_tenants_pods_carry_a_stamp_and_it_is_theirs(
+    labels: JSON | None, tenant: bool, allowed: bool
+) -> None:
+    the_pod = pod(container(), labels=labels)
+    assert review_creator_stamp(the_pod, USER if tenant else "admin", tenant).allowed is allowed
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "allowed", "says"),
+    [
+        ({CREATOR_USER_LABEL: USER}, {CREATOR_USER_LABEL: USER, "x": "y"}, True, ""),
+        ({"x": "y"}, {"x": "z"}, True, ""),
+        ({CREATOR_USER_LABEL: USER}, {}, False, "cannot be removed"),
+        ({CREATOR_USER_LABEL: USER}, {CREATOR_USER_LABEL: "b"}, False, "cannot be changed to 'b'"),
+        ({}, {CREATOR_USER_LABEL: USER}, False, "cannot be added to an existing pod"),
+    ],
+)
+def test_the_stamp_is_immutable(old: JSON, new: JSON, allowed: bool, says: str) -> None:
+    decision = review_creator_update(pod(container(), labels=old), pod(container(), labels=new))
+    assert decision.allowed is allowed
+    assert says in decision.message
+
+
+# --- Usage kept by events -------------------------------------------------------------------
+
+
+def stamped(name: str, cpu: str, user: str = USER, **extra: Any) -> JSON:
+    return pod(container(requests={"cpu": cpu}), name=name, labels={CREATOR_USER_LABEL: user}) | (
+        extra
+    )
+
+
+def test_the_ledger_follows_the_pods_it_sees() -> None:
+    ledger = UsageLedger()
+    ledger.observe(stamped("a", "1"))
+    ledger.observe(stamped("b", "500m"))
+    ledger.observe(stamped("c", "2", user="another"))
+    assert ledger.used(USER, 0) == {"cpu": D("1.5"), "pods": D(2)}
+
+    ledger.observe(stamped("a", "1", status={"phase": "Succeeded"}))
+    assert ledger.used(USER, 0) == {"cpu": D("0.5"), "pods": D(1)}
+    ledger.forget("shop-venice/b")
+    assert ledger.used(USER, 0) == {}
+    assert ledger.used("another", 0) == {"cpu": D(2), "pods": D(1)}
+
+
+def test_an_admitted_pod_counts_until_seen_and_never_twice() -> None:
+    ledger = UsageLedger(reservation_ttl=30)
+    ledger.reserve(USER, "shop-venice/a", {"cpu": D(1), "pods": D(1)}, now=100)
+    assert ledger.used(USER, 101) == {"cpu": D(1), "pods": D(1)}
+    assert ledger.used(USER, 101, excluding="shop-venice/a") == {}
+
+    ledger.observe(stamped("a", "1"))
+    assert ledger.used(USER, 102) == {"cpu": D(1), "pods": D(1)}
+
+    ledger.reserve(USER, "shop-venice/never-created", {"cpu": D(1), "pods": D(1)}, now=100)
+    assert ledger.used(USER, 129)["pods"] == 2
+    assert ledger.used(USER, 130)["pods"] == 1  # its creation failed: it lapses
+
+
+# --- The admission handlers over the caches -------------------------------------------------
+
+
+def review(
+    the_pod: JSON,
+    *,
+    user: str = USER,
+    groups: list[str] | None = None,
+    operation: str = "CREATE",
+    old: JSON | None = None,
+    dry_run: bool = False,
+) -> JSON:
+    request: JSON = {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "namespace": "shop-venice",
+        "name": the_pod["metadata"].get("name", ""),
+        "operation": operation,
+        "userInfo": {"username": user, "groups": GROUPS if groups is None else groups},
+        "object": the_pod,
+        "dryRun": dry_run,
+    }
+    if old is not None:
+        request["oldObject"] = old
+    return request
+
+
+class Webhook:
+    """A QuotaAdmission over hand-filled caches, and a clock."""
+
+    def __init__(self, *quotas: JSON, enforcement_enabled: bool = True) -> None:
+        self.quotas = Store({USER_INDEX: quota_user_index})
+        for q in quotas:
+            self.quotas.upsert(q)
+        self.ledger = UsageLedger()
+        self.now = 1000.0
+        self.synced = True
+        self.admission = QuotaAdmission(
+            self.quotas,
+            self.ledger,
+            enforcement_enabled=enforcement_enabled,
+            synced=lambda: self.synced,
+            clock=lambda: self.now,
+        )
+
+    def create(self, the_pod: JSON, **kwargs: Any) -> tuple[Answer, Answer]:
+        """Both webhooks as the API server calls them: stamp, apply the patch, validate."""
+        mutated = self.admission.mutate(review(the_pod, **kwargs))
+        if mutated.patch:
+            the_pod = json.loads(json.dumps(the_pod))
+            for op in mutated.patch:
+                if op["path"] == "/metadata/labels":
+                    the_pod["metadata"]["labels"] = op["value"]
+                else:
+                    the_pod["metadata"]["labels"][CREATOR_USER_LABEL] = op["value"]
+        return mutated, self.admission.validate(review(the_pod, **kwargs))
+
+
+def test_a_tenants_pod_is_stamped_and_admitted_within_its_quota() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    mutated, validated = webhook.create(pod(container(requests=SMALL)))
+    assert mutated.decision.allowed
+    assert mutated.patch == [
+        {"op": "add", "path": "/metadata/labels", "value": {CREATOR_USER_LABEL: USER}}
+    ]
+    assert validated.decision == Decision(True)
+
+
+def test_anyone_elses_pod_is_neither_stamped_nor_checked() -> None:
+    webhook = Webhook(quota_json(GRANTED, cordoned=True))
+    big = pod(container(requests={"cpu": "64", "nvidia.com/gpu": "1"}))
+    mutated, validated = webhook.create(big, user="kubernetes-admin", groups=["system:masters"])
+    assert mutated == Answer(Decision(True))
+    assert validated == Answer(Decision(True))
+
+
+def test_a_burst_is_admitted_against_the_pods_admitted_just_before() -> None:
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    answers = [
+        webhook.create(pod(container(requests={"cpu": "400m"}), name=f"p{i}"))[1] for i in range(3)
+    ]
+    assert [a.decision.allowed for a in answers] == [True, True, False]
+    assert "cpu: asks 400m, 800m used, 1 allowed" in answers[2].decision.message
+
+
+def test_a_pod_seen_in_the_cache_is_not_counted_twice() -> None:
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    assert webhook.create(pod(container(requests={"cpu": "600m"}), name="a"))[1].decision.allowed
+    webhook.ledger.observe(stamped("a", "600m"))
+    assert webhook.create(pod(container(requests={"cpu": "400m"}), name="b"))[1].decision.allowed
+    third = webhook.create(pod(container(requests={"cpu": "1m"}), name="c"))[1]
+    assert not third.decision.allowed
+
+
+def test_virtual_nodes_sharing_a_slice_share_its_quota() -> None:
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    from_node_a = stamped("from-node-a", "1")
+    from_node_a["metadata"]["labels"][NODENAME_LABEL] = "node-a"
+    webhook.ledger.observe(from_node_a)
+    from_node_b = pod(
+        container(requests={"cpu": "1"}), name="from-node-b", labels={NODENAME_LABEL: "node-b"}
+    )
+    denied = webhook.create(from_node_b)[1]
+    assert not denied.decision.allowed
+    assert "cpu: asks 1, 1 used, 1 allowed" in denied.decision.message
+
+
+def test_a_dry_run_reserves_nothing() -> None:
+    webhook = Webhook(quota_json({"pods": "1"}))
+    assert webhook.create(pod(container(), name="a"), dry_run=True)[1].decision.allowed
+    assert webhook.create(pod(container(), name="b"))[1].decision.allowed
+
+
+def test_a_slice_identity_without_a_quota_gets_nothing_unless_enforcement_is_off() -> None:
+    lost = resource_slice_user("venice", "deleted-slice")
+    denied = Webhook(quota_json(GRANTED)).create(pod(container()), user=lost)
+    assert denied[0].patch  # stamped all the same
+    assert not denied[1].decision.allowed
+    assert f"no Quota of this provider names {lost!r}" in denied[1].decision.message
+
+    off = Webhook(quota_json(GRANTED), enforcement_enabled=False).create(
+        pod(container()), user=lost
+    )
+    assert off[1].decision.allowed
+
+
+def test_before_the_caches_are_synced_new_pods_are_refused_with_a_retry() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    webhook.synced = False
+    mutated, validated = webhook.create(pod(container()))
+    assert not mutated.decision.allowed
+    assert "retry" in validated.decision.message
+
+
+def test_a_user_named_by_a_quota_is_a_tenant_whatever_its_groups() -> None:
+    webhook = Webhook(quota_json(GRANTED, cordoned=True, user="alice"))
+    mutated, validated = webhook.create(pod(container()), user="alice", groups=[])
+    assert mutated.patch
+    assert "is cordoned" in validated.decision.message
+
+
+def test_an_invalid_quota_denies_rather_than_admits() -> None:
+    broken = quota_json(GRANTED)
+    broken["spec"]["limitsEnforcement"] = "Strict"
+    validated = Webhook(broken).create(pod(container()))[1]
+    assert not validated.decision.allowed
+    assert "is not valid" in validated.decision.message
+
+
+def test_updates_keep_the_stamp_for_everyone() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "1")
+    new = stamped("a", "1")
+    del new["metadata"]["labels"][CREATOR_USER_LABEL]
+    answer = webhook.admission.validate(
+        review(new, user="kubernetes-admin", groups=["system:masters"], operation="UPDATE", old=old)
+    )
+    assert not answer.decision.allowed
+    assert webhook.admission.mutate(review(new, operation="UPDATE", old=old)).patch is None
+
+
+def test_the_answer_echoes_the_uid_and_denies_with_a_403() -> None:
+    denied = forge_review_response("abc", Answer(deny("the pod would exceed the Quota")))
+    assert denied == {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": "abc",
+            "allowed": False,
+            "status": {
+                "code": 403,
+                "reason": "Forbidden",
+                "message": "the pod would exceed the Quota",
+            },
+        },
+    }
+    patch = [{"op": "add", "path": "/metadata/labels", "value": {CREATOR_USER_LABEL: USER}}]
+    stamped_answer = forge_review_response("abc", Answer(Decision(True), patch))["response"]
+    assert stamped_answer["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(stamped_answer["patch"])) == patch
+    assert "status" not in stamped_answer
+
+
+# --- The webhook configurations -------------------------------------------------------------
+
+
+def test_the_configurations_fail_closed_on_the_twin_namespaces_only() -> None:
+    mutating, validating = forge_webhook_configurations("https://10.0.0.5:9443/", b"PEM")
+    assert mutating["kind"] == "MutatingWebhookConfiguration"
+    assert validating["kind"] == "ValidatingWebhookConfiguration"
+    webhooks = mutating["webhooks"] + validating["webhooks"]
+    for hook in webhooks:
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["timeoutSeconds"] == 5
+        assert hook["clientConfig"]["caBundle"] == base64.b64encode(b"PEM").decode()
+        assert hook["rules"][0]["resources"] == ["pods"]
+    stamp, quota_hook, immutable = webhooks
+    assert stamp["clientConfig"]["url"] == f"https://10.0.0.5:9443{MUTATE_PATH}"
+    assert quota_hook["clientConfig"]["url"] == f"https://10.0.0.5:9443{VALIDATE_PATH}"
+    assert stamp["rules"][0]["operations"] == quota_hook["rules"][0]["operations"] == ["CREATE"]
+    twins = {
+        "matchExpressions": [
+            {"key": "liqo.io/remote-cluster-id", "operator": "Exists"},
+            {"key": "liqo.io/tenant-namespace", "operator": "DoesNotExist"},
+        ]
+    }
+    assert stamp["namespaceSelector"] == quota_hook["namespaceSelector"] == twins
+    assert immutable["rules"][0]["operations"] == ["UPDATE"]
+    assert immutable["objectSelector"] == {
+        "matchExpressions": [{"key": CREATOR_USER_LABEL, "operator": "Exists"}]
+    }
+
+
+def test_the_configurations_can_point_at_a_service() -> None:
+    mutating, _ = forge_webhook_configurations(ServiceReference("vk", "vk-webhook"), b"PEM")
+    assert mutating["webhooks"][0]["clientConfig"]["service"] == {
+        "namespace": "vk",
+        "name": "vk-webhook",
+        "path": MUTATE_PATH,
+        "port": 443,
+    }
+
+
+def test_the_webhook_reads_quotas_and_pods_only() -> None:
+    rules = forge_webhook_cluster_role()["rules"]
+    assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
+        ("quotas", "list"),
+        ("quotas", "watch"),
+        ("pods", "list"),
+        ("pods", "watch"),
+    }
+
+
+# --- Over real HTTPS ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def serving_certificate(tmp_path: Path) -> tuple[Path, Path, bytes]:
+    now = datetime.datetime.now(datetime.UTC)
+    ca, ca_key = build_ca("test-ca", now)
+    leaf = issue(ca, ca_key, "vk-webhook", now, ip_addresses=("127.0.0.1",), server=True)
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(leaf.cert_pem)
+    key.write_bytes(leaf.key_pem)
+    return cert, key, ca.public_bytes(serialization.Encoding.PEM)
+
+
+async def test_the_server_answers_admission_reviews_over_https(
+    serving_certificate: tuple[Path, Path, bytes],
+) -> None:
+    cert, key, ca_pem = serving_certificate
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    port = free_port()
+    server = WebhookServer(
+        webhook.admission,
+        f"127.0.0.1:{port}",
+        serving_ssl_context(cert, key),
+        healthy=lambda: webhook.synced,
+    )
+    task = asyncio.create_task(server.run())
+    try:
+        await asyncio.wait_for(server.ready.wait(), 5)
+        trust = ssl.create_default_context(cadata=ca_pem.decode())
+        base = f"https://127.0.0.1:{port}"
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
+            big = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": review(
+                    pod(container(requests={"cpu": "2"}), labels={CREATOR_USER_LABEL: USER})
+                ),
+            }
+            async with session.post(base + VALIDATE_PATH, json=big) as response:
+                answer = await response.json()
+            assert answer["response"]["uid"] == big["request"]["uid"]
+            assert answer["response"]["allowed"] is False
+            assert answer["response"]["status"]["code"] == 403
+            assert "cpu: asks 2, 0 used, 1 allowed" in answer["response"]["status"]["message"]
+
+            async with session.post(base + MUTATE_PATH, json={"nothing": 1}) as response:
+                assert response.status == 400
+            async with session.get(base + "/healthz") as response:
+                assert response.status == 200
+            async with session.get(base + "/readyz") as response:
+                assert response.status == 200
+            webhook.synced = False
+            async with session.get(base + "/readyz") as response:
+                assert response.status == 503
+            async with session.get(base + "/metrics") as response:
+                metrics = await response.text()
+            assert 'vk_webhook_admissions_total{result="denied",webhook="validate-pod-quota"}' in (
+                metrics
+            )
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_command_takes_liqos_enforcement_flag() -> None:
+    result = CliRunner().invoke(webhook_command, ["--help"])
+    assert result.exit_code == 0
+    for flag in (
+        "--kubeconfig",
+        "--listen-address",
+        "--tls-cert-file",
+        "--tls-private-key-file",
+        "--metrics-address",
+        "--enable-resource-enforcement",
+    ):
+        assert flag in result.output

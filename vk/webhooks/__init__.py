@@ -1,0 +1,2 @@
+"""Admission webhooks (`vk webhook`): the provider's Quota enforcement on the pods its
+consumers' identities create."""

@@ -1,0 +1,152 @@
+"""How the API server reaches `vk webhook`, and what the webhook may read: its webhook
+configurations and its RBAC, forged by pure functions for whoever installs it.
+
+The quota webhooks are called for pods created in the namespaces a provider made for its
+consumers (the twin namespaces: `liqo.io/remote-cluster-id` set, not a tenant namespace), which
+are the only namespaces where a consumer's identity may create pods; the rest of the cluster
+never waits on them. The stamp's immutability is checked wherever a stamped pod is.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
+from vk.api.offloading import Quota
+
+JSON = dict[str, Any]
+
+CONFIGURATION_NAME = "vk-pod-quota"
+MUTATE_PATH = "/mutate-pod-quota"
+VALIDATE_PATH = "/validate-pod-quota"
+STAMP_WEBHOOK = "pod-quota.mutate.liqo.io"
+QUOTA_WEBHOOK = "pod-quota.validate.liqo.io"
+IMMUTABLE_STAMP_WEBHOOK = "pod-creator.validate.liqo.io"
+WEBHOOK_ROLE = "vk-webhook"
+TIMEOUT_SECONDS = 5
+
+# The twin namespaces: labelled with their consumer, unlike other namespaces, and not the tenant
+# namespaces, which carry the same label.
+TWIN_NAMESPACES: JSON = {
+    "matchExpressions": [
+        {"key": REMOTE_CLUSTER_ID_LABEL, "operator": "Exists"},
+        {"key": TENANT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
+    ]
+}
+
+
+@dataclass(frozen=True)
+class ServiceReference:
+    """The in-cluster Service in front of the webhook's pods."""
+
+    namespace: str
+    name: str
+    port: int = 443
+
+
+def _client_config(server: str | ServiceReference, path: str, ca_bundle: bytes) -> JSON:
+    bundle = base64.b64encode(ca_bundle).decode()
+    if isinstance(server, ServiceReference):
+        service = {
+            "namespace": server.namespace,
+            "name": server.name,
+            "path": path,
+            "port": server.port,
+        }
+        return {"service": service, "caBundle": bundle}
+    return {"url": f"{server.rstrip('/')}{path}", "caBundle": bundle}
+
+
+def _webhook(
+    name: str,
+    server: str | ServiceReference,
+    path: str,
+    ca_bundle: bytes,
+    operations: list[str],
+) -> JSON:
+    return {
+        "name": name,
+        "clientConfig": _client_config(server, path, ca_bundle),
+        "rules": [
+            {
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "operations": operations,
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }
+        ],
+        "matchPolicy": "Equivalent",
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": TIMEOUT_SECONDS,
+    }
+
+
+def forge_webhook_configurations(
+    server: str | ServiceReference, ca_bundle: bytes
+) -> tuple[JSON, JSON]:
+    """The MutatingWebhookConfiguration (the stamp, on CREATE) and the
+    ValidatingWebhookConfiguration (the Quota on CREATE; the stamp's immutability on UPDATE of
+    a pod that has it or would get it) of the webhook at `server`: a base URL
+    (`https://10.0.0.5:9443`) or a Service; `ca_bundle` is the PEM that signed its serving
+    certificate. Both fail closed: a pod is not admitted unchecked."""
+    stamp = {
+        **_webhook(STAMP_WEBHOOK, server, MUTATE_PATH, ca_bundle, ["CREATE"]),
+        "namespaceSelector": TWIN_NAMESPACES,
+        # The stamp is set once; a later webhook that changed it is caught by the validation.
+        "reinvocationPolicy": "Never",
+    }
+    quota = {
+        **_webhook(QUOTA_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["CREATE"]),
+        "namespaceSelector": TWIN_NAMESPACES,
+    }
+    # Usage is counted by the stamp wherever the pod is, so it is guarded everywhere; the
+    # selector matches if the old or the new pod has it, so adding and removing are both seen.
+    immutable = {
+        **_webhook(IMMUTABLE_STAMP_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["UPDATE"]),
+        "objectSelector": {"matchExpressions": [{"key": CREATOR_USER_LABEL, "operator": "Exists"}]},
+    }
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME},
+        "webhooks": [stamp],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": CONFIGURATION_NAME},
+        "webhooks": [quota, immutable],
+    }
+    return mutating, validating
+
+
+def forge_webhook_cluster_role() -> JSON:
+    """What `vk webhook` reads, through its informers: every Quota, and the stamped pods."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": WEBHOOK_ROLE},
+        "rules": [
+            {"apiGroups": [Quota.GROUP], "resources": [Quota.PLURAL], "verbs": ["list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        ],
+    }
+
+
+def forge_webhook_cluster_role_binding(namespace: str, service_account: str) -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": WEBHOOK_ROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": WEBHOOK_ROLE,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    }

@@ -1,0 +1,268 @@
+"""`vk webhook`: the provider's admission webhook process. HTTPS (aiohttp) serving the
+AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas and
+of the stamped pods, with `/healthz`, `/readyz` and `/metrics` on the same port (and, if asked,
+on a plain-HTTP metrics port as the other daemons have).
+
+Every replica answers on its own (no leader election): admissions are read-only but for the
+in-memory reservations of pods just admitted, which are per process, so one replica gives
+exact accounting under bursts and two may overshoot by what they admit at the same instant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+import uvloop
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+
+from vk.api.constants import CREATOR_USER_LABEL
+from vk.api.offloading import Quota
+from vk.kube.client import JSON, KubeClient
+from vk.kube.informer import DELETED, Informer, object_key
+from vk.kube.kubeconfig import default_connection
+from vk.kube.observability import MetricsServer, configure_logging
+from vk.webhooks.admission import (
+    USER_INDEX,
+    Answer,
+    QuotaAdmission,
+    forge_review_response,
+    quota_user_index,
+)
+from vk.webhooks.configuration import MUTATE_PATH, VALIDATE_PATH
+from vk.webhooks.quota import UsageLedger
+
+log = structlog.get_logger("vk.webhooks.server")
+
+# An AdmissionReview carries the pod, and on UPDATE its old version too.
+MAX_REVIEW_BYTES = 16 * 1024 * 1024
+CERTIFICATE_CHECK_INTERVAL = 60.0
+
+ADMISSIONS = Counter(
+    "vk_webhook_admissions_total",
+    "Admission reviews answered, by webhook endpoint and result (allowed, stamped, denied)",
+    ["webhook", "result"],
+)
+ADMISSION_SECONDS = Histogram(
+    "vk_webhook_admission_seconds",
+    "Time to answer an admission review, by webhook endpoint",
+    ["webhook"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`:9443` → all interfaces; `127.0.0.1:9443`; `[::1]:9443`."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def serving_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+class WebhookServer:
+    """The HTTPS endpoints. `run()` until cancelled; `ready` is set once it listens."""
+
+    def __init__(
+        self,
+        admission: QuotaAdmission,
+        address: str,
+        context: ssl.SSLContext,
+        *,
+        healthy: Callable[[], bool],
+    ) -> None:
+        self.admission = admission
+        self.host, self.port = split_address(address)
+        self.context = context
+        self.healthy = healthy
+        self.ready = asyncio.Event()
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+        app.router.add_post(MUTATE_PATH, self._mutate)
+        app.router.add_post(VALIDATE_PATH, self._validate)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def run(self) -> None:
+        runner = web.AppRunner(self.app(), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port, ssl_context=self.context)
+            await site.start()
+            log.info("webhook listening", address=f"{self.host}:{self.port}")
+            self.ready.set()
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+
+    async def _mutate(self, request: web.Request) -> web.Response:
+        return await self._review(request, "mutate-pod-quota", self.admission.mutate)
+
+    async def _validate(self, request: web.Request) -> web.Response:
+        return await self._review(request, "validate-pod-quota", self.admission.validate)
+
+    async def _review(
+        self, http: web.Request, webhook: str, handle: Callable[[JSON], Answer]
+    ) -> web.Response:
+        started = time.perf_counter()
+        try:
+            review = await http.json()
+            request = review["request"]
+            uid = str(request["uid"])
+        except (ValueError, KeyError, TypeError):
+            ADMISSIONS.labels(webhook, "malformed").inc()
+            return web.json_response(
+                {"message": "expected an admission.k8s.io/v1 AdmissionReview with a request"},
+                status=400,
+            )
+        answer = handle(request)
+        result = (
+            "denied" if not answer.decision.allowed else "stamped" if answer.patch else "allowed"
+        )
+        ADMISSIONS.labels(webhook, result).inc()
+        ADMISSION_SECONDS.labels(webhook).observe(time.perf_counter() - started)
+        metadata = (request.get("object") or {}).get("metadata") or {}
+        event = log.info if result == "denied" else log.debug
+        event(
+            "admission",
+            webhook=webhook,
+            result=result,
+            operation=request.get("operation"),
+            namespace=request.get("namespace"),
+            pod=request.get("name") or metadata.get("generateName"),
+            user=(request.get("userInfo") or {}).get("username"),
+            reason=answer.decision.message or None,
+        )
+        return web.json_response(forge_review_response(uid, answer))
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if self.healthy():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="caches not synced")
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+
+async def reload_certificate_when_changed(
+    context: ssl.SSLContext, cert_file: Path, key_file: Path, interval: float
+) -> None:
+    """Loads a renewed serving certificate (cert-manager, a rotated Secret) for the connections
+    that follow, without a restart."""
+
+    def stamp() -> tuple[float, float]:
+        return cert_file.stat().st_mtime, key_file.stat().st_mtime
+
+    last = stamp()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            current = stamp()
+            if current != last:
+                context.load_cert_chain(cert_file, key_file)
+                last = current
+                log.info("serving certificate reloaded", cert_file=str(cert_file))
+        except (OSError, ssl.SSLError) as error:  # half-written: next time
+            log.warning("cannot reload the serving certificate", error=str(error))
+
+
+@dataclass(frozen=True)
+class WebhookOptions:
+    tls_cert_file: Path
+    tls_private_key_file: Path
+    kubeconfig: str | None = None
+    listen_address: str = ":9443"
+    metrics_address: str | None = None
+    enforcement_enabled: bool = True
+    log_level: str = "info"
+
+
+def _follow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None]:
+    def handle(event: str, pod: JSON, _: JSON | None) -> None:
+        if event == DELETED:
+            ledger.forget(object_key(pod))
+        else:
+            ledger.observe(pod)
+
+    return handle
+
+
+async def run_webhook(options: WebhookOptions) -> int:
+    context = serving_ssl_context(options.tls_cert_file, options.tls_private_key_file)
+    client = KubeClient(default_connection(options.kubeconfig), name="home")
+    quotas = Informer(
+        client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
+    )
+    pods = Informer(client, "v1", "pods", label_selector=CREATOR_USER_LABEL)
+    ledger = UsageLedger()
+    pods.add_handler(_follow_pods(ledger))
+
+    def synced() -> bool:
+        return quotas.synced.is_set() and pods.synced.is_set()
+
+    admission = QuotaAdmission(
+        quotas.store, ledger, enforcement_enabled=options.enforcement_enabled, synced=synced
+    )
+    server = WebhookServer(admission, options.listen_address, context, healthy=synced)
+    running = [
+        asyncio.create_task(quotas.run(), name="quotas"),
+        asyncio.create_task(pods.run(), name="pods"),
+        asyncio.create_task(server.run(), name="server"),
+        asyncio.create_task(
+            reload_certificate_when_changed(
+                context,
+                options.tls_cert_file,
+                options.tls_private_key_file,
+                CERTIFICATE_CHECK_INTERVAL,
+            ),
+            name="certificate",
+        ),
+    ]
+    if options.metrics_address:
+        metrics = MetricsServer(options.metrics_address, ready=synced)
+        running.append(asyncio.create_task(metrics.run(), name="metrics"))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    stopping = asyncio.create_task(stop.wait(), name="stop")
+    log.info(
+        "quota webhook starting",
+        enforcement_enabled=options.enforcement_enabled,
+        address=options.listen_address,
+    )
+    try:
+        done, _ = await asyncio.wait([stopping, *running], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopping:
+                task.result()  # a crash surfaces here (each task runs until cancelled)
+        return 0
+    finally:
+        for task in [stopping, *running]:
+            task.cancel()
+        await asyncio.gather(stopping, *running, return_exceptions=True)
+        await client.close()
+        log.info("quota webhook stopped")
+
+
+def main(options: WebhookOptions) -> int:
+    configure_logging(options.log_level, component="webhook")
+    return uvloop.run(run_webhook(options))
