@@ -5,25 +5,34 @@ ResourceSlice named after the provider, whose VirtualNode it waits for."""
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import click
 
 from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE, tenant_namespace
 from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
-from vk.cli.options import go_bool_option, go_duration, peering_kubeconfigs
+from vk.cli.options import (
+    go_bool_option,
+    go_duration,
+    peering_kubeconfigs,
+    requested_resources,
+    resource_options,
+)
 from vk.cli.peering import (
     PeeringError,
     establish_control_plane,
     forge_resource_slice,
     remove_peering,
 )
-from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
-from vk.kube.kubeconfig import InvalidKubeconfig, default_connection, load_kubeconfig_file
+from vk.cli.waiting import Deadline, wait_for_node_ready, wait_for_resource_slice
+from vk.kube.client import ApiError, KubeClient, NotFound, object_path, resource_path
+from vk.kube.kubeconfig import (
+    ClusterConnection,
+    InvalidKubeconfig,
+    default_connection,
+    load_kubeconfig_file,
+)
 from vk.playground.progress import Progress
-
-RSLICE_PATH = "/apis/authentication.liqo.io/v1beta1"
 
 
 async def read_identity(client: KubeClient, which: str) -> ClusterIdentity:
@@ -44,15 +53,9 @@ async def read_identity(client: KubeClient, which: str) -> ClusterIdentity:
         raise PeeringError(f"the {which} cluster's identity is malformed: {error}") from error
 
 
-def _accepted(resource_slice: JSON) -> tuple[str | None, str | None]:
-    conditions = (resource_slice.get("status") or {}).get("conditions") or []
-    by_type = {c.get("type"): c.get("status") for c in conditions}
-    return by_type.get("Authentication"), by_type.get("Resources")
-
-
 async def peer(
-    consumer_kubeconfig: str | None,
-    provider_kubeconfig: Path,
+    consumer_connection: ClusterConnection,
+    provider_connection: ClusterConnection,
     *,
     create_resource_slice: bool,
     create_virtual_node: bool,
@@ -61,9 +64,7 @@ async def peer(
     within: float,
     progress: Progress,
 ) -> None:
-    consumer_connection = default_connection(consumer_kubeconfig)
-    provider_connection = load_kubeconfig_file(provider_kubeconfig)
-    deadline = time.monotonic() + within
+    deadline = Deadline.after(within)
     async with (
         KubeClient(consumer_connection) as consumer,
         KubeClient(provider_connection) as provider,
@@ -98,45 +99,17 @@ async def peer(
             create_virtual_node=create_virtual_node,
         )
         namespace = tenant_namespace(remote.cluster_id)
-        path = f"{RSLICE_PATH}/namespaces/{namespace}/resourceslices/{remote.cluster_id}"
-        await consumer.apply(path, resource_slice)
+        await consumer.apply(object_path(resource_slice), resource_slice)
         with progress.step(f"waiting for {remote.cluster_id} to accept the ResourceSlice"):
-            while True:
-                current = await consumer.get(path)
-                authentication, granted = _accepted(current)
-                if "Denied" in (authentication, granted):
-                    raise PeeringError(
-                        f"the provider denied the ResourceSlice {namespace}/{remote.cluster_id}: "
-                        "`kubectl describe` it for the reason"
-                    )
-                if authentication == "Accepted" and (
-                    granted == "Accepted" or slice_class != "default"
-                ):
-                    break
-                if time.monotonic() > deadline:
-                    raise PeeringError(
-                        f"the ResourceSlice {namespace}/{remote.cluster_id} was not accepted "
-                        f"within {within:.0f}s: is vk controller-manager running in both "
-                        "clusters?"
-                    )
-                await asyncio.sleep(1)
+            await wait_for_resource_slice(
+                consumer, namespace, remote.cluster_id, deadline=deadline, progress=progress
+            )
         if not create_virtual_node:
             return
         with progress.step(f"waiting for the virtual node {remote.cluster_id} to be Ready"):
-            while True:
-                try:
-                    node = await consumer.get(resource_path("v1", "nodes", name=remote.cluster_id))
-                    conditions = (node.get("status") or {}).get("conditions") or []
-                    if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
-                        return
-                except NotFound:
-                    pass
-                if time.monotonic() > deadline:
-                    raise PeeringError(
-                        f"the node {remote.cluster_id} was not Ready within {within:.0f}s: look "
-                        f"at `kubectl get virtualnodes -n {namespace} -o yaml` (its conditions)"
-                    )
-                await asyncio.sleep(1)
+            await wait_for_node_ready(
+                consumer, namespace, remote.cluster_id, deadline=deadline, progress=progress
+            )
 
 
 @click.command("peer")
@@ -146,36 +119,32 @@ async def peer(
 )
 @go_bool_option("--create-virtual-node", "Make a VirtualNode of that ResourceSlice.")
 @click.option("--resource-slice-class", default="default", show_default=True)
-@click.option("--cpu", default=None, help="CPU to ask for (default: the provider's).")
-@click.option("--memory", default=None, help="Memory to ask for (default: the provider's).")
-@click.option("--pods", default=None, help="Pods to ask for (default: the provider's).")
+@resource_options("the provider's")
 @click.option("--timeout", default="2m", callback=go_duration, show_default=True)
 def peer_command(
     kubeconfig: str | None,
+    context: str | None,
     remote_kubeconfig: Path,
+    remote_context: str | None,
     create_resource_slice: bool,
     create_virtual_node: bool,
     resource_slice_class: str,
     cpu: str | None,
     memory: str | None,
     pods: str | None,
+    other_resources: dict[str, str],
     timeout: float,
 ) -> None:
     """Peer this cluster with a provider: after it, the provider is a virtual node here."""
-    resources = {
-        name: value
-        for name, value in (("cpu", cpu), ("memory", memory), ("pods", pods))
-        if value is not None
-    }
     try:
         asyncio.run(
             peer(
-                kubeconfig,
-                remote_kubeconfig,
+                default_connection(kubeconfig, context=context),
+                load_kubeconfig_file(remote_kubeconfig, context=remote_context),
                 create_resource_slice=create_resource_slice,
                 create_virtual_node=create_virtual_node,
                 slice_class=resource_slice_class,
-                resources=resources,
+                resources=requested_resources(cpu, memory, pods, other_resources),
                 within=timeout,
                 progress=Progress(),
             )
@@ -191,11 +160,13 @@ def peer_command(
 
 
 async def unpeer(
-    consumer_kubeconfig: str | None, provider_kubeconfig: Path, within: float, progress: Progress
+    consumer_connection: ClusterConnection,
+    provider_connection: ClusterConnection,
+    within: float,
+    progress: Progress,
 ) -> None:
-    provider_connection = load_kubeconfig_file(provider_kubeconfig)
     async with (
-        KubeClient(default_connection(consumer_kubeconfig)) as consumer,
+        KubeClient(consumer_connection) as consumer,
         KubeClient(provider_connection) as provider,
     ):
         local = await read_identity(consumer, "local")
@@ -216,11 +187,24 @@ async def unpeer(
 @click.command("unpeer")
 @peering_kubeconfigs
 @click.option("--timeout", default="5m", callback=go_duration, show_default=True)
-def unpeer_command(kubeconfig: str | None, remote_kubeconfig: Path, timeout: float) -> None:
+def unpeer_command(
+    kubeconfig: str | None,
+    context: str | None,
+    remote_kubeconfig: Path,
+    remote_context: str | None,
+    timeout: float,
+) -> None:
     """Undo `vkctl peer`: drain and remove the virtual nodes, then everything peering made on
     both sides."""
     try:
-        asyncio.run(unpeer(kubeconfig, remote_kubeconfig, timeout, Progress()))
+        asyncio.run(
+            unpeer(
+                default_connection(kubeconfig, context=context),
+                load_kubeconfig_file(remote_kubeconfig, context=remote_context),
+                timeout,
+                Progress(),
+            )
+        )
     except (PeeringError, InvalidKubeconfig) as error:
         raise click.ClickException(str(error)) from error
     except (ApiError, OSError) as error:

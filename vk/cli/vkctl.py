@@ -1,20 +1,46 @@
 """`vkctl`: the command users run, as `liqoctl` is for Liqo.
 
 Every failure ends in a one-line `error:` saying what went wrong and what to do, and a non-zero
-exit code; tracebacks are for bugs only.
+exit code; tracebacks are for bugs only. Commands raise typed errors; `Vkctl` turns the ones a
+command did not word itself into that line.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import click
 
+from vk.cli.generate import generate
+from vk.cli.info import info
 from vk.cli.peer import peer_command, unpeer_command
+from vk.cli.peering import PeeringError
 from vk.cli.playground import playground
+from vk.cli.resources import create, delete
+from vk.kube.client import ApiError
+from vk.kube.kubeconfig import InvalidKubeconfig
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Vkctl(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PeeringError as error:
+            raise click.ClickException(str(error)) from error
+        except InvalidKubeconfig as error:
+            raise click.ClickException(
+                f"{error}; pass --kubeconfig (and --context) for the cluster to use"
+            ) from error
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+            raise click.ClickException(
+                f"talking to the cluster failed: {error}; check that --kubeconfig and --context "
+                "reach the right cluster, as a user allowed to do this, and run the command again"
+            ) from error
+
+
+@click.group(cls=Vkctl, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="vk", prog_name="vkctl")
 def vkctl() -> None:
     """vkctl stretches a Kubernetes cluster over provider clusters (Liqo-compatible offloading)."""
@@ -23,6 +49,10 @@ def vkctl() -> None:
 vkctl.add_command(playground)
 vkctl.add_command(peer_command)
 vkctl.add_command(unpeer_command)
+vkctl.add_command(generate)
+vkctl.add_command(create)
+vkctl.add_command(delete)
+vkctl.add_command(info)
 
 
 def main() -> None:

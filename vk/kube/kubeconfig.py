@@ -167,13 +167,22 @@ def in_cluster_connection() -> ClusterConnection:
     )
 
 
+def kubeconfig_file(kubeconfig: str | None = None) -> Path | None:
+    """The file `default_connection` reads: --kubeconfig, else $KUBECONFIG (its first file),
+    else none in a cluster's pod (in-cluster), else ~/.kube/config."""
+    path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
+    if path:
+        return Path(path)
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return None
+    return Path.home() / ".kube" / "config"
+
+
 def default_connection(
     kubeconfig: str | None = None, *, context: str | None = None
 ) -> ClusterConnection:
     """--kubeconfig, else $KUBECONFIG (its first file), else in-cluster, else ~/.kube/config."""
-    path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
-    if path:
-        return load_kubeconfig_file(path, context=context)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+    path = kubeconfig_file(kubeconfig)
+    if path is None:
         return in_cluster_connection()
-    return load_kubeconfig_file(Path.home() / ".kube" / "config", context=context)
+    return load_kubeconfig_file(path, context=context)
