@@ -605,3 +605,136 @@ def test_vkctl_unpeer_leaves_nothing_behind_on_either_side(peered: Clusters) -> 
     # No virtual kubelet process is left either.
     processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "--nodename=naples" not in processes
+
+
+def budget_pod(name: str, node: str, cpu: str, cpu_limit: str | None = None) -> dict[str, Any]:
+    """A pod of the namespace `budget` pinned to a virtual node, with its CPU asked for."""
+    resources = {
+        "requests": {"cpu": cpu, "memory": "64Mi"},
+        "limits": {"cpu": cpu_limit or cpu, "memory": "64Mi"},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "budget"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [
+                {
+                    "key": "virtual-node.liqo.io/not-allowed",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                }
+            ],
+            "containers": [{"name": "app", "image": "nginx", "resources": resources}],
+        },
+    }
+
+
+def refusal(clusters: Clusters, pod: str) -> str | None:
+    """Why the provider refused a consumer's pod, as the pod's status says it."""
+    status = (get_json(clusters, CONSUMER, "pod", pod, "-n", "budget") or {}).get("status") or {}
+    return status.get("message") if status.get("reason") == "OffloadingBackOff" else None
+
+
+def remote_running(clusters: Clusters) -> set[str]:
+    pods = (get_json(clusters, PROVIDER, "pods", "-n", "budget-venice") or {}).get("items", [])
+    return {p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"}
+
+
+def test_the_quota_of_a_slice_shared_by_two_virtual_nodes_denies_what_exceeds_it(
+    peered: Clusters,
+) -> None:
+    """A slice of 2 CPUs and two virtual nodes made of it (4 CPUs for venice's scheduler):
+    the provider's webhook admits 2 CPUs of pods in every mode, Hard also wants requests equal
+    to limits, a cordoned Quota admits nothing; the consumer's pods say why."""
+    apply(
+        peered,
+        CONSUMER,
+        forge_resource_slice(
+            "shared", PROVIDER, resources={"cpu": "2", "memory": "4Gi", "pods": "10"}
+        ),
+    )
+    peered.kubectl(CONSUMER, "create", "namespace", "budget")
+    try:
+        wait_until(
+            lambda: conditions(virtual_node_of(peered, "shared")).get("Node") == "Running",
+            "the slice's virtual node",
+            timeout=90,
+        )
+        second = subprocess.run(
+            [
+                VKCTL,
+                "create",
+                "virtualnode",
+                "shared-2",
+                f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+                f"--remote-cluster-id={PROVIDER}",
+                "--resource-slice-name=shared",
+                "--timeout=90s",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert second.returncode == 0, second.stderr
+        apply(peered, CONSUMER, namespace_map({"budget": "budget-venice"}))
+        wait_until(lambda: "budget" in current_mapping(peered), "budget mapped", timeout=60)
+        user = resource_slice_user(CONSUMER, "shared")
+
+        def set_quota(spec: dict[str, Any]) -> None:
+            peered.kubectl(
+                PROVIDER,
+                "patch",
+                "quotas.offloading.liqo.io",
+                user,
+                "-n",
+                PROVIDER_TENANT,
+                "--type=merge",
+                "-p",
+                json.dumps({"spec": spec}),
+            )
+
+        for mode in ("None", "Soft", "Hard"):
+            set_quota({"limitsEnforcement": mode})
+            for name, node in (("one", "shared"), ("two", "shared"), ("three", "shared-2")):
+                apply(peered, CONSUMER, budget_pod(name, node, "1"))
+                if name != "three":  # in this order: the third is the one beyond the Quota
+                    wait_until(lambda n=name: n in remote_running(peered), f"{mode}: {name}")
+            message = wait_until(lambda: refusal(peered, "three"), f"{mode}: three refused")
+            assert "cpu: asks 1, 2 used, 2 allowed" in message, message
+            assert "three" not in remote_running(peered)
+            events = peered.kubectl(
+                CONSUMER,
+                "get",
+                "events",
+                "-n",
+                "budget",
+                "--field-selector=involvedObject.name=three,reason=OffloadingBackOff",
+            ).stdout
+            assert "refused the pod" in events
+            peered.kubectl(CONSUMER, "delete", "pod", "one", "two", "three", "-n", "budget")
+            wait_until(lambda: not remote_running(peered), f"{mode}: the pods gone", timeout=60)
+
+        # Hard: requests must equal limits, whatever the room left.
+        apply(peered, CONSUMER, budget_pod("uneven", "shared", "100m", cpu_limit="200m"))
+        message = wait_until(lambda: refusal(peered, "uneven"), "uneven refused")
+        assert "limits it to" in message, message
+
+        # Cordoned: nothing new, even what fits.
+        set_quota({"limitsEnforcement": "None", "cordoned": True})
+        apply(peered, CONSUMER, budget_pod("small", "shared", "100m"))
+        message = wait_until(lambda: refusal(peered, "small"), "small refused")
+        assert "cordoned" in message, message
+    finally:
+        peered.kubectl(CONSUMER, "delete", RSLICE, "shared", "-n", CONSUMER_TENANT, "--wait=false")
+        peered.kubectl(
+            CONSUMER,
+            "delete",
+            "namespacemaps.offloading.liqo.io",
+            PROVIDER,
+            "-n",
+            CONSUMER_TENANT,
+            "--ignore-not-found",
+            "--wait=false",
+        )
+        peered.kubectl(CONSUMER, "delete", "namespace", "budget", "--wait=false")

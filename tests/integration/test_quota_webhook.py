@@ -1,20 +1,16 @@
-"""Quota enforcement on the provider (issue 8): `vk webhook` on naples, registered with its
-kube-apiserver, stamps the pods a consumer's identity creates and denies those its Quota does
-not admit; the API server passes the reason on to the creator.
+"""Quota enforcement on the provider (issue 6): `vk webhook`, installed in naples by the
+playground and registered with its kube-apiserver, stamps the pods a consumer's identity
+creates and denies those its Quota does not admit; the API server passes the reason on to the
+creator.
 
 The consumer's identity is impersonated (`kubectl --as USER --as-group vk-tenant:venice`): the
 API server hands the webhook the same userInfo as for the slice's client certificate. The
-webhook configurations are the forged ones, narrowed to this module's namespace so that other
-tests on the shared playground never wait on this webhook.
+end-to-end path, from a consumer's pod to its refusal, is in test_peering.py.
 """
 
 from __future__ import annotations
 
-import datetime
 import json
-import signal
-import subprocess
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,15 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
-from cryptography.hazmat.primitives import serialization
 
 from tests.conftest import Clusters
-from tests.integration.conftest import VK
 from tests.integration.polling import wait_until
 from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
-from vk.playground.pki import build_ca, issue
-from vk.playground.processes import free_port
-from vk.webhooks.configuration import forge_webhook_configurations
 
 PROVIDER, CONSUMER = "naples", "venice"
 GROUP = tenant_group(CONSUMER)
@@ -94,27 +85,8 @@ def new_user() -> str:
     return f"slice-{uuid.uuid4().hex[:8]}-0123456789ab"
 
 
-def narrowed(configuration: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The forged configuration, named for this run and matching this namespace only."""
-    configuration["metadata"]["name"] = f"vk-pod-quota-{namespace}"
-    only_here = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [namespace]}
-    for hook in configuration["webhooks"]:
-        selector = hook.setdefault("namespaceSelector", {})
-        selector["matchExpressions"] = [*selector.get("matchExpressions", []), only_here]
-    return configuration
-
-
 @pytest.fixture(scope="module")
-def webhook(
-    installed: Clusters, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[QuotaWebhook]:
-    workdir = tmp_path_factory.mktemp("quota-webhook")
-    now = datetime.datetime.now(datetime.UTC)
-    ca, ca_key = build_ca("vk-webhook-test-ca", now)
-    leaf = issue(ca, ca_key, "vk-webhook", now, ip_addresses=("127.0.0.1",), server=True)
-    (workdir / "tls.crt").write_bytes(leaf.cert_pem)
-    (workdir / "tls.key").write_bytes(leaf.key_pem)
-    port, metrics_port = free_port(), free_port()
+def webhook(installed: Clusters) -> Iterator[QuotaWebhook]:
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     setup = QuotaWebhook(installed, namespace)
     # A twin namespace, as the provider makes one for venice, where venice's slices may
@@ -124,55 +96,13 @@ def webhook(
     setup.kubectl(
         "create", "rolebinding", "tenant", "-n", namespace, "--clusterrole=edit", f"--group={GROUP}"
     )
-    with open(workdir / "webhook.log", "wb") as log:
-        process = subprocess.Popen(
-            [
-                VK,
-                "webhook",
-                f"--kubeconfig={installed.kubeconfig(PROVIDER)}",
-                f"--listen-address=127.0.0.1:{port}",
-                f"--tls-cert-file={workdir / 'tls.crt'}",
-                f"--tls-private-key-file={workdir / 'tls.key'}",
-                f"--metrics-address=127.0.0.1:{metrics_port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    configurations = [
-        narrowed(c, namespace)
-        for c in forge_webhook_configurations(
-            f"https://127.0.0.1:{port}", ca.public_bytes(serialization.Encoding.PEM)
-        )
-    ]
     try:
-        wait_until(lambda: _ready(metrics_port), "the webhook's caches synced")
-        manifests = {"apiVersion": "v1", "kind": "List", "items": configurations}
-        setup.kubectl("apply", "-f", "-", input=json.dumps(manifests))
-        # The API server picks configurations up asynchronously: until a dry run comes back
-        # stamped, pods would slip through unchecked.
         probe = new_user()
         setup.quota(probe, {"cpu": "1", "pods": "1"})
-        wait_until(
-            lambda: CREATOR_USER_LABEL in setup.dry_run(probe).stdout,
-            "the API server calling the webhook",
-        )
+        assert CREATOR_USER_LABEL in setup.dry_run(probe).stdout
         yield setup
     finally:
-        for configuration in configurations:
-            kind = configuration["kind"].lower()
-            name = configuration["metadata"]["name"]
-            setup.kubectl("delete", kind, name, "--ignore-not-found", check=False)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0, (workdir / "webhook.log").read_text()
         setup.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
 
 
 def test_a_tenants_pod_is_stamped_with_its_identity_and_others_are_not(

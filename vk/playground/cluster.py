@@ -27,6 +27,7 @@ import aiohttp
 import yaml
 
 import vk
+from vk.api.constants import VK_NAMESPACE
 from vk.api.crds import crd_manifests
 from vk.controllers.installation import forge_installation
 from vk.kube.client import KubeClient, NotFound, object_path, resource_path
@@ -44,6 +45,12 @@ from vk.playground.processes import (
     stop_processes,
 )
 from vk.playground.spec import ClusterSpec
+from vk.webhooks.configuration import (
+    WEBHOOK_ROLE,
+    forge_webhook_cluster_role,
+    forge_webhook_cluster_role_binding,
+    forge_webhook_configurations,
+)
 
 COMPONENTS = (
     "etcd",
@@ -52,10 +59,11 @@ COMPONENTS = (
     "kube-scheduler",
     "kwok",
     "metrics-server",
+    "vk-webhook",
     "vk-controller-manager",
 )
 # Started once the API server is up, side by side; vk's once it is installed.
-DEPENDENT_COMPONENTS = COMPONENTS[2:-1]
+DEPENDENT_COMPONENTS = COMPONENTS[2:-2]
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -64,6 +72,7 @@ PORT_NAMES = (
     "scheduler",
     "kwok",
     "metrics-server",
+    "vk-webhook",
     "vk-controller-manager",
 )
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -228,6 +237,31 @@ def vk_controller_manager_args(paths: ClusterPaths, ports: dict[str, int]) -> li
         f"--metrics-address=127.0.0.1:{ports['vk-controller-manager']}",
         "--virtual-kubelet-launcher=local",
         f"--local-launcher-dir={paths.virtual_kubelets}",
+    ]
+
+
+def vk_webhook_args(paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    pki = paths.pki
+    return [
+        str(Path(sys.executable).parent / "vk"),
+        "webhook",
+        f"--listen-address=127.0.0.1:{ports['vk-webhook']}",
+        f"--tls-cert-file={pki.path('vk-webhook-serving.crt')}",
+        f"--tls-private-key-file={pki.path('vk-webhook-serving.key')}",
+    ]
+
+
+def vk_webhook_rbac() -> list[dict[str, Any]]:
+    """The webhook's ServiceAccount (which its client certificate names) and RBAC."""
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": WEBHOOK_ROLE, "namespace": VK_NAMESPACE},
+    }
+    return [
+        account,
+        forge_webhook_cluster_role(),
+        forge_webhook_cluster_role_binding(VK_NAMESPACE, WEBHOOK_ROLE),
     ]
 
 
@@ -557,6 +591,7 @@ class ClusterRuntime:
             "kwok",
             "metrics-server",
             "vk-controller-manager",
+            "vk-webhook",
         ):
             document = forge_kubeconfig(
                 self.spec.name,
@@ -601,6 +636,7 @@ class ClusterRuntime:
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
             "metrics-server": lambda: metrics_server_args(self.binaries, self.paths, ports),
             "vk-controller-manager": lambda: vk_controller_manager_args(self.paths, ports),
+            "vk-webhook": lambda: vk_webhook_args(self.paths, ports),
         }
         return builders[component]()
 
@@ -627,6 +663,7 @@ class ClusterRuntime:
                 f"http://127.0.0.1:{ports['vk-controller-manager']}/healthz",
                 False,
             ),
+            "vk-webhook": (f"https://127.0.0.1:{ports['vk-webhook']}/readyz", insecure),
         }
         return probes[component]
 
@@ -643,7 +680,7 @@ class ClusterRuntime:
         digest = hashlib.sha256("\0".join(args).encode())
         if component == "kwok":
             digest.update((self.paths.kwok_dir / "kwok.yaml").read_bytes())
-        if component == "vk-controller-manager":
+        if component.startswith("vk-"):
             digest.update(vk_source_digest().encode())
         return digest.hexdigest()
 
@@ -672,11 +709,11 @@ class ClusterRuntime:
             env = None
             if component == "kwok":  # kwok writes its own state under $HOME
                 env = {**os.environ, "HOME": str(self.paths.kwok_dir / "home")}
-            if component == "vk-controller-manager":
+            if component.startswith("vk-"):
                 env = {
                     **os.environ,
                     "KUBECONFIG": str(self.paths.component_kubeconfig(component)),
-                    "POD_NAME": f"vk-controller-manager-{self.spec.name}",
+                    "POD_NAME": f"{component}-{self.spec.name}",
                 }
             pid = start_daemon(
                 args,
@@ -743,9 +780,19 @@ class ClusterRuntime:
             await self._ensure_objects(client)
             await self._install_vk(client)
             await self._wait_usable(client)
-        # Restarted with the API server too: its informers would otherwise back off as well.
-        if await self._ensure_component("vk-controller-manager", restart=restart):
-            started.append("vk-controller-manager")
+        # Restarted with the API server too: their informers would otherwise back off as well.
+        # The webhook is configured once it answers: its configurations fail closed.
+        for component in ("vk-webhook", "vk-controller-manager"):
+            if await self._ensure_component(component, restart=restart):
+                started.append(component)
+        # The API server calls the webhook on loopback, trusting the cluster CA that issued its
+        # serving certificate.
+        configurations = forge_webhook_configurations(
+            f"https://127.0.0.1:{self.ports()['vk-webhook']}", self.paths.pki.ca_crt.read_bytes()
+        )
+        async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
+            for document in configurations:
+                await client.apply(object_path(document), document)
         what = f"started {', '.join(started)}" if started else "already running"
         report(f"{self.spec.name}: ready at {self.server} ({what})")
 
@@ -773,7 +820,10 @@ class ClusterRuntime:
 
         apiserver_log = self.paths.log("kube-apiserver")
         await _wait_for(established, f"{self.spec.name}: vk's CRDs", apiserver_log)
-        for document in forge_installation(self.spec.name, dict(self.spec.labels)):
+        for document in [
+            *forge_installation(self.spec.name, dict(self.spec.labels)),
+            *vk_webhook_rbac(),
+        ]:
             await client.apply(object_path(document), document)
 
     async def _wait_usable(self, client: KubeClient) -> None:

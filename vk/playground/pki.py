@@ -27,6 +27,7 @@ from vk.kube.pki import (
     public_key_pem,
     subject_name,
 )
+from vk.webhooks.configuration import WEBHOOK_ROLE as WEBHOOK
 
 VALIDITY = datetime.timedelta(days=365)
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
@@ -142,6 +143,10 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
         controller_manager_user(),
         ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
     ),
+    "vk-webhook": (
+        f"system:serviceaccount:{VK_NAMESPACE}:{WEBHOOK}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
+    ),
 }
 
 
@@ -187,6 +192,16 @@ def issue_leaves(
             now,
             server=True,
             dns_names=("metrics-server.kube-system.svc", "localhost"),
+            ip_addresses=("127.0.0.1",),
+        ),
+        # vk's admission webhook, which the API server calls at https://127.0.0.1:<port>.
+        "vk-webhook-serving": issue(
+            ca,
+            ca_key,
+            "vk-webhook",
+            now,
+            server=True,
+            dns_names=("localhost", "vk-webhook.vk.svc"),
             ip_addresses=("127.0.0.1",),
         ),
         "front-proxy-client": issue(

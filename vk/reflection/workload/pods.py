@@ -55,6 +55,11 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 # be offloaded, and on the Events that explain them.
 REASON_NOT_OFFLOADED = "NamespaceNotOffloaded"
 REASON_CONFLICT = "RemotePodConflict"
+REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not be offloaded
+# What the provider answers when it will not take the pod as it is: retrying at once would
+# change nothing.
+REFUSALS = (400, 403, 422)
+REFUSED_RETRY = 10.0
 
 
 class PodsByPhase(Collector):
@@ -303,6 +308,17 @@ class PodReflector(Reconciler):
                     f"{self.remote_cluster_id}; it is left untouched: rename or remove it there",
                 )
             # ours: the informer has not caught up yet; its event brings us back
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            # The provider refused it (its quota admission, a policy, its RBAC): the consumer
+            # sees why, and the pod is tried again, as the provider's usage may go down.
+            await self._report(
+                local,
+                REASON_REFUSED,
+                f"cluster {self.remote_cluster_id} refused the pod: {error.message}",
+            )
+            return Result(requeue_after=REFUSED_RETRY)
         return Result()
 
     async def _delete(
