@@ -1,7 +1,8 @@
-"""`authentication.liqo.io/v1beta1`: ResourceSlice, the consumer's request for provider resources.
+"""`authentication.liqo.io/v1beta1`: ResourceSlice, the consumer's request for provider resources,
+and Tenant, the provider's record of a consumer.
 
-The consumer writes `spec` (and a CSR); the provider answers in `status` with the granted
-resources and the signed certificate that becomes the virtual kubelet's identity.
+The consumer writes a ResourceSlice's `spec` (and a CSR); the provider answers in `status` with
+the granted resources and the signed certificate that becomes the virtual kubelet's identity.
 """
 
 from __future__ import annotations
@@ -92,3 +93,54 @@ class ResourceSlice(KubeObject):
 
     spec: ResourceSliceSpec = Field(default_factory=ResourceSliceSpec)
     status: ResourceSliceStatus = Field(default_factory=ResourceSliceStatus)
+
+
+# --- Tenant --------------------------------------------------------------------------------
+
+
+class TenantCondition(StrEnum):
+    """What the provider lets a consumer do."""
+
+    ACTIVE = "Active"
+    """It consumes resources and may negotiate new ones."""
+    CORDONED = "Cordoned"
+    """What it has is kept, nothing new is granted."""
+    DRAINED = "Drained"
+    """It may neither consume nor negotiate."""
+
+
+class TenantSpec(KubeModel):
+    """The consumer this Tenant stands for."""
+
+    cluster_id: ClusterID | None = Field(
+        default=None,
+        alias="clusterID",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "ClusterID is immutable"}
+            ]
+        },
+    )
+    """The consumer's cluster ID."""
+    tenant_condition: TenantCondition = TenantCondition.ACTIVE
+
+
+class TenantStatus(KubeModel):
+    """What the provider keeps for the consumer."""
+
+    tenant_namespace: str | None = None
+    """The provider's tenant namespace of this consumer."""
+
+
+class Tenant(KubeObject):
+    """A provider's record of a consumer, in the tenant namespace it keeps for it and named
+    after it. Deleting it ends the peering on the provider's side: vk removes everything it
+    made there for that consumer, then the tenant namespace."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "Tenant"
+    PLURAL: ClassVar[str] = "tenants"
+
+    spec: TenantSpec = Field(default_factory=TenantSpec)
+    status: TenantStatus = Field(default_factory=TenantStatus)

@@ -147,3 +147,15 @@ CREATOR_USER_LABEL = "liqo.io/creator-user"
 
 # What the group of every ResourceSlice identity of every consumer starts with (tenant_group).
 TENANT_GROUP_PREFIX = tenant_group("")
+
+# --- Tenants (provider) --------------------------------------------------------------------
+
+# The Role and RoleBinding of a consumer's control-plane identity in the provider's tenant
+# namespace of that consumer (`vkctl peer` makes them, the provider's Tenant controller removes
+# them when the Tenant goes).
+CONTROL_PLANE_ROLE = "vk-control-plane"
+
+
+def control_plane_request_name(consumer_cluster_id: str) -> str:
+    """The CSR `vkctl peer` makes on a provider for a consumer's control-plane identity."""
+    return f"{CONTROL_PLANE_ROLE}-{consumer_cluster_id}"

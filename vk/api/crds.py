@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from vk.api.authentication import ResourceSlice, ResourceSliceConditionType
+from vk.api.authentication import ResourceSlice, ResourceSliceConditionType, Tenant
 from vk.api.core import ForeignCluster, ForeignClusterConditionType
 from vk.api.meta import KubeObject
 from vk.api.offloading import (
@@ -94,6 +94,11 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             ),
             AGE,
         ),
+    ),
+    CustomResource(
+        Tenant,
+        short_names=("tn",),
+        columns=(PrinterColumn("Condition", ".spec.tenantCondition"), AGE),
     ),
     CustomResource(
         VirtualNode,

@@ -1,9 +1,9 @@
 """Peering a consumer with a provider, as `vkctl peer` does it with both clusters' kubeconfigs:
-the tenant namespace on each side, and the consumer's control-plane identity on the provider
-(signed by the provider's CSR API for `kubernetes.io/kube-apiserver-client`, bound by RBAC to
-the provider's tenant namespace only, kept by the consumer as a kubeconfig Secret). Then, by
-default, one ResourceSlice named after the provider: the controllers do the rest.
-`remove_peering` undoes all of it.
+the tenant namespace on each side, the consumer's Tenant on the provider, and the consumer's
+control-plane identity there (signed by the provider's CSR API for
+`kubernetes.io/kube-apiserver-client`, bound by RBAC to the provider's tenant namespace only,
+kept by the consumer as a kubeconfig Secret). Then, by default, one ResourceSlice named after
+the provider: the controllers do the rest. `vkctl unpeer` undoes it (vk/cli/peer.py).
 
 The object builders are pure; `establish_control_plane` does the talking.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from vk.api.authentication import ResourceSlice
+from vk.api.authentication import ResourceSlice, Tenant
 from vk.api.constants import (
     CONSUMER_TENANT_LABEL,
     CREATE_VIRTUAL_NODE_ANNOTATION,
@@ -30,17 +30,17 @@ from vk.api.constants import (
     REMOTE_ID_LABEL,
     REPLICATION_LABEL,
     TENANT_NAMESPACE_LABEL,
+    control_plane_request_name,
     control_plane_secret_name,
     control_plane_user,
     tenant_namespace,
 )
-from vk.api.offloading import NamespaceMap
 from vk.controllers.csr import CSR_API, forge_approval
 from vk.controllers.provider_resourceslices import CLIENT_SIGNER
+from vk.controllers.tenants import forge_control_plane_rbac
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, object_path, resource_path
 from vk.kube.pki import forge_client_csr, forge_kubeconfig, new_private_key, private_key_pem
 
-CONTROL_PLANE_ROLE = "vk-control-plane"
 CERTIFICATE_SECONDS = 365 * 24 * 3600
 
 
@@ -59,58 +59,21 @@ def forge_tenant_namespace(other_cluster_id: str) -> JSON:
     }
 
 
-def forge_control_plane_rbac(consumer_id: str) -> list[JSON]:
-    """The control-plane identity's rights on the provider: its replicated ResourceSlices and
-    NamespaceMaps in its tenant namespace, and reading (never writing) their status."""
-    namespace = tenant_namespace(consumer_id)
-    group = "authentication.liqo.io"
-    offloading = "offloading.liqo.io"
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": CONTROL_PLANE_ROLE, "namespace": namespace},
-            "rules": [
-                {
-                    "apiGroups": [group],
-                    "resources": [ResourceSlice.PLURAL],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-                },
-                {
-                    "apiGroups": [offloading],
-                    "resources": [NamespaceMap.PLURAL],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-                },
-                {
-                    "apiGroups": [group],
-                    "resources": [f"{ResourceSlice.PLURAL}/status"],
-                    "verbs": ["get"],
-                },
-                {
-                    "apiGroups": [offloading],
-                    "resources": [f"{NamespaceMap.PLURAL}/status"],
-                    "verbs": ["get"],
-                },
-            ],
+def forge_tenant(consumer_id: str) -> JSON:
+    """The provider's Tenant of a consumer: in the tenant namespace kept for it, named after
+    it (Liqo's); deleting it ends the peering on the provider's side."""
+    return {
+        "apiVersion": Tenant.group_version(),
+        "kind": Tenant.KIND,
+        "metadata": {
+            "name": consumer_id,
+            "namespace": tenant_namespace(consumer_id),
+            "labels": {REMOTE_CLUSTER_ID_LABEL: consumer_id},
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": CONTROL_PLANE_ROLE, "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": CONTROL_PLANE_ROLE,
-            },
-            "subjects": [
-                {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "User",
-                    "name": control_plane_user(consumer_id),
-                }
-            ],
-        },
-    ]
+        # tenantCondition defaults to Active; left out, so that peering again keeps what the
+        # provider's administrator made it (Cordoned, Drained).
+        "spec": {"clusterID": consumer_id},
+    }
 
 
 def forge_control_plane_secret(provider_id: str, kubeconfig: Mapping[str, Any]) -> JSON:
@@ -221,77 +184,47 @@ async def establish_control_plane(
     provider_server: str,
     provider_ca: bytes,
 ) -> None:
-    """Tenant namespaces on both sides and the control-plane identity; safe to run again."""
-    for client, other in ((consumer, provider_id), (provider, consumer_id)):
-        with contextlib.suppress(AlreadyExists):
+    """Tenant namespaces on both sides, the consumer's Tenant on the provider and its
+    control-plane identity there; safe to run again."""
+    for client, other, which in (
+        (consumer, provider_id, consumer_id),
+        (provider, consumer_id, provider_id),
+    ):
+        try:
             await client.create(resource_path("v1", "namespaces"), forge_tenant_namespace(other))
+        except AlreadyExists:
+            existing = await client.get(
+                resource_path("v1", "namespaces", name=tenant_namespace(other))
+            )
+            if existing["metadata"].get("deletionTimestamp"):
+                raise PeeringError(
+                    f"the namespace {tenant_namespace(other)} of {which} is still being deleted "
+                    "(a peering being removed): wait until it is gone, then run `vkctl peer` "
+                    "again"
+                ) from None
     # The provider's side is kept for a consumer (its ForeignCluster says Incoming); a patch,
     # since the same namespace may also be this cluster's side of a peering the other way.
     await provider.merge_patch(
         resource_path("v1", "namespaces", name=tenant_namespace(consumer_id)),
         {"metadata": {"labels": {CONSUMER_TENANT_LABEL: "true"}}},
     )
+    tenant = forge_tenant(consumer_id)
+    applied = await provider.apply(object_path(tenant), tenant)
+    if applied["metadata"].get("deletionTimestamp"):
+        raise PeeringError(
+            f"the previous peering of {consumer_id} is still being removed on {provider_id} "
+            f"(its Tenant {tenant_namespace(consumer_id)}/{consumer_id} is being deleted): "
+            "wait until it is gone, then run `vkctl peer` again"
+        )
     for obj in forge_control_plane_rbac(consumer_id):
         await provider.apply(object_path(obj), obj)
     key = new_private_key()
     user = control_plane_user(consumer_id)
     certificate = await sign_client_certificate(
-        provider, f"vk-control-plane-{consumer_id}", forge_client_csr(key, user, ())
+        provider, control_plane_request_name(consumer_id), forge_client_csr(key, user, ())
     )
     kubeconfig = forge_kubeconfig(
         provider_id, provider_server, provider_ca, certificate, private_key_pem(key), user
     )
     secret = forge_control_plane_secret(provider_id, kubeconfig)
     await consumer.apply(object_path(secret), secret)
-
-
-async def _wait_gone(client: KubeClient, path: str, what: str, deadline: float) -> None:
-    while True:
-        try:
-            found = await client.get(path)
-        except NotFound:
-            return
-        if found.get("kind", "").endswith("List") and not found.get("items"):
-            return
-        if time.monotonic() > deadline:
-            raise PeeringError(
-                f"{what} still there: look at its finalizers and conditions, then run "
-                "`vkctl unpeer` again"
-            )
-        await asyncio.sleep(1)
-
-
-async def remove_peering(
-    consumer: KubeClient,
-    provider: KubeClient,
-    *,
-    consumer_id: str,
-    provider_id: str,
-    within: float,
-) -> None:
-    """Undoes `vkctl peer`, virtual nodes first: the consumer's ResourceSlices and NamespaceMaps
-    go (their VirtualNodes are drained, their provider twins, Quotas and twin namespaces
-    removed by the controllers), then the identities, ForeignClusters and tenant namespaces of
-    both sides."""
-    deadline = time.monotonic() + within
-    local_tenant = tenant_namespace(provider_id)
-    for kind in (ResourceSlice, NamespaceMap):
-        collection = resource_path(kind.group_version(), kind.PLURAL, namespace=local_tenant)
-        with contextlib.suppress(NotFound):
-            await consumer.delete(collection)
-        await _wait_gone(consumer, collection, f"{kind.KIND}s in {local_tenant}", deadline)
-    virtual_nodes = resource_path(
-        "offloading.liqo.io/v1beta1", "virtualnodes", namespace=local_tenant
-    )
-    await _wait_gone(consumer, virtual_nodes, f"VirtualNodes in {local_tenant}", deadline)
-    for client, other in ((provider, consumer_id), (consumer, provider_id)):
-        path = resource_path("v1", "namespaces", name=tenant_namespace(other))
-        with contextlib.suppress(NotFound):
-            await client.delete(path)
-        await _wait_gone(client, path, f"namespace {tenant_namespace(other)}", deadline)
-    # Last: while the tenant namespaces were there, the controllers kept these up to date.
-    for client, other in ((consumer, provider_id), (provider, consumer_id)):
-        with contextlib.suppress(NotFound):
-            await client.delete(
-                resource_path("core.liqo.io/v1beta1", "foreignclusters", name=other)
-            )

@@ -3,8 +3,10 @@ peering, for `kubectl get foreignclusters` (the tutorial's columns).
 
 Everything is derived from what is here: an outgoing peering (we consume) is our control-plane
 identity Secret for that cluster and its virtual nodes; an incoming one (we provide) is the
-tenant namespace kept for that consumer. vk provides no networking: that module is reported
-disabled, and its column stays empty.
+tenant namespace kept for that consumer, with the consumer's Tenant there not being deleted
+(once it is, the peering is ending: the Tenant controller removes the ForeignCluster, which
+must not come back). vk provides no networking: that module is reported disabled, and its
+column stays empty.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import structlog
 
+from vk.api.authentication import Tenant
 from vk.api.constants import (
     CONSUMER_TENANT_LABEL,
     IDENTITY_CONTROL_PLANE,
@@ -131,6 +134,7 @@ class ForeignClusters(Reconciler):
         self.tenants = Informer(
             client, "v1", "namespaces", label_selector=f"{TENANT_NAMESPACE_LABEL}=true"
         )
+        self.tenant_records = Informer(client, Tenant.group_version(), Tenant.PLURAL)
         self.nodes = Informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
@@ -147,9 +151,20 @@ class ForeignClusters(Reconciler):
         )
         for informer in (self.identities, self.tenants, self.nodes):
             informer.add_handler(self._enqueue_remote)
+        self.tenant_records.add_handler(self._enqueue_consumer)
         await run_with_informers(
-            self.controller, self.foreign_clusters, self.identities, self.tenants, self.nodes
+            self.controller,
+            self.foreign_clusters,
+            self.identities,
+            self.tenants,
+            self.tenant_records,
+            self.nodes,
         )
+
+    def _enqueue_consumer(self, _: str, tenant: JSON, __: JSON | None) -> None:
+        cluster_id = (tenant.get("spec") or {}).get("clusterID")
+        if cluster_id:
+            self.controller.enqueue(cluster_id)
 
     async def reconcile(self, key: str) -> Result:
         cluster_id = key
@@ -167,6 +182,12 @@ class ForeignClusters(Reconciler):
             tenant is not None
             and not tenant["metadata"].get("deletionTimestamp")
             and (tenant["metadata"].get("labels") or {}).get(CONSUMER_TENANT_LABEL) == "true"
+            and any(
+                (record.get("spec") or {}).get("clusterID") == cluster_id
+                and not record["metadata"].get("deletionTimestamp")
+                for record in self.tenant_records.store.objects()
+                if record["metadata"].get("namespace") == tenant_namespace(cluster_id)
+            )
         )
         foreign_cluster = self.foreign_clusters.store.get(cluster_id)
         path = resource_path(ForeignCluster.group_version(), ForeignCluster.PLURAL, name=cluster_id)

@@ -32,6 +32,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderSettings,
 )
 from vk.controllers.replication import Replicator
+from vk.controllers.tenants import Tenants
 from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
 from vk.kube.client import KubeClient, resource_path
 from vk.kube.kubeconfig import default_connection
@@ -90,6 +91,7 @@ async def run_manager(options: ManagerOptions) -> int:
             ProviderResourceSlices(client, settings).run(),
             ProviderNamespaceMaps(client).run(),
             ForeignClusters(client).run(),
+            Tenants(client).run(),
         ]
         if options.launcher is not None:
             launcher = options.launcher(client)
