@@ -38,14 +38,20 @@ def test_slice_users_are_stable_unique_per_consumer_and_name_the_quota() -> None
     ("requested", "granted"),
     [
         (None, DEFAULT_RESOURCES),
-        ({"cpu": "2"}, {**DEFAULT_RESOURCES, "cpu": "2"}),
-        ({"nvidia.com/gpu": "1"}, {**DEFAULT_RESOURCES, "nvidia.com/gpu": "1"}),
-        ({"cpu": 8}, {**DEFAULT_RESOURCES, "cpu": "8"}),
+        ({}, DEFAULT_RESOURCES),
+        # What is asked for, and what a node needs that was not asked for; no more.
+        ({"cpu": "2"}, {"cpu": "2", "memory": "8Gi", "pods": "110"}),
+        (
+            {"cpu": "2", "memory": "2Gi", "pods": "10", "nvidia.com/gpu": "1"},
+            {"cpu": "2", "memory": "2Gi", "pods": "10", "nvidia.com/gpu": "1"},
+        ),
+        ({"ephemeral-storage": "1Gi"}, {**DEFAULT_RESOURCES, "ephemeral-storage": "1Gi"}),
+        ({"cpu": 8}, {"cpu": "8", "memory": "8Gi", "pods": "110"}),
         # More than any provider has: granted all the same (no capacity check, as Liqo).
-        ({"cpu": "100000"}, {**DEFAULT_RESOURCES, "cpu": "100000"}),
+        ({"cpu": "100000"}, {"cpu": "100000", "memory": "8Gi", "pods": "110"}),
     ],
 )
-def test_the_default_class_grants_the_defaults_overridden_by_the_request(
+def test_the_default_class_grants_what_is_asked_and_what_a_node_needs(
     requested: dict[str, str] | None, granted: dict[str, str]
 ) -> None:
     assert granted_resources(requested, DEFAULT_RESOURCES) == granted

@@ -59,12 +59,21 @@ class ProviderSettings:
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
 
 
+# What a node cannot do without: filled from the defaults when a slice's request omits them.
+NODE_ESSENTIALS = ("cpu", "memory", "pods")
+
+
 def granted_resources(
     requested: Mapping[str, Any] | None, defaults: Mapping[str, str]
 ) -> dict[str, str]:
-    """The defaults, overridden and extended by what the slice asks for (extended resources such
-    as nvidia.com/gpu included). ValueError names a quantity that does not parse."""
-    granted = dict(defaults)
+    """A slice that asks for nothing gets the defaults. One that asks gets exactly what it asks
+    for (extended resources such as nvidia.com/gpu included), with the defaults' cpu, memory and
+    pods where it leaves them out, as a node without them can run nothing; unlike Liqo, which
+    adds every default (a slice asking for cpu, memory and pods would get ephemeral-storage
+    too). ValueError names a quantity that does not parse."""
+    if not requested:
+        return dict(defaults)
+    granted = {name: value for name, value in defaults.items() if name in NODE_ESSENTIALS}
     for name, value in (requested or {}).items():
         try:
             quantity = parse_quantity(value)
