@@ -26,11 +26,13 @@ from vk.api.constants import (
     REMOTE_ID_LABEL,
     REPLICATED_LABEL,
     REPLICATION_LABEL,
+    control_plane_secret_name,
     tenant_namespace,
 )
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
+from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import EventHandler, Informer, object_key, split_key
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
 
@@ -148,6 +150,8 @@ class Replicator(Reconciler):
         self._kubeconfigs: dict[str, bytes] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self.controller = Controller(self, workers=4)
+        self.events = EventRecorder(client, "crdreplicator")
+        self._not_peered: dict[str, str] = {}  # what was reported, to say it once
 
     async def run(self) -> None:
         for kind in REPLICATED_KINDS:
@@ -216,11 +220,23 @@ class Replicator(Reconciler):
         namespace, name = split_key(object_ref)
         local = self.local[plural].store.get(object_ref)
         if local is None:
+            self._not_peered.pop(key, None)
             return Result()
         provider = provider_of(local)
         link = self.links.get(provider)
-        if link is None or not link.synced:
-            return Result(requeue_after=RETRY)  # no identity on that provider (yet)
+        if link is None:
+            message = (
+                f"not peered with cluster {provider}: no control-plane identity for it (Secret "
+                f"{control_plane_secret_name(provider)} in {tenant_namespace(provider)}); peer "
+                f"with it first (`vkctl peer --remote-kubeconfig <{provider}'s kubeconfig>`)"
+            )
+            if self._not_peered.get(key) != message:
+                self._not_peered[key] = message
+                await self.events.record(local, WARNING, "NotPeered", message)
+            return Result(requeue_after=RETRY)
+        self._not_peered.pop(key, None)
+        if not link.synced:
+            return Result(requeue_after=RETRY)
         local_path = resource_path(kind.api_version, plural, namespace=namespace, name=name)
         twin_path = resource_path(
             kind.api_version, plural, namespace=tenant_namespace(self.consumer), name=name

@@ -340,7 +340,10 @@ class UsageLedger:
     its pod shows up, or after `reservation_ttl` seconds (its creation failed after the
     admission). Pure bookkeeping: the caller gives the time."""
 
-    def __init__(self, reservation_ttl: float = 30.0) -> None:
+    # Long enough for the informer to show an admitted pod (well under a second), short enough
+    # that a creation which failed after its admission (the name taken, say) does not hold
+    # the consumer's share for long.
+    def __init__(self, reservation_ttl: float = 5.0) -> None:
         self.reservation_ttl = reservation_ttl
         self._pods: dict[str, tuple[str, Resources]] = {}  # key -> (creator, usage)
         self._totals: dict[str, Resources] = {}
