@@ -386,6 +386,7 @@ def test_vkctl_peer_made_the_provider_a_ready_virtual_node(peered: Clusters) -> 
     [
         ("garbage", "kubeconfig"),
         ("same", "both kubeconfigs reach cluster venice"),
+        ("unreachable", "check both kubeconfigs"),
     ],
 )
 def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
@@ -394,8 +395,13 @@ def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
     path = tmp_path / "remote"
     if remote == "garbage":
         path.write_text("not: [a kubeconfig")
+    elif remote == "unreachable":  # florence's, where nothing listens
+        document = yaml.safe_load(peered.kubeconfig("florence").read_text())
+        document["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+        path.write_text(yaml.safe_dump(document))
     else:
         path.write_bytes(peered.kubeconfig(CONSUMER).read_bytes())
+    before = peered.kubectl(CONSUMER, "get", "namespaces", "-o", "name").stdout
     result = subprocess.run(
         [
             VKCTL,
@@ -409,19 +415,21 @@ def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    # Nothing half-created.
+    assert peered.kubectl(CONSUMER, "get", "namespaces", "-o", "name").stdout == before
 
 
-def namespace_map(desired: dict[str, str]) -> dict[str, Any]:
+def namespace_map(desired: dict[str, str], provider: str = PROVIDER) -> dict[str, Any]:
     """The consumer's NamespaceMap, written here as namespace offloading (issue 7) will."""
     return {
         "apiVersion": "offloading.liqo.io/v1beta1",
         "kind": "NamespaceMap",
         "metadata": {
-            "name": PROVIDER,
-            "namespace": CONSUMER_TENANT,
+            "name": provider,
+            "namespace": f"liqo-tenant-{provider}",
             "labels": {
-                "liqo.io/remote-cluster-id": PROVIDER,
-                "liqo.io/remoteID": PROVIDER,
+                "liqo.io/remote-cluster-id": provider,
+                "liqo.io/remoteID": provider,
                 "liqo.io/replication": "true",
             },
         },
@@ -587,33 +595,6 @@ def test_foreign_clusters_show_the_peering_from_both_sides(peered: Clusters) -> 
         get_json(peered, CONSUMER, "foreignclusters.core.liqo.io", PROVIDER)["status"]["role"]
         == "Provider"
     )
-
-
-def test_vkctl_unpeer_leaves_nothing_behind_on_either_side(peered: Clusters) -> None:
-    unpeered = remove_peering(peered)
-    assert unpeered.returncode == 0, unpeered.stderr
-    assert unpeered.stdout.strip() == "unpeered"
-    for cluster, tenant in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
-        assert get_json(peered, cluster, "namespace", tenant) is None
-        assert not get_json(peered, cluster, "foreignclusters.core.liqo.io")["items"]
-        assert not get_json(peered, cluster, "quotas.offloading.liqo.io", "-A")["items"]
-        assert not get_json(peered, cluster, RSLICE, "-A")["items"]
-    assert not get_json(peered, CONSUMER, "node", "--selector=liqo.io/type=virtual-node")["items"]
-    assert not get_json(peered, CONSUMER, VIRTUAL_NODES, "-A")["items"]
-    assert not [
-        n
-        for n in get_json(peered, PROVIDER, "namespaces")["items"]
-        if (n["metadata"].get("labels") or {}).get("liqo.io/remote-cluster-id") == CONSUMER
-    ]
-    assert not [
-        csr
-        for csr in get_json(peered, PROVIDER, "certificatesigningrequests")["items"]
-        if csr["spec"].get("signerName") == "kubernetes.io/kube-apiserver-client"
-        and csr["metadata"]["name"].startswith(("vk-control-plane", "mypool", "naples"))
-    ]
-    # No virtual kubelet process is left either.
-    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "--nodename=naples" not in processes
 
 
 def budget_pod(name: str, node: str, cpu: str, cpu_limit: str | None = None) -> dict[str, Any]:
@@ -844,3 +825,143 @@ def test_bad_input_is_explained_and_nothing_foreign_is_touched(peered: Clusters)
         peered.kubectl(CONSUMER, "delete", "secret", "garbage", "-n", CONSUMER_TENANT, check=False)
         peered.kubectl(CONSUMER, "delete", "namespace", "liqo-tenant-rome", "--wait=false")
     assert get_json(peered, CONSUMER, "node", "venice-worker-1") is not None
+
+
+def test_peered_with_florence_and_naples_venice_has_a_virtual_node_for_each(
+    peered: Clusters,
+) -> None:
+    """The tutorial's peerings: two providers, two virtual nodes labelled with their regions,
+    and pods scheduled on each run in that provider's twin namespace."""
+    with_florence = subprocess.run(
+        [
+            VKCTL,
+            "peer",
+            f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+            f"--remote-kubeconfig={peered.kubeconfig('florence')}",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert with_florence.returncode == 0, with_florence.stderr
+    peered.kubectl(CONSUMER, "create", "namespace", "tour")
+    try:
+        table = peered.kubectl(
+            CONSUMER, "get", "node", "--selector=liqo.io/type=virtual-node", "--show-labels"
+        ).stdout
+        rows = {line.split()[0]: line for line in table.splitlines()[1:]}
+        for node, region in (("florence", "center"), ("naples", "south")):
+            assert rows[node].split()[1:3] == ["Ready", "agent"], rows[node]
+            assert f"topology.liqo.io/region={region}" in rows[node]
+            assert f"liqo.io/remote-cluster-id={node}" in rows[node]
+            assert "liqo.io/type=virtual-node" in rows[node]
+        for provider in ("florence", "naples"):
+            # An earlier test's map may still be going away: a new one, not that one.
+            wait_until(
+                lambda p=provider: (
+                    not (
+                        (
+                            get_json(
+                                peered,
+                                CONSUMER,
+                                "namespacemaps.offloading.liqo.io",
+                                p,
+                                "-n",
+                                f"liqo-tenant-{p}",
+                            )
+                            or {}
+                        )
+                        .get("metadata", {})
+                        .get("deletionTimestamp")
+                    )
+                ),
+                f"no NamespaceMap of {provider} being deleted",
+            )
+            apply(peered, CONSUMER, namespace_map({"tour": "tour-venice"}, provider))
+            pod = budget_pod(f"on-{provider}", provider, "100m")
+            pod["metadata"]["namespace"] = "tour"
+            wait_until(
+                lambda p=provider: (
+                    (
+                        get_json(
+                            peered,
+                            CONSUMER,
+                            "namespacemaps.offloading.liqo.io",
+                            p,
+                            "-n",
+                            f"liqo-tenant-{p}",
+                        )
+                        or {}
+                    )
+                    .get("status", {})
+                    .get("currentMapping", {})
+                    .get("tour")
+                ),
+                f"tour mapped to {provider}",
+                timeout=60,
+            )
+            apply(peered, CONSUMER, pod)
+        for provider in ("florence", "naples"):
+            wait_until(
+                lambda p=provider: any(
+                    item["metadata"]["name"] == f"on-{p}"
+                    and item["status"].get("phase") == "Running"
+                    for item in (get_json(peered, p, "pods", "-n", "tour-venice") or {}).get(
+                        "items", []
+                    )
+                ),
+                f"on-{provider} Running in {provider}",
+                timeout=60,
+            )
+    finally:
+        peered.kubectl(CONSUMER, "delete", "namespace", "tour", "--wait=false")
+        for provider in ("florence", "naples"):
+            peered.kubectl(
+                CONSUMER,
+                "delete",
+                "namespacemaps.offloading.liqo.io",
+                provider,
+                "-n",
+                f"liqo-tenant-{provider}",
+                "--ignore-not-found",
+                "--wait=false",
+                check=False,
+            )
+        unpeered = subprocess.run(
+            [
+                VKCTL,
+                "unpeer",
+                f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+                f"--remote-kubeconfig={peered.kubeconfig('florence')}",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert unpeered.returncode == 0, unpeered.stderr
+
+
+# Last: it ends the module's peering.
+def test_vkctl_unpeer_leaves_nothing_behind_on_either_side(peered: Clusters) -> None:
+    unpeered = remove_peering(peered)
+    assert unpeered.returncode == 0, unpeered.stderr
+    assert unpeered.stdout.strip() == "unpeered"
+    for cluster, tenant in ((CONSUMER, CONSUMER_TENANT), (PROVIDER, PROVIDER_TENANT)):
+        assert get_json(peered, cluster, "namespace", tenant) is None
+        assert not get_json(peered, cluster, "foreignclusters.core.liqo.io")["items"]
+        assert not get_json(peered, cluster, "quotas.offloading.liqo.io", "-A")["items"]
+        assert not get_json(peered, cluster, RSLICE, "-A")["items"]
+    assert not get_json(peered, CONSUMER, "node", "--selector=liqo.io/type=virtual-node")["items"]
+    assert not get_json(peered, CONSUMER, VIRTUAL_NODES, "-A")["items"]
+    assert not [
+        n
+        for n in get_json(peered, PROVIDER, "namespaces")["items"]
+        if (n["metadata"].get("labels") or {}).get("liqo.io/remote-cluster-id") == CONSUMER
+    ]
+    assert not [
+        csr
+        for csr in get_json(peered, PROVIDER, "certificatesigningrequests")["items"]
+        if csr["spec"].get("signerName") == "kubernetes.io/kube-apiserver-client"
+        and csr["metadata"]["name"].startswith(("vk-control-plane", "mypool", "naples"))
+    ]
+    # No virtual kubelet process is left either.
+    processes = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "--nodename=naples" not in processes

@@ -86,12 +86,13 @@ def consumer_leftovers(clusters: Clusters) -> list[str]:
             if get_json(clusters, c, "namespace", CONSUMER_TENANT)
             else []
         ),
-        *names(clusters, c, FOREIGN_CLUSTERS),
-        *names(clusters, c, RSLICE, "-A"),
-        *names(clusters, c, NAMESPACE_MAPS, "-A"),
-        *names(clusters, c, VIRTUAL_NODES, "-A"),
-        *names(clusters, c, TENANTS, "-A"),
-        *names(clusters, c, "nodes", "--selector=liqo.io/type=virtual-node"),
+        # florence's only: venice may be peered with naples too (the README's first command).
+        *names(clusters, c, FOREIGN_CLUSTERS, "--field-selector=metadata.name=florence"),
+        *names(clusters, c, RSLICE, "-n", CONSUMER_TENANT),
+        *names(clusters, c, NAMESPACE_MAPS, "-n", CONSUMER_TENANT),
+        *names(clusters, c, VIRTUAL_NODES, "-n", CONSUMER_TENANT),
+        *names(clusters, c, TENANTS, "-n", CONSUMER_TENANT),
+        *names(clusters, c, "nodes", "--selector=liqo.io/remote-cluster-id=florence"),
         *names(clusters, c, "secrets", "-A", "--selector=liqo.io/remote-cluster-id=florence"),
         *names(
             clusters,

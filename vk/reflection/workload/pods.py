@@ -130,7 +130,8 @@ class PodReflector(Reconciler):
         self.controller = Controller(self, workers=workers)
         self._first_seen: dict[str, float] = {}
         self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
-        self._reported: dict[str, str] = {}
+        # key -> (local uid, message): a pod recreated under the same name is told again.
+        self._reported: dict[str, tuple[str, str]] = {}
         self._owned_selector = (
             f"{ORIGIN_LABEL}={home_cluster_id},{DESTINATION_LABEL}={remote_cluster_id}"
         )
@@ -414,9 +415,10 @@ class PodReflector(Reconciler):
         """Why a pod cannot be offloaded: in its status (STATUS in `kubectl get pod`) and as a
         Warning Event, once per distinct message."""
         key = _key(local)
-        if self._reported.get(key) == message:
+        said = (local["metadata"].get("uid", ""), message)
+        if self._reported.get(key) == said:
             return
-        self._reported[key] = message
+        self._reported[key] = said
         self._log.warning(
             "cannot offload pod",
             namespace=local["metadata"]["namespace"],
