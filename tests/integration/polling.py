@@ -8,13 +8,20 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Polls `condition` until it returns something truthy, and returns that."""
+def wait_until(
+    condition: Callable[[], Any],
+    what: str,
+    timeout: float = 30.0,
+    explain: Callable[[], str] | None = None,
+) -> Any:
+    """Polls `condition` until it returns something truthy, and returns that. On timeout,
+    `explain` says what the cluster showed instead."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            shown = f"\n{explain()}" if explain else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{shown}")
         time.sleep(0.25)
