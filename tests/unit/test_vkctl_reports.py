@@ -18,10 +18,10 @@ from vk.cli.info import (
     local_report,
     peer_report,
     peering_summary,
-    pod_requests,
     sum_resources,
     used_resources,
 )
+from vk.webhooks.quota import pod_usage
 
 NOW = datetime.datetime(2026, 11, 22, 8, 0, 30, tzinfo=datetime.UTC)
 
@@ -46,14 +46,12 @@ def pod(
 
 
 def test_a_pod_takes_the_sum_of_its_containers_requests_and_one_pod() -> None:
-    requests = pod_requests(
-        pod(containers=[container(cpu="250m", memory="64Mi"), container(cpu="1")])
-    )
+    requests = pod_usage(pod(containers=[container(cpu="250m", memory="64Mi"), container(cpu="1")]))
     assert requests == {"cpu": Decimal("1.25"), "memory": Decimal(64 * 2**20), "pods": 1}
 
 
 def test_an_init_container_asking_more_than_the_containers_sets_the_request() -> None:
-    requests = pod_requests(
+    requests = pod_usage(
         pod(containers=[container(cpu="100m", memory="1Gi")], init=[container(cpu="2")])
     )
     assert requests == {"cpu": Decimal(2), "memory": Decimal(2**30), "pods": 1}
@@ -61,7 +59,7 @@ def test_an_init_container_asking_more_than_the_containers_sets_the_request() ->
 
 def test_sidecars_stay_and_add_to_the_containers_and_to_later_init_containers() -> None:
     sidecar = {**container(cpu="500m"), "restartPolicy": "Always"}
-    requests = pod_requests(
+    requests = pod_usage(
         pod(containers=[container(cpu="1")], init=[sidecar, container(cpu="1800m")])
     )
     # Running: 1 + 0.5 sidecar = 1.5; the second init container ran beside the sidecar: 2.3.
@@ -69,7 +67,7 @@ def test_sidecars_stay_and_add_to_the_containers_and_to_later_init_containers() 
 
 
 def test_the_pod_overhead_adds_to_the_requests() -> None:
-    requests = pod_requests(pod(containers=[container(cpu="1")], overhead={"cpu": "100m"}))
+    requests = pod_usage(pod(containers=[container(cpu="1")], overhead={"cpu": "100m"}))
     assert requests["cpu"] == Decimal("1.1")
 
 

@@ -12,7 +12,6 @@ import click
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
-from vk.cli.webhook_command import webhook
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
 from vk.controllers.virtualnodes import Launcher
@@ -20,6 +19,8 @@ from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.playground.launcher import LocalProcessLauncher
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
+from vk.webhooks.server import WebhookOptions
+from vk.webhooks.server import main as run_webhook
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -239,7 +240,67 @@ def controller_manager(
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
 
 
-vk.add_command(webhook)
+@vk.command("webhook")
+@click.option(
+    "--kubeconfig",
+    envvar="KUBECONFIG",
+    default=None,
+    help="Kubeconfig of this cluster ($KUBECONFIG); in-cluster config otherwise.",
+)
+@click.option(
+    "--listen-address",
+    default=":9443",
+    show_default=True,
+    help="Address of the HTTPS server: the admission endpoints (/mutate-pod-quota, "
+    "/validate-pod-quota), /healthz, /readyz and /metrics.",
+)
+@click.option(
+    "--tls-cert-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Serving certificate (PEM, chain allowed); reloaded when the file changes.",
+)
+@click.option(
+    "--tls-private-key-file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Key of the serving certificate (PEM).",
+)
+@click.option(
+    "--metrics-address",
+    default="",
+    help="Also serve /metrics, /healthz and /readyz over plain HTTP here (e.g. :8081).",
+)
+@go_bool_option(
+    "--enable-resource-enforcement",
+    "Enforce the Quotas (`--enable-resource-enforcement=false` turns it off: pods are still "
+    "stamped with their creator, and a cordoned Quota still admits nothing).",
+)
+@click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
+def webhook(
+    kubeconfig: str | None,
+    listen_address: str,
+    tls_cert_file: Path,
+    tls_private_key_file: Path,
+    metrics_address: str,
+    enable_resource_enforcement: bool,
+    log_level: str,
+) -> None:
+    """The provider's admission webhook: stamps the pods a consumer's identity creates with
+    that identity and denies those its Quota does not admit."""
+    options = WebhookOptions(
+        kubeconfig=kubeconfig or None,
+        listen_address=listen_address,
+        tls_cert_file=tls_cert_file,
+        tls_private_key_file=tls_private_key_file,
+        metrics_address=metrics_address or None,
+        enforcement_enabled=enable_resource_enforcement,
+        log_level=log_level,
+    )
+    try:
+        sys.exit(run_webhook(options))
+    except InvalidKubeconfig as error:
+        raise click.ClickException(f"cannot reach this cluster: {error}") from error
 
 
 def main() -> None:

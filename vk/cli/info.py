@@ -41,13 +41,13 @@ from vk.cli.waiting import (
 )
 from vk.controllers.provider_resourceslices import ACCEPTED, RESOURCES
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.webhooks.quota import pod_usage
 
 CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 # Shown with binary suffixes (8Gi); everything else is counted (4, 500m, 110).
 _BYTES = re.compile(r"^(memory|storage|ephemeral-storage|hugepages-.*)$")
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
-
 
 # --- Resources -----------------------------------------------------------------------------
 
@@ -76,47 +76,10 @@ def sum_resources(lists: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {name: format_quantity(name, total[name]) for name in sorted(total)}
 
 
-def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
-    """What a pod takes of a node, as the scheduler counts it: its containers' requests, or
-    more if an init container asks more (sidecars, restartPolicy Always, stay and add up),
-    plus the pod overhead; and one pod."""
-    spec = pod.get("spec") or {}
-
-    def requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
-        given = (container.get("resources") or {}).get("requests") or {}
-        return {name: parse_quantity(value) for name, value in given.items()}
-
-    def add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> dict[str, Decimal]:
-        return {n: into.get(n, Decimal(0)) + more.get(n, Decimal(0)) for n in {*into, *more}}
-
-    containers: dict[str, Decimal] = {}
-    for container in spec.get("containers") or []:
-        containers = add(containers, requests(container))
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
-    for container in spec.get("initContainers") or []:
-        if container.get("restartPolicy") == "Always":
-            sidecars = add(sidecars, requests(container))
-            running = sidecars
-        else:
-            running = add(sidecars, requests(container))
-        init_peak = {
-            n: max(init_peak.get(n, Decimal(0)), running.get(n, Decimal(0)))
-            for n in {*init_peak, *running}
-        }
-    steady = add(containers, sidecars)
-    total = {
-        n: max(steady.get(n, Decimal(0)), init_peak.get(n, Decimal(0)))
-        for n in {*steady, *init_peak}
-    }
-    overhead = {n: parse_quantity(v) for n, v in (spec.get("overhead") or {}).items()}
-    return {**add(total, overhead), "pods": Decimal(1)}
-
-
 def used_resources(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """What the pods that still hold their node's resources (not Succeeded or Failed) take."""
     requested = (
-        pod_requests(pod)
+        pod_usage(pod)
         for pod in pods
         if (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
     )
