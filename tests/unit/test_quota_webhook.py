@@ -25,7 +25,7 @@ from vk.api.constants import (
     tenant_group,
 )
 from vk.api.offloading import Quota
-from vk.cli.webhook_command import webhook as webhook_command
+from vk.cli.components import webhook as webhook_command
 from vk.kube.informer import Store
 from vk.playground.pki import build_ca, issue
 from vk.playground.processes import free_port
