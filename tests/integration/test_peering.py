@@ -442,6 +442,21 @@ def namespace_map(desired: dict[str, str], provider: str = PROVIDER) -> dict[str
     }
 
 
+def delete_namespace_map(clusters: Clusters, provider: str) -> None:
+    """The consumer's map to `provider` removed (the provider then deletes its twins)."""
+    clusters.kubectl(
+        CONSUMER,
+        "delete",
+        "namespacemaps.offloading.liqo.io",
+        provider,
+        "-n",
+        f"liqo-tenant-{provider}",
+        "--ignore-not-found",
+        "--wait=false",
+        check=False,
+    )
+
+
 def current_mapping(clusters: Clusters) -> dict[str, Any]:
     found = get_json(
         clusters, CONSUMER, "namespacemaps.offloading.liqo.io", PROVIDER, "-n", CONSUMER_TENANT
@@ -538,16 +553,7 @@ def test_the_provider_creates_twin_namespaces_and_offloaded_pods_run_there_as_th
         )
         assert get_json(peered, PROVIDER, "namespace", "taken-venice") is not None
     finally:
-        peered.kubectl(
-            CONSUMER,
-            "delete",
-            "namespacemaps.offloading.liqo.io",
-            PROVIDER,
-            "-n",
-            CONSUMER_TENANT,
-            "--ignore-not-found",
-            "--wait=false",
-        )
+        delete_namespace_map(peered, PROVIDER)
         peered.kubectl(CONSUMER, "delete", "namespace", "shop", "--wait=false")
         peered.kubectl(PROVIDER, "delete", "namespace", "taken-venice", "--wait=false")
 
@@ -753,16 +759,7 @@ def test_the_quota_of_a_slice_shared_by_two_virtual_nodes_denies_what_exceeds_it
         assert "cordoned" in message, message
     finally:
         peered.kubectl(CONSUMER, "delete", RSLICE, "shared", "-n", CONSUMER_TENANT, "--wait=false")
-        peered.kubectl(
-            CONSUMER,
-            "delete",
-            "namespacemaps.offloading.liqo.io",
-            PROVIDER,
-            "-n",
-            CONSUMER_TENANT,
-            "--ignore-not-found",
-            "--wait=false",
-        )
+        delete_namespace_map(peered, PROVIDER)
         peered.kubectl(CONSUMER, "delete", "namespace", "budget", "--wait=false")
 
 
@@ -949,17 +946,7 @@ def test_peered_with_florence_and_naples_venice_has_a_virtual_node_for_each(
     finally:
         peered.kubectl(CONSUMER, "delete", "namespace", "tour", "--wait=false")
         for provider in ("florence", "naples"):
-            peered.kubectl(
-                CONSUMER,
-                "delete",
-                "namespacemaps.offloading.liqo.io",
-                provider,
-                "-n",
-                f"liqo-tenant-{provider}",
-                "--ignore-not-found",
-                "--wait=false",
-                check=False,
-            )
+            delete_namespace_map(peered, provider)
         unpeered = subprocess.run(
             [
                 VKCTL,
