@@ -38,6 +38,8 @@ def test_the_kubelet_gets_liqos_arguments_and_environment() -> None:
             "--create-node=true",
         ),
         env=(("POD_NAMESPACE", "liqo-tenant-naples"), ("VIRTUALNODE_NAME", "mypool")),
+        cluster_id="naples",
+        template={},
     )
 
 

@@ -24,6 +24,12 @@ VIRTUAL_NODE_TAINT_KEY = "virtual-node.liqo.io/not-allowed"
 VIRTUAL_NODE_TAINT_VALUE = "true"
 VIRTUAL_NODE_TAINT_EFFECT = "NoExecute"
 
+# On a virtual kubelet's Deployment and its pods: what they are, and for which VirtualNode. The
+# Deployment launcher finds its Deployments and their pods by them.
+COMPONENT_LABEL = "offloading.liqo.io/component"
+COMPONENT_VIRTUAL_KUBELET = "virtual-kubelet"
+VIRTUAL_NODE_LABEL = "liqo.io/virtual-node"
+
 # RuntimeClass whose pods go to virtual nodes whatever the namespace's pod offloading strategy.
 RUNTIME_CLASS_NAME = "liqo"
 
@@ -112,6 +118,11 @@ def kubeconfig_secret_name(resource_slice_name: str) -> str:
 
 def virtual_kubelet_service_account(node_name: str) -> str:
     """The ServiceAccount a virtual kubelet runs as, one per VirtualNode (in its namespace)."""
+    return f"vk-{node_name}"
+
+
+def virtual_kubelet_deployment(node_name: str) -> str:
+    """The Deployment running the virtual kubelet of a VirtualNode (in its namespace)."""
     return f"vk-{node_name}"
 
 

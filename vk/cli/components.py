@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -14,6 +15,7 @@ from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
+from vk.controllers.virtualkubelet_deployment import DeploymentLauncher
 from vk.controllers.virtualnodes import Launcher
 from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
@@ -186,12 +188,18 @@ def kubelet(
 )
 @click.option(
     "--virtual-kubelet-launcher",
-    type=click.Choice(["none", "local"]),
+    type=click.Choice(["none", "deployment", "local"]),
     default="none",
     show_default=True,
-    help="How the VirtualNode controller runs virtual kubelets: `local` processes on this "
+    help="How the VirtualNode controller runs virtual kubelets: a `deployment` per "
+    "VirtualNode (real clusters; see --virtual-kubelet-image), `local` processes on this "
     "machine (the playground's way; its state in --local-launcher-dir), or `none` (no "
     "VirtualNode controller here).",
+)
+@click.option(
+    "--virtual-kubelet-image",
+    default=None,
+    help="The vk image the virtual kubelets' Deployments run (deployment launcher).",
 )
 @click.option(
     "--local-launcher-dir",
@@ -207,6 +215,7 @@ def controller_manager(
     default_node_resources: str,
     default_limits_enforcement: str,
     virtual_kubelet_launcher: str,
+    virtual_kubelet_image: str | None,
     local_launcher_dir: Path | None,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
@@ -214,16 +223,22 @@ def controller_manager(
         resources = parse_key_values(default_node_resources)
     except InvalidKeyValues as error:
         raise click.BadParameter(str(error), param_hint="--default-node-resources") from error
-    launcher = None
+    launcher: Callable[[KubeClient], Launcher] | None = None
     if virtual_kubelet_launcher == "local":
         if local_launcher_dir is None:
             raise click.BadParameter(
                 "the local launcher needs a directory", param_hint="--local-launcher-dir"
             )
         directory = local_launcher_dir
-
-        def launcher(client: KubeClient) -> Launcher:
-            return LocalProcessLauncher(client, directory)
+        launcher = lambda client: LocalProcessLauncher(client, directory)  # noqa: E731
+    elif virtual_kubelet_launcher == "deployment":
+        if not virtual_kubelet_image:
+            raise click.BadParameter(
+                "the deployment launcher needs the image of vk (e.g. ghcr.io/you/vk:0.1.0)",
+                param_hint="--virtual-kubelet-image",
+            )
+        image = virtual_kubelet_image
+        launcher = lambda client: DeploymentLauncher(client, image)  # noqa: E731
 
     options = ManagerOptions(
         kubeconfig=kubeconfig or None,

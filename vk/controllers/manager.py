@@ -3,9 +3,12 @@ with metrics and health. Every cluster may be a consumer and a provider at once,
 both roles:
 
 - consumer: replication of ResourceSlices and NamespaceMaps to the providers, the
-  ResourceSlice identities and VirtualNodes, the virtual kubelets' serving-certificate approver;
+  ResourceSlice identities and VirtualNodes, the virtual kubelets (through a launcher: a
+  Deployment each, or a local process in the playground) and their serving-certificate
+  approver, the ForeignClusters;
 - provider: the answer to what consumers replicate here: ResourceSlices (identity, resources,
-  Quota) and NamespaceMaps (twin namespaces, and the consumer's rights in them).
+  Quota), NamespaceMaps (twin namespaces, and the consumer's rights in them) and Tenants
+  (everything made for a consumer, removed when its Tenant is deleted).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from __future__ import annotations
 import abc
 import contextlib
 import datetime
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -45,23 +45,33 @@ NONE, CREATING, RUNNING, DRAINING, DELETING = "None", "Creating", "Running", "Dr
 
 @dataclass(frozen=True)
 class VirtualKubeletSpec:
-    """What a launcher runs: `vk kubelet` with these arguments and environment."""
+    """What a launcher runs: `vk kubelet` with these arguments and environment, for the
+    VirtualNode `namespace/name` of provider `cluster_id`; `template` is the VirtualNode's
+    DeploymentTemplate (replicas, pod resources, tolerations...), for launchers that run pods."""
 
     namespace: str
     name: str
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    cluster_id: str = ""
+    template: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Launcher(abc.ABC):
     """Runs the virtual kubelet of a VirtualNode. Implementations are idempotent: `ensure`
-    starts or updates it and says whether it runs; `remove` stops it and forgets it."""
+    starts or updates it and says whether it runs; `remove` stops it and says whether it is
+    gone (the controller asks again until it is)."""
 
     @abc.abstractmethod
     async def ensure(self, spec: VirtualKubeletSpec) -> bool: ...
 
     @abc.abstractmethod
-    async def remove(self, namespace: str, name: str) -> None: ...
+    async def remove(self, namespace: str, name: str) -> bool: ...
+
+    def watch(self, changed: Callable[[str, str], None]) -> list[Informer]:
+        """Informers for the controller to run, whose handlers call `changed(namespace,
+        name)` when a virtual kubelet changes, so that its VirtualNode is looked at again."""
+        return []
 
 
 def forge_virtual_kubelet_spec(
@@ -85,7 +95,14 @@ def forge_virtual_kubelet_spec(
     if containers:
         args += [str(a) for a in containers[0].get("args") or []]
     env = (("POD_NAMESPACE", metadata["namespace"]), ("VIRTUALNODE_NAME", metadata["name"]))
-    return VirtualKubeletSpec(metadata["namespace"], metadata["name"], tuple(args), env)
+    return VirtualKubeletSpec(
+        metadata["namespace"],
+        metadata["name"],
+        tuple(args),
+        env,
+        cluster_id=spec.get("clusterID", ""),
+        template=spec.get("template") or {},
+    )
 
 
 def forge_conditions(
@@ -141,7 +158,12 @@ class VirtualNodeReconciler(Reconciler):
     async def run(self) -> None:
         self.virtual_nodes.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.nodes.add_handler(self._on_node)
-        await run_with_informers(self.controller, self.virtual_nodes, self.nodes)
+        launcher_informers = self.launcher.watch(
+            lambda namespace, name: self.controller.enqueue(f"{namespace}/{name}")
+        )
+        await run_with_informers(
+            self.controller, self.virtual_nodes, self.nodes, *launcher_informers
+        )
 
     def _path(self, namespace: str, name: str, subresource: str | None = None) -> str:
         return resource_path(
@@ -171,8 +193,8 @@ class VirtualNodeReconciler(Reconciler):
         assert namespace is not None
         virtual_node = self.virtual_nodes.store.get(key)
         if virtual_node is None:
-            await self.launcher.remove(namespace, name)
-            return Result()
+            gone = await self.launcher.remove(namespace, name)
+            return Result(requeue_after=None if gone else DRAIN_POLL)
         metadata = virtual_node["metadata"]
         if metadata.get("deletionTimestamp"):
             if FINALIZER not in (metadata.get("finalizers") or []):
@@ -258,7 +280,9 @@ class VirtualNodeReconciler(Reconciler):
                 "Node": (DELETING, f"deleting node {name}"),
             },
         )
-        await self.launcher.remove(namespace, name)
+        # The Node goes only once no kubelet is left to register it again.
+        if not await self.launcher.remove(namespace, name):
+            return Result(requeue_after=DRAIN_POLL)
         with contextlib.suppress(NotFound):
             await self.client.delete(resource_path("v1", "nodes", name=name))
         for obj in forge_virtual_kubelet_rbac(name, namespace):

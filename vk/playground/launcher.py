@@ -125,9 +125,10 @@ class LocalProcessLauncher(Launcher):
         fingerprint_file.write_text(fingerprint)
         return False  # started: running once the next look finds it alive
 
-    async def remove(self, namespace: str, name: str) -> None:
+    async def remove(self, namespace: str, name: str) -> bool:
         directory = self.directory(namespace, name)
         pid = read_pid(directory / "pid")
         if pid is not None:
             await asyncio.to_thread(stop_processes, [pid], marker=str(directory))
         shutil.rmtree(directory, ignore_errors=True)
+        return True  # stopping waits for the process to exit
