@@ -19,7 +19,12 @@ from vk.controllers.provider_resourceslices import (
     set_condition,
     slice_request_verdict,
 )
-from vk.controllers.replication import REPLICATED_KINDS, forge_twin, replacement_patch
+from vk.controllers.replication import (
+    REPLICATED_KINDS,
+    forge_twin,
+    replacement_patch,
+    without_empty_maps,
+)
 from vk.kube.pki import forge_client_csr, load_private_key, new_private_key
 from vk.playground.pki import build_ca, issue
 
@@ -187,3 +192,15 @@ def test_status_copied_back_drops_what_the_provider_dropped() -> None:
         "x": None,
         "currentMapping": {"b": None, "a": {"phase": "Terminating"}},
     }
+
+
+def test_a_namespace_map_emptied_is_copied_without_its_empty_mapping() -> None:
+    """Server-side apply would read `desiredMapping: {}` as null, which the schema refuses;
+    left out, the provider's last mapping is removed all the same."""
+    emptied = {
+        "metadata": {"name": "naples", "labels": {"liqo.io/remoteID": "naples"}},
+        "spec": {"desiredMapping": {}},
+    }
+    twin = without_empty_maps(forge_twin(emptied, REPLICATED_KINDS[1], "venice"))
+    assert "spec" not in twin
+    assert twin["metadata"]["name"] == "naples"

@@ -81,6 +81,16 @@ def forge_twin(obj: Mapping[str, Any], kind: Replicated, consumer: str) -> JSON:
     }
 
 
+def without_empty_maps(value: Any) -> Any:
+    """`value` with its empty maps left out, at any depth. Server-side apply reads an empty map
+    as null, which the schemas refuse (a NamespaceMap whose last mapping was removed); left
+    out, what was there is removed all the same."""
+    if not isinstance(value, Mapping):
+        return value
+    kept = {k: without_empty_maps(v) for k, v in value.items()}
+    return {k: v for k, v in kept.items() if v != {}}
+
+
 def replacement_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
     """A JSON merge patch turning `old` into `new`: keys gone from `new` are set to null (a
     plain merge would keep a mapping the provider has dropped)."""
@@ -251,10 +261,10 @@ class Replicator(Reconciler):
             await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
             return Result()
         await self.client.set_finalizer(local_path, local, FINALIZER, present=True)
-        desired = forge_twin(local, kind, self.consumer)
+        desired = without_empty_maps(forge_twin(local, kind, self.consumer))
         if (
             twin is None
-            or twin.get("spec") != desired["spec"]
+            or without_empty_maps(twin.get("spec") or {}) != desired.get("spec", {})
             or any(
                 (twin["metadata"].get("labels") or {}).get(k) != v
                 for k, v in desired["metadata"]["labels"].items()
