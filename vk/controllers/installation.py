@@ -1,6 +1,7 @@
 """What installing vk in a cluster creates, besides the CRDs: the system namespace with the
 cluster's identity, the controller manager's ServiceAccount and its least-privilege RBAC, and
-the ClusterRole that providers bind to their consumers' virtual kubelets. The playground
+the ClusterRole that providers bind to their consumers' virtual kubelets, and the RuntimeClass
+`liqo`. The playground
 applies exactly these objects (with the controller manager authenticating as that
 ServiceAccount), as `vkctl install` and the Helm chart will.
 
@@ -11,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from vk.api.constants import VK_NAMESPACE
+from vk.api.constants import (
+    RUNTIME_CLASS_NAME,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+    VK_NAMESPACE,
+)
 from vk.api.identity import forge_cluster_identity_configmap
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
 
@@ -67,6 +75,7 @@ def forge_controller_manager_cluster_role() -> JSON:
                     "resourceslices/finalizers",
                     "namespacemaps/finalizers",
                     "virtualnodes/finalizers",
+                    "namespaceoffloadings/finalizers",
                     "tenants/finalizers",
                 ],
                 ["get", "update", "patch"],
@@ -148,4 +157,28 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
         },
         # What providers bind, in each twin namespace, to their consumers' slice identities.
         forge_virtual_kubelet_remote_role(),
+        forge_runtime_class(),
     ]
+
+
+def forge_runtime_class() -> JSON:
+    """RuntimeClass `liqo`: its pods go to virtual nodes whatever their namespace's pod
+    offloading strategy (the scheduling fields are merged into each pod at admission)."""
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": RUNTIME_CLASS_NAME, "labels": LABELS},
+        # A handler no node implements: the virtual kubelet does not pass it on (the pod
+        # runs with the provider's own runtime).
+        "handler": RUNTIME_CLASS_NAME,
+        "scheduling": {
+            "nodeSelector": {TYPE_LABEL: TYPE_VIRTUAL_NODE},
+            "tolerations": [
+                {
+                    "key": VIRTUAL_NODE_TAINT_KEY,
+                    "operator": "Exists",
+                    "effect": VIRTUAL_NODE_TAINT_EFFECT,
+                }
+            ],
+        },
+    }

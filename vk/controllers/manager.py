@@ -5,7 +5,7 @@ both roles:
 - consumer: replication of ResourceSlices and NamespaceMaps to the providers, the
   ResourceSlice identities and VirtualNodes, the virtual kubelets (through a launcher: a
   Deployment each, or a local process in the playground) and their serving-certificate
-  approver, the ForeignClusters;
+  approver, the ForeignClusters, and namespace offloading (which providers get which namespace);
 - provider: the answer to what consumers replicate here: ResourceSlices (identity, resources,
   Quota), NamespaceMaps (twin namespaces, and the consumer's rights in them) and Tenants
   (everything made for a consumer, removed when its Tenant is deleted).
@@ -28,6 +28,7 @@ from vk.api.offloading import LimitsEnforcement
 from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
 from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
+from vk.controllers.namespaceoffloading import NamespaceOffloadings
 from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
@@ -95,6 +96,7 @@ async def run_manager(options: ManagerOptions) -> int:
             ProviderNamespaceMaps(client).run(),
             ForeignClusters(client).run(),
             Tenants(client).run(),
+            NamespaceOffloadings(client, cluster.cluster_id).run(),
         ]
         if options.launcher is not None:
             launcher = options.launcher(client)

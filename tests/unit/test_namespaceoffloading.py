@@ -1,0 +1,240 @@
+"""The NamespaceOffloading controller's pure parts: remote names, selection, conditions with the
+tutorial's wording, Liqo's phase rule, and where a pod may stay."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from vk.controllers.namespaceoffloading import (
+    VirtualNodeView,
+    forge_cluster_conditions,
+    forge_namespace_map,
+    offloading_phase,
+    placement_violation,
+    remote_namespace_name,
+    selection,
+    status_patch,
+    virtual_node_labels,
+)
+
+NOW = datetime.datetime(2026, 11, 22, 9, 0, tzinfo=datetime.UTC)
+REGION = "topology.liqo.io/region"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, "liqo-demo-venice"),
+        ({"namespaceMappingStrategy": "DefaultName"}, "liqo-demo-venice"),
+        ({"namespaceMappingStrategy": "EnforceSameName"}, "liqo-demo"),
+        ({"namespaceMappingStrategy": "SelectedName", "remoteNamespaceName": "x"}, "x"),
+        # The other strategies ignore the name, as Liqo does.
+        ({"namespaceMappingStrategy": "EnforceSameName", "remoteNamespaceName": "x"}, "liqo-demo"),
+    ],
+)
+def test_remote_names_follow_the_strategy(spec: dict[str, Any], expected: str) -> None:
+    assert remote_namespace_name("liqo-demo", spec, "venice") == expected
+
+
+def test_a_virtual_node_without_its_node_is_seen_through_its_virtualnode() -> None:
+    virtual_node = {"spec": {"clusterID": "naples", "labels": {REGION: "south"}}}
+    assert virtual_node_labels(virtual_node, None) == {
+        REGION: "south",
+        "liqo.io/type": "virtual-node",
+        "liqo.io/remote-cluster-id": "naples",
+    }
+    node = {"metadata": {"labels": {REGION: "south", "added-by-admin": "yes"}}}
+    assert virtual_node_labels(virtual_node, node)["added-by-admin"] == "yes"
+
+
+NODES = [
+    VirtualNodeView("florence", "florence", {REGION: "center"}),
+    VirtualNodeView("naples", "naples", {REGION: "south"}),
+    VirtualNodeView("naples-gpu", "naples", {REGION: "south", "gpu": "true"}),
+]
+
+
+def term(*expressions: dict[str, Any]) -> dict[str, Any]:
+    return {"matchExpressions": list(expressions)}
+
+
+def test_selection_picks_nodes_and_their_clusters() -> None:
+    south = {"nodeSelectorTerms": [term({"key": REGION, "operator": "In", "values": ["south"]})]}
+    assert selection(south, NODES) == ({"naples", "naples-gpu"}, {"naples"})
+    gpu = {"nodeSelectorTerms": [term({"key": "gpu", "operator": "Exists"})]}
+    assert selection(gpu, NODES) == ({"naples-gpu"}, {"naples"})
+    assert selection(None, NODES)[1] == {"florence", "naples"}  # empty selects every cluster
+
+
+def test_conditions_say_what_the_tutorial_says() -> None:
+    florence = forge_cluster_conditions(
+        None,
+        selected=False,
+        remote="liqo-demo",
+        cluster_id="florence",
+        entry=None,
+        peered=True,
+        now=NOW,
+    )
+    assert florence == [
+        {
+            "type": "OffloadingRequired",
+            "status": "False",
+            "reason": "ClusterNotSelected",
+            "message": "You have not selected this cluster through ClusterSelector fields",
+            "lastTransitionTime": "2026-11-22T09:00:00Z",
+        }
+    ]
+    naples = forge_cluster_conditions(
+        None,
+        selected=True,
+        remote="liqo-demo",
+        cluster_id="naples",
+        entry={"remoteNamespace": "liqo-demo", "phase": "Accepted"},
+        peered=True,
+        now=NOW,
+    )
+    assert [(c["type"], c["status"], c["reason"], c["message"]) for c in naples] == [
+        (
+            "OffloadingRequired",
+            "True",
+            "ClusterSelected",
+            "The remote cluster has been selected through the ClusterSelector field",
+        ),
+        (
+            "Ready",
+            "True",
+            "RemoteNamespaceCreated",
+            "Namespace correctly offloaded on this cluster",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "peered", "reason"),
+    [
+        (None, True, "Creating"),
+        (
+            {"remoteNamespace": "liqo-demo", "phase": "CreationLoopBackOff"},
+            True,
+            "CreationLoopBackOff",
+        ),
+        ({"remoteNamespace": "liqo-demo", "phase": "Terminating"}, True, "Terminating"),
+        (None, False, "NotPeered"),
+    ],
+)
+def test_a_twin_not_ready_says_why(entry: dict[str, str] | None, peered: bool, reason: str) -> None:
+    conditions = forge_cluster_conditions(
+        None,
+        selected=True,
+        remote="liqo-demo",
+        cluster_id="naples",
+        entry=entry,
+        peered=peered,
+        now=NOW,
+    )
+    assert conditions[-1]["status"] == "False"
+    assert conditions[-1]["reason"] == reason
+    assert "naples" in conditions[-1]["message"]
+
+
+def test_transition_times_stay_while_statuses_do() -> None:
+    first = forge_cluster_conditions(
+        None, selected=True, remote="d", cluster_id="n", entry=None, peered=True, now=NOW
+    )
+    later = forge_cluster_conditions(
+        first,
+        selected=True,
+        remote="d",
+        cluster_id="n",
+        entry={"remoteNamespace": "d", "phase": "Accepted"},
+        peered=True,
+        now=NOW + datetime.timedelta(seconds=10),
+    )
+    assert later[0]["lastTransitionTime"] == "2026-11-22T09:00:00Z"
+    assert later[1]["lastTransitionTime"] == "2026-11-22T09:00:10Z"
+
+
+def conditions(required: str, ready: str | None = None, reason: str = "") -> list[dict[str, Any]]:
+    found = [{"type": "OffloadingRequired", "status": required}]
+    if ready:
+        found.append({"type": "Ready", "status": ready, "reason": reason})
+    return found
+
+
+@pytest.mark.parametrize(
+    ("by_cluster", "phase"),
+    [
+        ({}, "NoClusterSelected"),
+        ({"a": conditions("False")}, "NoClusterSelected"),
+        ({"a": conditions("True", "True"), "b": conditions("False")}, "Ready"),
+        ({"a": conditions("True", "False", "Creating")}, "InProgress"),
+        ({"a": conditions("True", "False", "CreationLoopBackOff")}, "AllFailed"),
+        (
+            {
+                "a": conditions("True", "False", "CreationLoopBackOff"),
+                "b": conditions("True", "True"),
+            },
+            "SomeFailed",
+        ),
+    ],
+)
+def test_the_phase_follows_liqos_rule(by_cluster: dict[str, Any], phase: str) -> None:
+    assert offloading_phase(by_cluster, deleting=False) == phase
+    assert offloading_phase(by_cluster, deleting=True) == "Terminating"
+
+
+def pod(node: str, runtime_class: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeName": node}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    return {"metadata": {"name": "p"}, "spec": spec}
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "cluster", "strategy", "selected", "violates"),
+    [
+        (pod("venice-1"), None, "LocalAndRemote", {"naples"}, False),
+        (pod("venice-1"), None, "Remote", {"naples"}, True),
+        (pod("venice-1", "liqo"), None, "Remote", {"naples"}, False),
+        (pod("naples"), "naples", "Remote", {"naples"}, False),
+        (pod("florence"), "florence", "LocalAndRemote", {"naples"}, True),
+        (pod("naples"), "naples", "Local", {"naples"}, True),
+        (pod("naples", "liqo"), "naples", "Local", {"naples"}, False),
+        (pod("venice-1"), None, "Local", {"naples"}, False),
+    ],
+)
+def test_where_a_pod_may_stay(
+    the_pod: dict[str, Any], cluster: str | None, strategy: str, selected: set[str], violates: bool
+) -> None:
+    why = placement_violation(the_pod, cluster, strategy, selected)
+    assert (why is not None) == violates
+    if why:
+        assert the_pod["spec"]["nodeName"] in why
+
+
+def test_the_status_patch_removes_providers_that_left() -> None:
+    current = {
+        "offloadingPhase": "Ready",
+        "remoteNamespacesConditions": {"florence": [], "naples": []},
+    }
+    wanted = {"offloadingPhase": "Ready", "remoteNamespacesConditions": {"naples": []}}
+    assert status_patch(current, wanted) == {
+        "offloadingPhase": "Ready",
+        "remoteNamespacesConditions": {"florence": None, "naples": []},
+    }
+    assert status_patch(wanted, wanted) is None
+
+
+def test_the_namespace_map_is_replicated_to_its_provider() -> None:
+    namespace_map = forge_namespace_map("naples", {"liqo-demo": "liqo-demo"})
+    assert namespace_map["metadata"]["namespace"] == "liqo-tenant-naples"
+    assert namespace_map["metadata"]["labels"] == {
+        "liqo.io/remote-cluster-id": "naples",
+        "liqo.io/remoteID": "naples",
+        "liqo.io/replication": "true",
+    }
+    assert namespace_map["spec"] == {"desiredMapping": {"liqo-demo": "liqo-demo"}}
