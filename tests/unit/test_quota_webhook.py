@@ -32,12 +32,14 @@ from vk.playground.processes import free_port
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
+    OffloadingAdmission,
     QuotaAdmission,
     forge_review_response,
     quota_user_index,
 )
 from vk.webhooks.configuration import (
     MUTATE_PATH,
+    PLACE_POD_PATH,
     VALIDATE_PATH,
     ServiceReference,
     forge_webhook_cluster_role,
@@ -721,8 +723,16 @@ def test_the_configurations_fail_closed_on_the_twin_namespaces_only() -> None:
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
         assert hook["clientConfig"]["caBundle"] == base64.b64encode(b"PEM").decode()
+    stamp, place, quota_hook, immutable, offloading = webhooks
+    for hook in (stamp, place, quota_hook, immutable):
         assert hook["rules"][0]["resources"] == ["pods"]
-    stamp, quota_hook, immutable = webhooks
+    # The offloading webhooks: pods of offloaded namespaces, and NamespaceOffloadings.
+    assert place["clientConfig"]["url"] == f"https://10.0.0.5:9443{PLACE_POD_PATH}"
+    assert place["rules"][0]["operations"] == ["CREATE"]
+    assert place["namespaceSelector"] == {"matchLabels": {"liqo.io/scheduling-enabled": "true"}}
+    assert offloading["rules"][0]["resources"] == ["namespaceoffloadings"]
+    assert offloading["rules"][0]["apiGroups"] == ["offloading.liqo.io"]
+    assert offloading["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert stamp["clientConfig"]["url"] == f"https://10.0.0.5:9443{MUTATE_PATH}"
     assert quota_hook["clientConfig"]["url"] == f"https://10.0.0.5:9443{VALIDATE_PATH}"
     assert stamp["rules"][0]["operations"] == quota_hook["rules"][0]["operations"] == ["CREATE"]
@@ -749,13 +759,15 @@ def test_the_configurations_can_point_at_a_service() -> None:
     }
 
 
-def test_the_webhook_reads_quotas_and_pods_only() -> None:
+def test_the_webhook_reads_quotas_pods_and_namespace_offloadings_only() -> None:
     rules = forge_webhook_cluster_role()["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
         ("quotas", "list"),
         ("quotas", "watch"),
         ("pods", "list"),
         ("pods", "watch"),
+        ("namespaceoffloadings", "list"),
+        ("namespaceoffloadings", "watch"),
     }
 
 
@@ -781,6 +793,7 @@ async def test_the_server_answers_admission_reviews_over_https(
     port = free_port()
     server = WebhookServer(
         webhook.admission,
+        OffloadingAdmission(Store(), synced=lambda: True),
         f"127.0.0.1:{port}",
         serving_ssl_context(cert, key),
         healthy=lambda: webhook.synced,
@@ -804,6 +817,17 @@ async def test_the_server_answers_admission_reviews_over_https(
             assert answer["response"]["allowed"] is False
             assert answer["response"]["status"]["code"] == 403
             assert "cpu: asks 2, 0 used, 1 allowed" in answer["response"]["status"]["message"]
+
+            # A pod in a namespace labelled for offloading, which has no NamespaceOffloading.
+            early = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {**review(pod(container())), "namespace": "liqo-demo"},
+            }
+            async with session.post(base + PLACE_POD_PATH, json=early) as response:
+                answer = await response.json()
+            assert answer["response"]["allowed"] is False
+            assert "no NamespaceOffloading" in answer["response"]["status"]["message"]
 
             async with session.post(base + MUTATE_PATH, json={"nothing": 1}) as response:
                 assert response.status == 400

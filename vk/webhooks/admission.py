@@ -1,9 +1,11 @@
-"""AdmissionReview in, AdmissionReview out: the two pod-quota handlers, over the caches.
+"""AdmissionReview in, AdmissionReview out: the handlers of `vk webhook`, over the caches.
 
-`mutate` stamps a consumer identity's new pod with its creator; `validate` applies the Quota
-rules of `vk.webhooks.quota` to it (and keeps the stamp immutable on updates). Both read only
-the informers' caches and the usage ledger: no API call per admission. Until the caches hold a
-first complete list they deny what they cannot judge, asking to retry.
+Provider: `QuotaAdmission.mutate` stamps a consumer identity's new pod with its creator;
+`validate` applies the Quota rules of `vk.webhooks.quota` to it (and keeps the stamp immutable
+on updates). Consumer: `OffloadingAdmission` places the pods of offloaded namespaces and
+validates NamespaceOffloadings (`vk.webhooks.offloading`). All read only the informers' caches
+(and the usage ledger): no API call per admission. Until the caches hold a first complete list
+they deny what they cannot judge, asking to retry.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from vk.api.constants import NAMESPACE_OFFLOADING_NAME
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
 from vk.kube.informer import Store
+from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
 from vk.webhooks.quota import (
     ALLOWED,
     JSON,
@@ -40,6 +44,9 @@ log = structlog.get_logger("vk.webhooks.admission")
 
 ADMISSION_API = "admission.k8s.io/v1"
 USER_INDEX = "user"
+NOT_READY_OFFLOADING = (
+    "vk's webhook is starting and has not read the NamespaceOffloadings yet: retry in a few seconds"
+)
 NOT_READY = (
     "the provider's quota webhook is starting and has not read the Quotas and pods yet: "
     "retry in a few seconds"
@@ -56,6 +63,7 @@ def quota_user_index(quota: JSON) -> list[str]:
 class Answer:
     decision: Decision
     patch: list[JSON] | None = None
+    warnings: tuple[str, ...] = ()
 
 
 def forge_review_response(uid: str, answer: Answer) -> JSON:
@@ -68,6 +76,8 @@ def forge_review_response(uid: str, answer: Answer) -> JSON:
             "reason": "Forbidden",
             "message": answer.decision.message,
         }
+    if answer.warnings:
+        response["warnings"] = list(answer.warnings)
     if answer.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(answer.patch).encode()).decode()
@@ -171,3 +181,26 @@ class QuotaAdmission:
         if not request.get("dryRun"):
             self.ledger.reserve(creator, key, usage, now)
         return Answer(ALLOWED)
+
+
+class OffloadingAdmission:
+    """The namespace-offloading handlers of one `vk webhook` process; `offloadings` is the
+    NamespaceOffloading cache, `synced()` whether it holds a complete list."""
+
+    def __init__(self, offloadings: Store, *, synced: Callable[[], bool]) -> None:
+        self.offloadings = offloadings
+        self.synced = synced
+
+    def place_pod(self, request: Mapping[str, Any]) -> Answer:
+        if request.get("operation") != "CREATE":
+            return Answer(ALLOWED)
+        if not self.synced():
+            return Answer(deny(NOT_READY_OFFLOADING))
+        namespace = request.get("namespace") or ""
+        offloading = self.offloadings.get(f"{namespace}/{NAMESPACE_OFFLOADING_NAME}")
+        decision, patch = review_offloading_pod(request, offloading)
+        return Answer(decision, patch or None)
+
+    def validate_offloading(self, request: Mapping[str, Any]) -> Answer:
+        decision, warnings = review_namespace_offloading(request)
+        return Answer(decision, warnings=tuple(warnings))

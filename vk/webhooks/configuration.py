@@ -1,6 +1,10 @@
 """How the API server reaches `vk webhook`, and what the webhook may read: its webhook
 configurations and its RBAC, forged by pure functions for whoever installs it.
 
+The offloading webhooks are called for pods created in namespaces labelled
+`liqo.io/scheduling-enabled=true` (the offloaded ones, as the NamespaceOffloading controller
+labels them), and for NamespaceOffloadings.
+
 The quota webhooks are called for pods created in the namespaces a provider made for its
 consumers (the twin namespaces: `liqo.io/remote-cluster-id` set, not a tenant namespace), which
 are the only namespaces where a consumer's identity may create pods; the rest of the cluster
@@ -13,17 +17,26 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
-from vk.api.offloading import Quota
+from vk.api.constants import (
+    CREATOR_USER_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    SCHEDULING_ENABLED_LABEL,
+    TENANT_NAMESPACE_LABEL,
+)
+from vk.api.offloading import NamespaceOffloading, Quota
 
 JSON = dict[str, Any]
 
-CONFIGURATION_NAME = "vk-pod-quota"
+CONFIGURATION_NAME = "vk"
 MUTATE_PATH = "/mutate-pod-quota"
 VALIDATE_PATH = "/validate-pod-quota"
+PLACE_POD_PATH = "/mutate-pod-offloading"
+VALIDATE_OFFLOADING_PATH = "/validate-namespaceoffloading"
 STAMP_WEBHOOK = "pod-quota.mutate.liqo.io"
 QUOTA_WEBHOOK = "pod-quota.validate.liqo.io"
 IMMUTABLE_STAMP_WEBHOOK = "pod-creator.validate.liqo.io"
+PLACE_POD_WEBHOOK = "pod.mutate.liqo.io"
+OFFLOADING_WEBHOOK = "namespaceoffloading.validate.liqo.io"
 WEBHOOK_ROLE = "vk-webhook"
 TIMEOUT_SECONDS = 5
 
@@ -65,16 +78,18 @@ def _webhook(
     path: str,
     ca_bundle: bytes,
     operations: list[str],
+    resource: tuple[str, str, str] = ("", "v1", "pods"),
 ) -> JSON:
+    group, version, plural = resource
     return {
         "name": name,
         "clientConfig": _client_config(server, path, ca_bundle),
         "rules": [
             {
-                "apiGroups": [""],
-                "apiVersions": ["v1"],
+                "apiGroups": [group],
+                "apiVersions": [version],
                 "operations": operations,
-                "resources": ["pods"],
+                "resources": [plural],
                 "scope": "Namespaced",
             }
         ],
@@ -89,11 +104,12 @@ def _webhook(
 def forge_webhook_configurations(
     server: str | ServiceReference, ca_bundle: bytes
 ) -> tuple[JSON, JSON]:
-    """The MutatingWebhookConfiguration (the stamp, on CREATE) and the
-    ValidatingWebhookConfiguration (the Quota on CREATE; the stamp's immutability on UPDATE of
-    a pod that has it or would get it) of the webhook at `server`: a base URL
-    (`https://10.0.0.5:9443`) or a Service; `ca_bundle` is the PEM that signed its serving
-    certificate. Both fail closed: a pod is not admitted unchecked."""
+    """The MutatingWebhookConfiguration (the quota stamp, and the placement of pods in
+    offloaded namespaces, on CREATE) and the ValidatingWebhookConfiguration (the Quota on
+    CREATE; the stamp's immutability on UPDATE of a pod that has it or would get it;
+    NamespaceOffloadings) of the webhook at `server`: a base URL (`https://10.0.0.5:9443`) or a
+    Service; `ca_bundle` is the PEM that signed its serving certificate. All fail closed: a pod
+    is not admitted unchecked, nor placed against its namespace's policy."""
     stamp = {
         **_webhook(STAMP_WEBHOOK, server, MUTATE_PATH, ca_bundle, ["CREATE"]),
         "namespaceSelector": TWIN_NAMESPACES,
@@ -110,23 +126,37 @@ def forge_webhook_configurations(
         **_webhook(IMMUTABLE_STAMP_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["UPDATE"]),
         "objectSelector": {"matchExpressions": [{"key": CREATOR_USER_LABEL, "operator": "Exists"}]},
     }
+    place = {
+        **_webhook(PLACE_POD_WEBHOOK, server, PLACE_POD_PATH, ca_bundle, ["CREATE"]),
+        "namespaceSelector": {"matchLabels": {SCHEDULING_ENABLED_LABEL: "true"}},
+        "reinvocationPolicy": "Never",
+    }
+    offloading = _webhook(
+        OFFLOADING_WEBHOOK,
+        server,
+        VALIDATE_OFFLOADING_PATH,
+        ca_bundle,
+        ["CREATE", "UPDATE"],
+        (NamespaceOffloading.GROUP, NamespaceOffloading.VERSION, NamespaceOffloading.PLURAL),
+    )
     mutating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION_NAME},
-        "webhooks": [stamp],
+        "webhooks": [stamp, place],
     }
     validating = {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION_NAME},
-        "webhooks": [quota, immutable],
+        "webhooks": [quota, immutable, offloading],
     }
     return mutating, validating
 
 
 def forge_webhook_cluster_role() -> JSON:
-    """What `vk webhook` reads, through its informers: every Quota, and the stamped pods."""
+    """What `vk webhook` reads, through its informers: every Quota, the stamped pods, and
+    every NamespaceOffloading."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -134,6 +164,11 @@ def forge_webhook_cluster_role() -> JSON:
         "rules": [
             {"apiGroups": [Quota.GROUP], "resources": [Quota.PLURAL], "verbs": ["list", "watch"]},
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": [NamespaceOffloading.GROUP],
+                "resources": [NamespaceOffloading.PLURAL],
+                "verbs": ["list", "watch"],
+            },
         ],
     }
 

@@ -1,7 +1,8 @@
-"""`vk webhook`: the provider's admission webhook process. HTTPS (aiohttp) serving the
-AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas and
-of the stamped pods, with `/healthz`, `/readyz` and `/metrics` on the same port (and, if asked,
-on a plain-HTTP metrics port as the other daemons have).
+"""`vk webhook`: vk's admission webhook process, in every cluster. HTTPS (aiohttp) serving the
+AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas, of
+the stamped pods (provider) and of the NamespaceOffloadings (consumer), with `/healthz`,
+`/readyz` and `/metrics` on the same port (and, if asked, on a plain-HTTP metrics port as the
+other daemons have).
 
 Every replica answers on its own (no leader election): admissions are read-only but for the
 in-memory reservations of pods just admitted, which are per process, so one replica gives
@@ -24,7 +25,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from vk.api.constants import CREATOR_USER_LABEL
-from vk.api.offloading import Quota
+from vk.api.offloading import NamespaceOffloading, Quota
 from vk.kube.client import JSON, KubeClient
 from vk.kube.informer import DELETED, Informer, object_key
 from vk.kube.kubeconfig import default_connection
@@ -32,11 +33,17 @@ from vk.kube.observability import MetricsServer, configure_logging
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
+    OffloadingAdmission,
     QuotaAdmission,
     forge_review_response,
     quota_user_index,
 )
-from vk.webhooks.configuration import MUTATE_PATH, VALIDATE_PATH
+from vk.webhooks.configuration import (
+    MUTATE_PATH,
+    PLACE_POD_PATH,
+    VALIDATE_OFFLOADING_PATH,
+    VALIDATE_PATH,
+)
 from vk.webhooks.quota import UsageLedger
 
 log = structlog.get_logger("vk.webhooks.server")
@@ -76,12 +83,14 @@ class WebhookServer:
     def __init__(
         self,
         admission: QuotaAdmission,
+        offloading: OffloadingAdmission,
         address: str,
         context: ssl.SSLContext,
         *,
         healthy: Callable[[], bool],
     ) -> None:
         self.admission = admission
+        self.offloading = offloading
         self.host, self.port = split_address(address)
         self.context = context
         self.healthy = healthy
@@ -91,6 +100,8 @@ class WebhookServer:
         app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         app.router.add_post(MUTATE_PATH, self._mutate)
         app.router.add_post(VALIDATE_PATH, self._validate)
+        app.router.add_post(PLACE_POD_PATH, self._place_pod)
+        app.router.add_post(VALIDATE_OFFLOADING_PATH, self._validate_offloading)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -113,6 +124,14 @@ class WebhookServer:
 
     async def _validate(self, request: web.Request) -> web.Response:
         return await self._review(request, "validate-pod-quota", self.admission.validate)
+
+    async def _place_pod(self, request: web.Request) -> web.Response:
+        return await self._review(request, "mutate-pod-offloading", self.offloading.place_pod)
+
+    async def _validate_offloading(self, request: web.Request) -> web.Response:
+        return await self._review(
+            request, "validate-namespaceoffloading", self.offloading.validate_offloading
+        )
 
     async def _review(
         self, http: web.Request, webhook: str, handle: Callable[[JSON], Answer]
@@ -142,7 +161,8 @@ class WebhookServer:
             result=result,
             operation=request.get("operation"),
             namespace=request.get("namespace"),
-            pod=request.get("name") or metadata.get("generateName"),
+            kind=(request.get("kind") or {}).get("kind"),
+            name=request.get("name") or metadata.get("name") or metadata.get("generateName"),
             user=(request.get("userInfo") or {}).get("username"),
             reason=answer.decision.message or None,
         )
@@ -214,17 +234,20 @@ async def run_webhook(options: WebhookOptions) -> int:
     pods = Informer(client, "v1", "pods", label_selector=CREATOR_USER_LABEL)
     ledger = UsageLedger()
     pods.add_handler(_follow_pods(ledger))
+    offloadings = Informer(client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL)
 
     def synced() -> bool:
-        return quotas.synced.is_set() and pods.synced.is_set()
+        return all(i.synced.is_set() for i in (quotas, pods, offloadings))
 
     admission = QuotaAdmission(
         quotas.store, ledger, enforcement_enabled=options.enforcement_enabled, synced=synced
     )
-    server = WebhookServer(admission, options.listen_address, context, healthy=synced)
+    offloading = OffloadingAdmission(offloadings.store, synced=offloadings.synced.is_set)
+    server = WebhookServer(admission, offloading, options.listen_address, context, healthy=synced)
     running = [
         asyncio.create_task(quotas.run(), name="quotas"),
         asyncio.create_task(pods.run(), name="pods"),
+        asyncio.create_task(offloadings.run(), name="namespaceoffloadings"),
         asyncio.create_task(server.run(), name="server"),
         asyncio.create_task(
             reload_certificate_when_changed(
@@ -245,7 +268,7 @@ async def run_webhook(options: WebhookOptions) -> int:
         loop.add_signal_handler(signum, stop.set)
     stopping = asyncio.create_task(stop.wait(), name="stop")
     log.info(
-        "quota webhook starting",
+        "webhook starting",
         enforcement_enabled=options.enforcement_enabled,
         address=options.listen_address,
     )
@@ -260,7 +283,7 @@ async def run_webhook(options: WebhookOptions) -> int:
             task.cancel()
         await asyncio.gather(stopping, *running, return_exceptions=True)
         await client.close()
-        log.info("quota webhook stopped")
+        log.info("webhook stopped")
 
 
 def main(options: WebhookOptions) -> int:

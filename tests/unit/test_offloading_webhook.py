@@ -1,0 +1,227 @@
+"""Admission for namespace offloading: pods placed by the strategy merged with their own
+affinity, refused until the policy is known; NamespaceOffloadings validated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vk.webhooks.offloading import (
+    IS_LOCAL,
+    IS_VIRTUAL,
+    VIRTUAL_NODE_TOLERATION,
+    forge_pod_placement_patch,
+    review_namespace_offloading,
+    review_offloading_pod,
+)
+
+REGION = "topology.liqo.io/region"
+SOUTH = {"key": REGION, "operator": "In", "values": ["south"]}
+CENTER = {"key": REGION, "operator": "In", "values": ["center"]}
+
+
+def offloading_spec(strategy: str, *terms: list[dict[str, Any]]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"podOffloadingStrategy": strategy}
+    if terms:
+        spec["clusterSelector"] = {"nodeSelectorTerms": [{"matchExpressions": t} for t in terms]}
+    return spec
+
+
+def applied(pod: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pod after the patch (only `add` of /spec members is used)."""
+    result = {**pod, "spec": dict(pod.get("spec") or {})}
+    for op in patch:
+        assert op["op"] == "add"
+        assert op["path"].startswith("/spec/")
+        result["spec"][op["path"].removeprefix("/spec/")] = op["value"]
+    return result
+
+
+def required_terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    selector = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    return [t["matchExpressions"] for t in selector["nodeSelectorTerms"]]
+
+
+def test_local_and_remote_with_a_selector_allows_local_nodes_or_the_selected_ones() -> None:
+    pod = applied(
+        {"spec": {}},
+        forge_pod_placement_patch({"spec": {}}, offloading_spec("LocalAndRemote", [SOUTH])),
+    )
+    assert pod["spec"]["tolerations"] == [VIRTUAL_NODE_TOLERATION]
+    assert required_terms(pod) == [[SOUTH], [IS_LOCAL]]
+
+
+def test_local_and_remote_without_a_selector_only_tolerates() -> None:
+    patch = forge_pod_placement_patch({"spec": {}}, offloading_spec("LocalAndRemote"))
+    assert applied({"spec": {}}, patch)["spec"] == {"tolerations": [VIRTUAL_NODE_TOLERATION]}
+
+
+def test_remote_requires_selected_virtual_nodes() -> None:
+    pod = applied(
+        {"spec": {}},
+        forge_pod_placement_patch({"spec": {}}, offloading_spec("Remote", [SOUTH], [CENTER])),
+    )
+    assert required_terms(pod) == [[SOUTH, IS_VIRTUAL], [CENTER, IS_VIRTUAL]]
+    bare = applied({"spec": {}}, forge_pod_placement_patch({"spec": {}}, offloading_spec("Remote")))
+    assert required_terms(bare) == [[IS_VIRTUAL]]
+
+
+def test_the_pods_own_affinity_is_anded_with_the_policy_as_in_the_tutorial() -> None:
+    """app-center asks for center; the namespace allows south or local: nothing fits."""
+    own = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [CENTER]}]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1}],
+            }
+        },
+        "tolerations": [{"key": "other", "operator": "Exists"}],
+    }
+    pod = {"spec": own}
+    placed = applied(
+        pod, forge_pod_placement_patch(pod, offloading_spec("LocalAndRemote", [SOUTH]))
+    )
+    assert required_terms(placed) == [[CENTER, SOUTH], [CENTER, IS_LOCAL]]
+    node_affinity = placed["spec"]["affinity"]["nodeAffinity"]
+    assert node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 1}]
+    assert placed["spec"]["tolerations"] == [
+        {"key": "other", "operator": "Exists"},
+        VIRTUAL_NODE_TOLERATION,
+    ]
+    assert pod["spec"] is own
+    assert "tolerations" in own
+    assert required_terms({"spec": own}) == [[CENTER]]
+
+
+@pytest.mark.parametrize(
+    ("spec", "pod_spec"),
+    [
+        (offloading_spec("Local"), {}),
+        (offloading_spec("Remote", [SOUTH]), {"runtimeClassName": "liqo"}),
+    ],
+)
+def test_local_and_the_runtime_class_leave_the_pod_alone(
+    spec: dict[str, Any], pod_spec: dict[str, Any]
+) -> None:
+    assert forge_pod_placement_patch({"spec": pod_spec}, spec) == []
+
+
+def test_a_toleration_already_there_is_not_added_twice() -> None:
+    pod = {"spec": {"tolerations": [VIRTUAL_NODE_TOLERATION]}}
+    assert forge_pod_placement_patch(pod, offloading_spec("LocalAndRemote")) == []
+
+
+def pod_request(operation: str = "CREATE") -> dict[str, Any]:
+    return {"operation": operation, "namespace": "liqo-demo", "object": {"spec": {}}}
+
+
+def test_pods_wait_for_the_policy() -> None:
+    decision, _ = review_offloading_pod(pod_request(), None)
+    assert not decision.allowed
+    assert "no NamespaceOffloading" in decision.message
+    assert "kubectl label namespace liqo-demo liqo.io/scheduling-enabled-" in decision.message
+    unprocessed = {"metadata": {"generation": 2}, "status": {"observedGeneration": 1}}
+    decision, _ = review_offloading_pod(pod_request(), unprocessed)
+    assert not decision.allowed
+    assert "not been processed" in decision.message
+    ready = {
+        "metadata": {"generation": 2},
+        "spec": offloading_spec("Remote"),
+        "status": {"observedGeneration": 2},
+    }
+    decision, patch = review_offloading_pod(pod_request(), ready)
+    assert decision.allowed
+    assert patch
+    assert review_offloading_pod(pod_request("UPDATE"), None)[0].allowed
+
+
+def offloading_request(
+    operation: str,
+    spec: dict[str, Any],
+    name: str = "offloading",
+    old: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "operation": operation,
+        "object": {"metadata": {"name": name}, "spec": spec},
+    }
+    if old is not None:
+        request["oldObject"] = {"metadata": {"name": name}, "spec": old}
+    return request
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (offloading_request("CREATE", {}, name="other"), "must be named 'offloading'"),
+        (
+            offloading_request("CREATE", {"namespaceMappingStrategy": "SelectedName"}),
+            "needs remoteNamespaceName",
+        ),
+        (
+            offloading_request(
+                "CREATE",
+                {"namespaceMappingStrategy": "SelectedName", "remoteNamespaceName": "Bad_Name"},
+            ),
+            "not a valid namespace name",
+        ),
+        (
+            offloading_request(
+                "CREATE",
+                {
+                    "clusterSelector": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": REGION, "operator": "In"}]}
+                        ]
+                    }
+                },
+            ),
+            "clusterSelector is invalid",
+        ),
+        (
+            offloading_request(
+                "UPDATE",
+                {"namespaceMappingStrategy": "EnforceSameName"},
+                old={"namespaceMappingStrategy": "DefaultName"},
+            ),
+            "namespaceMappingStrategy cannot change",
+        ),
+        (
+            offloading_request(
+                "UPDATE",
+                {"namespaceMappingStrategy": "EnforceSameName"},
+                old={},  # DefaultName by default
+            ),
+            "unoffload the namespace",
+        ),
+    ],
+)
+def test_bad_namespace_offloadings_are_refused_with_the_fix(
+    request_: dict[str, Any], message: str
+) -> None:
+    decision, _ = review_namespace_offloading(request_)
+    assert not decision.allowed
+    assert message in decision.message
+
+
+def test_a_tighter_pod_strategy_is_allowed_with_a_warning() -> None:
+    decision, warnings = review_namespace_offloading(
+        offloading_request(
+            "UPDATE",
+            {"podOffloadingStrategy": "Remote"},
+            old={"podOffloadingStrategy": "LocalAndRemote"},
+        )
+    )
+    assert decision.allowed
+    assert len(warnings) == 1
+    assert "evicted" in warnings[0]
+    decision, warnings = review_namespace_offloading(
+        offloading_request("UPDATE", {}, old={"podOffloadingStrategy": "Remote"})
+    )
+    assert decision.allowed
+    assert warnings == []

@@ -1,0 +1,196 @@
+"""Admission for namespace offloading (consumer): where pods of an offloaded namespace may be
+scheduled, and what a NamespaceOffloading may say. Pure functions over the request and the
+namespace's NamespaceOffloading (from the webhook's cache).
+
+Pods (CREATE, in namespaces labelled `liqo.io/scheduling-enabled=true`): the pod offloading
+strategy is merged into the pod's own required node affinity, so the vanilla scheduler does
+the rest. `LocalAndRemote` tolerates the virtual-node taint and allows local nodes or the
+selected virtual nodes; `Remote` tolerates it and requires selected virtual nodes; `Local` adds
+nothing (the taint keeps pods off). A pod of RuntimeClass `liqo` is left to the RuntimeClass.
+Until the namespace's NamespaceOffloading exists and its controller has seen it, pods are
+refused (their controllers retry), so none is placed before the policy is known.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from vk.api.constants import (
+    NAMESPACE_OFFLOADING_NAME,
+    RUNTIME_CLASS_NAME,
+    SCHEDULING_ENABLED_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+from vk.api.nodeselector import merge_node_selectors, selector_problems
+from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
+from vk.webhooks.quota import ALLOWED, JSON, Decision, deny
+
+VIRTUAL_NODE_TOLERATION: JSON = {
+    "key": VIRTUAL_NODE_TAINT_KEY,
+    "operator": "Exists",
+    "effect": VIRTUAL_NODE_TAINT_EFFECT,
+}
+IS_VIRTUAL: JSON = {"key": TYPE_LABEL, "operator": "In", "values": [TYPE_VIRTUAL_NODE]}
+IS_LOCAL: JSON = {"key": TYPE_LABEL, "operator": "NotIn", "values": [TYPE_VIRTUAL_NODE]}
+_DNS_LABEL_MAX = 63
+
+
+def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
+    """The nodes a pod of the namespace may use, as a NodeSelector (None: any node)."""
+    strategy = spec.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
+    terms = ((spec.get("clusterSelector") or {}).get("nodeSelectorTerms")) or []
+    if strategy == PodOffloadingStrategy.REMOTE:
+        terms = terms or [{}]
+        return {
+            "nodeSelectorTerms": [
+                {**t, "matchExpressions": [*(t.get("matchExpressions") or []), IS_VIRTUAL]}
+                for t in terms
+            ]
+        }
+    if strategy == PodOffloadingStrategy.LOCAL_AND_REMOTE and terms:
+        # The selected virtual nodes, OR any local node.
+        return {"nodeSelectorTerms": [*copy.deepcopy(terms), {"matchExpressions": [IS_LOCAL]}]}
+    return None
+
+
+def forge_pod_placement_patch(pod: Mapping[str, Any], spec: Mapping[str, Any]) -> list[JSON]:
+    """The JSON Patch that places `pod` by the offloading `spec`; [] when nothing changes."""
+    strategy = spec.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
+    pod_spec = pod.get("spec") or {}
+    if strategy == PodOffloadingStrategy.LOCAL or (
+        pod_spec.get("runtimeClassName") == RUNTIME_CLASS_NAME
+    ):
+        return []
+    patch: list[JSON] = []
+    tolerations = list(pod_spec.get("tolerations") or [])
+    if VIRTUAL_NODE_TOLERATION not in tolerations:
+        patch.append(
+            {
+                "op": "add",
+                "path": "/spec/tolerations",
+                "value": [*tolerations, VIRTUAL_NODE_TOLERATION],
+            }
+        )
+    policy = policy_node_selector(spec)
+    if policy is not None:
+        affinity = copy.deepcopy(pod_spec.get("affinity") or {})
+        node_affinity = affinity.setdefault("nodeAffinity", {})
+        required_key = "requiredDuringSchedulingIgnoredDuringExecution"
+        node_affinity[required_key] = merge_node_selectors(node_affinity.get(required_key), policy)
+        patch.append({"op": "add", "path": "/spec/affinity", "value": affinity})
+    return patch
+
+
+def offloading_not_ready(namespace: str, offloading: Mapping[str, Any] | None) -> str | None:
+    """Why pods of `namespace` cannot be placed yet, or None."""
+    advice = (
+        f"retry in a few seconds (controllers retry by themselves); if {namespace} is not "
+        f"meant to be offloaded, remove its label: kubectl label namespace {namespace} "
+        f"{SCHEDULING_ENABLED_LABEL}-"
+    )
+    if offloading is None:
+        return (
+            f"namespace {namespace} is labelled {SCHEDULING_ENABLED_LABEL}=true but has no "
+            f"NamespaceOffloading {NAMESPACE_OFFLOADING_NAME!r} yet, so where its pods may run "
+            f"is not known: {advice}"
+        )
+    metadata = offloading.get("metadata") or {}
+    observed = (offloading.get("status") or {}).get("observedGeneration") or 0
+    if observed < (metadata.get("generation") or 1):
+        return (
+            f"the NamespaceOffloading of {namespace} has not been processed by vk's controller "
+            f"manager yet: {advice}"
+        )
+    return None
+
+
+def review_offloading_pod(
+    request: Mapping[str, Any], offloading: Mapping[str, Any] | None
+) -> tuple[Decision, list[JSON]]:
+    """The answer to a pod CREATE in an offloaded namespace: refused until the policy is
+    known, else placed by it. A NamespaceOffloading being deleted places nothing."""
+    if request.get("operation") != "CREATE":
+        return ALLOWED, []
+    namespace = str(request.get("namespace") or "")
+    why = offloading_not_ready(namespace, offloading)
+    if why:
+        return deny(why), []
+    assert offloading is not None
+    if (offloading.get("metadata") or {}).get("deletionTimestamp"):
+        return ALLOWED, []
+    return ALLOWED, forge_pod_placement_patch(
+        request.get("object") or {}, offloading.get("spec") or {}
+    )
+
+
+def _is_dns_label(name: str) -> bool:
+    return (
+        0 < len(name) <= _DNS_LABEL_MAX
+        and name[0].isalnum()
+        and name[-1].isalnum()
+        and all(c.islower() or c.isdigit() or c == "-" for c in name)
+    )
+
+
+def review_namespace_offloading(request: Mapping[str, Any]) -> tuple[Decision, list[str]]:
+    """The validation of a NamespaceOffloading CREATE or UPDATE: (decision, warnings)."""
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE"):
+        return ALLOWED, []
+    offloading = request.get("object") or {}
+    name = (offloading.get("metadata") or {}).get("name") or request.get("name")
+    if operation == "CREATE" and name != NAMESPACE_OFFLOADING_NAME:
+        return deny(
+            f"a NamespaceOffloading must be named {NAMESPACE_OFFLOADING_NAME!r} (one per "
+            f"namespace), not {name!r}: create it as {NAMESPACE_OFFLOADING_NAME!r}"
+        ), []
+    spec = offloading.get("spec") or {}
+    strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
+    remote = spec.get("remoteNamespaceName") or ""
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not remote:
+        return deny(
+            "namespaceMappingStrategy SelectedName needs remoteNamespaceName: the name of the "
+            "namespace in the providers (vkctl offload namespace NAME "
+            "--namespace-mapping-strategy SelectedName --remote-namespace-name REMOTE)"
+        ), []
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not _is_dns_label(remote):
+        return deny(
+            f"remoteNamespaceName {remote!r} is not a valid namespace name: lower-case letters, "
+            "digits and '-', starting and ending with a letter or digit, at most 63 characters"
+        ), []
+    problems = selector_problems(spec.get("clusterSelector"))
+    if problems:
+        return deny("the clusterSelector is invalid: " + "; ".join(problems)), []
+    if operation == "UPDATE":
+        old_spec = (request.get("oldObject") or {}).get("spec") or {}
+        return _review_update(old_spec, spec)
+    return ALLOWED, []
+
+
+def _review_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[Decision, list[str]]:
+    default = NamespaceMappingStrategy.DEFAULT_NAME
+    immutable: Sequence[tuple[str, Any]] = (
+        ("namespaceMappingStrategy", default),
+        ("remoteNamespaceName", ""),
+    )
+    for field, unset in immutable:
+        if (old.get(field) or unset) != (new.get(field) or unset):
+            return deny(
+                f"{field} cannot change once the namespace is offloaded (its twin namespaces "
+                "would be renamed under running pods): unoffload the namespace (vkctl "
+                "unoffload namespace NAME) and offload it again with the new value"
+            ), []
+    old_strategy = old.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
+    new_strategy = new.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
+    if new_strategy != old_strategy and new_strategy != PodOffloadingStrategy.LOCAL_AND_REMOTE:
+        return ALLOWED, [
+            f"podOffloadingStrategy {new_strategy} is more restrictive: pods now running where "
+            "it forbids are evicted and recreated by their controllers; pods without a "
+            "controller keep running, with an Event saying so"
+        ]
+    return ALLOWED, []
