@@ -15,6 +15,7 @@ import click
 
 from vk.cli.generate import generate
 from vk.cli.info import info
+from vk.cli.offload import offload, unoffload
 from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.peering import PeeringError
 from vk.cli.playground import playground
@@ -53,6 +54,10 @@ vkctl.add_command(generate)
 vkctl.add_command(create)
 vkctl.add_command(delete)
 vkctl.add_command(info)
+# liqoctl's name for it, which Liqo's tutorials run.
+vkctl.add_command(info, "status")
+vkctl.add_command(offload)
+vkctl.add_command(unoffload)
 
 
 def main() -> None:

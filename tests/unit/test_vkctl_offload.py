@@ -1,0 +1,394 @@
+"""`vkctl offload|unoffload namespace` without a cluster: the NamespaceOffloading it builds (the
+tutorial's, printed by `-o yaml|json`), the flags it refuses, how it updates an existing one,
+and how it reads the controller's status into success, failure or more waiting."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+
+from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
+from vk.cli.offload import (
+    describe_outcome,
+    forge_namespace_offloading,
+    more_restrictive,
+    offloading_update,
+    unoffload_state,
+)
+from vk.cli.peering import PeeringError
+from vk.cli.vkctl import vkctl
+
+REFERENCE = Path(__file__).parents[1] / "data" / "reference" / "namespaceoffloading_liqo_demo.yaml"
+SOUTH = {
+    "nodeSelectorTerms": [
+        {
+            "matchExpressions": [
+                {"key": "topology.liqo.io/region", "operator": "In", "values": ["south"]}
+            ]
+        }
+    ]
+}
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(vkctl, list(args))
+
+
+def tutorial_offloading() -> dict[str, Any]:
+    """The tutorial's NamespaceOffloading, its status of the generation it shows."""
+    loaded: dict[str, Any] = yaml.safe_load(REFERENCE.read_text())
+    loaded["metadata"]["generation"] = 1
+    loaded["status"]["observedGeneration"] = 1
+    return loaded
+
+
+def offloading(
+    phase: str | None,
+    conditions: dict[str, list[dict[str, str]]] | None = None,
+    *,
+    selector: dict[str, Any] | None = None,
+    generation: int = 2,
+    observed: int | None = 2,
+) -> dict[str, Any]:
+    status: dict[str, Any] = {"remoteNamespaceName": "liqo-demo"}
+    if phase is not None:
+        status["offloadingPhase"] = phase
+    if observed is not None:
+        status["observedGeneration"] = observed
+    if conditions is not None:
+        status["remoteNamespacesConditions"] = conditions
+    spec: dict[str, Any] = {
+        "namespaceMappingStrategy": "EnforceSameName",
+        "podOffloadingStrategy": "LocalAndRemote",
+    }
+    if selector is not None:
+        spec["clusterSelector"] = selector
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceOffloading",
+        "metadata": {"name": "offloading", "namespace": "liqo-demo", "generation": generation},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def selected(ready: str, reason: str, message: str) -> list[dict[str, str]]:
+    return [
+        {"type": "OffloadingRequired", "status": "True", "reason": "ClusterSelected"},
+        {"type": "Ready", "status": ready, "reason": reason, "message": message},
+    ]
+
+
+NOT_SELECTED = [{"type": "OffloadingRequired", "status": "False", "reason": "ClusterNotSelected"}]
+CREATED = selected("True", "NamespaceCreated", "Namespace correctly offloaded")
+BACK_OFF = selected("False", "CreationLoopBackOff", "Some problems occurred during creation")
+CREATING = selected("False", "Creating", "The remote namespace is being created")
+
+
+# --- The manifest --------------------------------------------------------------------------
+
+
+def test_offload_o_yaml_prints_the_tutorials_namespace_offloading() -> None:
+    result = run(
+        "offload", "namespace", "liqo-demo", "--namespace-mapping-strategy", "EnforceSameName",
+        "--pod-offloading-strategy", "LocalAndRemote",
+        "--selector", "topology.liqo.io/region=south", "-o", "yaml",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    expected = yaml.safe_load(REFERENCE.read_text())
+    del expected["status"]
+    assert yaml.safe_load(result.stdout) == expected
+
+
+def test_offload_defaults_are_liqoctls_and_select_every_cluster() -> None:
+    result = run("offload", "namespace", "foo", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceOffloading",
+        "metadata": {"name": "offloading", "namespace": "foo"},
+        "spec": {
+            "namespaceMappingStrategy": "DefaultName",
+            "podOffloadingStrategy": "LocalAndRemote",
+        },
+    }
+
+
+def test_commas_and_within_one_selector_and_repeated_selectors_are_alternatives() -> None:
+    nsoff = forge_namespace_offloading(
+        "foo",
+        NamespaceMappingStrategy.DEFAULT_NAME,
+        None,
+        PodOffloadingStrategy.REMOTE,
+        ["region in (europe,us-west), !staging", "tier=gold"],
+    )
+    assert nsoff["spec"]["clusterSelector"] == {
+        "nodeSelectorTerms": [
+            {
+                "matchExpressions": [
+                    {"key": "region", "operator": "In", "values": ["europe", "us-west"]},
+                    {"key": "staging", "operator": "DoesNotExist"},
+                ]
+            },
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]},
+        ]
+    }
+    assert nsoff["spec"]["podOffloadingStrategy"] == "Remote"
+
+
+def test_selected_name_puts_the_remote_namespace_name_in_the_spec() -> None:
+    result = run(
+        "offload", "namespace", "foo", "--namespace-mapping-strategy", "SelectedName",
+        "--remote-namespace-name", "bar", "-o", "yaml",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(result.stdout)["spec"] == {
+        "namespaceMappingStrategy": "SelectedName",
+        "remoteNamespaceName": "bar",
+        "podOffloadingStrategy": "LocalAndRemote",
+    }
+
+
+def test_selected_name_without_a_remote_namespace_name_is_a_usage_error() -> None:
+    result = run("offload", "namespace", "foo", "--namespace-mapping-strategy", "SelectedName")
+    assert result.exit_code == 2
+    assert "SelectedName needs --remote-namespace-name" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_remote_namespace_name_with_another_strategy_is_ignored_with_a_warning() -> None:
+    result = run(
+        "offload", "namespace", "foo", "--namespace-mapping-strategy", "EnforceSameName",
+        "--remote-namespace-name", "bar", "-o", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "warning: --remote-namespace-name is ignored" in result.stderr
+    assert "remoteNamespaceName" not in json.loads(result.stdout)["spec"]
+
+
+def test_an_invalid_selector_is_a_bad_parameter_saying_how_to_write_one() -> None:
+    result = run("offload", "namespace", "foo", "--selector", "region in ()", "-o", "yaml")
+    assert result.exit_code == 2
+    assert "Invalid value for '--selector'" in result.stderr
+    assert "lists no values" in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_unknown_pod_offloading_strategy_is_refused() -> None:
+    result = run("offload", "namespace", "foo", "--pod-offloading-strategy", "Everywhere")
+    assert result.exit_code == 2
+    assert "'Everywhere' is not one of" in result.stderr
+
+
+# --- Updating an offloaded namespace ----------------------------------------------------------
+
+
+def wanted(
+    mapping: NamespaceMappingStrategy = NamespaceMappingStrategy.ENFORCE_SAME_NAME,
+    remote_name: str | None = None,
+    pods: PodOffloadingStrategy = PodOffloadingStrategy.LOCAL_AND_REMOTE,
+    selectors: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    return forge_namespace_offloading("liqo-demo", mapping, remote_name, pods, selectors)
+
+
+def test_an_update_changes_the_pod_strategy_and_the_selector_only() -> None:
+    patch = offloading_update(
+        tutorial_offloading(),
+        wanted(pods=PodOffloadingStrategy.REMOTE, selectors=("topology.liqo.io/region=north",)),
+    )
+    assert patch == {
+        "spec": {
+            "podOffloadingStrategy": "Remote",
+            "clusterSelector": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "topology.liqo.io/region",
+                                "operator": "In",
+                                "values": ["north"],
+                            }
+                        ]
+                    }
+                ]
+            },
+        }
+    }
+
+
+def test_an_update_without_selectors_removes_the_selector_to_select_every_cluster() -> None:
+    patch = offloading_update(tutorial_offloading(), wanted())
+    assert patch["spec"]["clusterSelector"] is None
+
+
+@pytest.mark.parametrize(
+    ("mapping", "remote_name"),
+    [
+        (NamespaceMappingStrategy.DEFAULT_NAME, None),
+        (NamespaceMappingStrategy.SELECTED_NAME, "liqo-demo"),
+    ],
+)
+def test_another_mapping_strategy_asks_to_unoffload_first(
+    mapping: NamespaceMappingStrategy, remote_name: str | None
+) -> None:
+    with pytest.raises(PeeringError, match="EnforceSameName, which cannot change") as error:
+        offloading_update(tutorial_offloading(), wanted(mapping, remote_name))
+    assert "vkctl unoffload namespace liqo-demo" in str(error.value)
+
+
+def test_another_selected_remote_name_asks_to_unoffload_first() -> None:
+    current = tutorial_offloading()
+    current["spec"].update(namespaceMappingStrategy="SelectedName", remoteNamespaceName="old")
+    with pytest.raises(PeeringError, match=r"\(remote name old\)"):
+        offloading_update(current, wanted(NamespaceMappingStrategy.SELECTED_NAME, "new"))
+
+
+def test_a_remote_name_liqo_ignored_does_not_block_an_update() -> None:
+    current = tutorial_offloading()  # liqoctl keeps a given name whatever the strategy
+    current["spec"]["remoteNamespaceName"] = "ignored"
+    assert offloading_update(current, wanted())["spec"]["podOffloadingStrategy"] == "LocalAndRemote"
+
+
+def test_an_offloading_being_deleted_is_not_updated() -> None:
+    current = tutorial_offloading()
+    current["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    with pytest.raises(PeeringError, match="is being unoffloaded"):
+        offloading_update(current, wanted())
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "restrictive"),
+    [
+        ("LocalAndRemote", "Remote", True),
+        ("Remote", "Local", True),
+        ("Local", "LocalAndRemote", False),
+        ("Remote", "Remote", False),
+    ],
+)
+def test_only_narrowing_where_pods_run_is_more_restrictive(
+    before: str, after: str, restrictive: bool
+) -> None:
+    current = tutorial_offloading()
+    current["spec"]["podOffloadingStrategy"] = before
+    assert more_restrictive(current, wanted(pods=PodOffloadingStrategy(after))) is restrictive
+
+
+# --- Reading the status --------------------------------------------------------------------
+
+
+def test_the_tutorials_ready_offloading_names_the_remote_namespace_and_the_ready_clusters() -> None:
+    outcome = describe_outcome(tutorial_offloading())
+    assert (outcome.done, outcome.ok, outcome.warning) == (True, True, None)
+    assert outcome.message == (
+        "namespace liqo-demo offloaded: remote name liqo-demo, ready on naples-7881be"
+    )
+
+
+def test_a_status_of_an_older_generation_is_not_an_outcome_yet() -> None:
+    outcome = describe_outcome(offloading("Ready", {"naples": CREATED}, generation=3, observed=2))
+    assert not outcome.done
+    assert outcome.message == "waiting for the namespace offloading to be processed"
+
+
+def test_a_status_never_written_is_waited_for() -> None:
+    assert not describe_outcome(offloading(None, observed=None)).done
+
+
+def test_in_progress_keeps_waiting_and_says_which_clusters_are_not_ready() -> None:
+    outcome = describe_outcome(
+        offloading("InProgress", {"naples": CREATING, "florence": NOT_SELECTED})
+    )
+    assert not outcome.done
+    assert outcome.message == (
+        "phase InProgress: naples: Creating (The remote namespace is being created)"
+    )
+
+
+def test_no_cluster_matching_the_selector_succeeds_with_a_warning_naming_it() -> None:
+    outcome = describe_outcome(
+        offloading("NoClusterSelected", {"florence": NOT_SELECTED}, selector=SOUTH)
+    )
+    assert (outcome.done, outcome.ok) == (True, True)
+    assert outcome.warning is not None
+    assert outcome.warning.startswith(
+        "no cluster matches the selector 'topology.liqo.io/region=south'"
+    )
+
+
+def test_no_cluster_without_a_selector_means_none_is_peered() -> None:
+    outcome = describe_outcome(offloading("NoClusterSelected", {}))
+    assert (outcome.done, outcome.ok) == (True, True)
+    assert outcome.warning is not None
+    assert "vkctl peer" in outcome.warning
+
+
+@pytest.mark.parametrize("phase", ["SomeFailed", "AllFailed"])
+def test_a_failed_offloading_lists_each_failing_clusters_reason_and_message(phase: str) -> None:
+    conditions = {"naples": BACK_OFF, "venice": CREATED, "florence": NOT_SELECTED}
+    outcome = describe_outcome(offloading(phase, conditions))
+    assert (outcome.done, outcome.ok) == (True, False)
+    assert outcome.message == (
+        f"the offloading of namespace liqo-demo failed ({phase}): "
+        "naples: CreationLoopBackOff (Some problems occurred during creation)"
+    )
+
+
+def test_clusters_told_the_same_share_a_line_and_an_undecided_selection_counts() -> None:
+    invalid = [
+        {
+            "type": "OffloadingRequired",
+            "status": "Unknown",
+            "reason": "InvalidClusterSelector",
+            "message": "the clusterSelector is invalid",
+        }
+    ]
+    outcome = describe_outcome(offloading("AllFailed", {"naples": invalid, "florence": invalid}))
+    assert outcome.message == (
+        "the offloading of namespace liqo-demo failed (AllFailed): "
+        "florence, naples: InvalidClusterSelector (the clusterSelector is invalid)"
+    )
+
+
+def test_a_terminating_offloading_is_a_failure_to_offload() -> None:
+    outcome = describe_outcome(offloading("Terminating", {"naples": CREATED}))
+    assert (outcome.done, outcome.ok) == (True, False)
+    assert "being unoffloaded" in outcome.message
+
+
+def test_unoffloading_reports_the_finalizers_and_the_remote_namespaces_left() -> None:
+    nsoff = offloading(
+        "Terminating",
+        {"naples": selected("False", "Terminating", "The remote namespace is being deleted")}
+        | {"florence": NOT_SELECTED},
+    )
+    nsoff["metadata"]["finalizers"] = ["namespaceoffloading-controller.liqo.io/finalizer"]
+    assert unoffload_state(nsoff) == (
+        "phase Terminating, held by namespaceoffloading-controller.liqo.io/finalizer, "
+        "remote namespaces left on naples (Terminating)"
+    )
+
+
+def test_unoffloading_an_unprocessed_offloading_reports_nothing_to_wait_for() -> None:
+    nsoff = copy.deepcopy(offloading(None, observed=None))
+    assert unoffload_state(nsoff) == ""
+
+
+# --- Commands ------------------------------------------------------------------------------
+
+
+def test_status_is_liqoctls_name_for_info() -> None:
+    assert vkctl.commands["status"] is vkctl.commands["info"]
+
+
+@pytest.mark.parametrize("group", ["offload", "unoffload"])
+def test_offload_and_unoffload_take_a_namespace(group: str) -> None:
+    result = run(group, "namespace", "--help")
+    assert result.exit_code == 0, result.output
+    assert "--timeout" in result.stdout
