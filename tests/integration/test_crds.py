@@ -27,9 +27,23 @@ def ensure_namespace(clusters: Clusters, name: str) -> None:
     clusters.kubectl(CLUSTER, "apply", "-f", "-", input=json.dumps(manifest))
 
 
+REFERENCE_NAMESPACES = ("liqo-tenant-cool-firefly", "liqo-tenant-wispy-firefly", "liqo-demo")
+
+
+@pytest.fixture(scope="module")
+def reference_namespaces_removed(without_vk_controllers: Clusters) -> Iterator[Clusters]:
+    """The pages' namespaces are gone from florence after this module: a later test (the
+    tutorial) checks that florence has no `liqo-demo`."""
+    yield without_vk_controllers
+    without_vk_controllers.kubectl(
+        CLUSTER, "delete", "namespace", *REFERENCE_NAMESPACES, "--ignore-not-found", "--wait=false"
+    )
+
+
 @pytest.fixture
-def reference_namespaces(without_vk_controllers: Clusters) -> Iterator[Clusters]:
-    names = ("liqo-tenant-cool-firefly", "liqo-tenant-wispy-firefly", "liqo-demo")
+def reference_namespaces(reference_namespaces_removed: Clusters) -> Iterator[Clusters]:
+    without_vk_controllers = reference_namespaces_removed
+    names = REFERENCE_NAMESPACES
     for name in names:
         ensure_namespace(without_vk_controllers, name)
     yield without_vk_controllers

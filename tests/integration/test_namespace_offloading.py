@@ -153,6 +153,11 @@ def test_the_tutorial_step_by_step(tutorial: Clusters) -> None:
     assert f"{REGION}=south" in listed.split("naples", 1)[1].splitlines()[0]
 
     clusters.kubectl(CONSUMER, "delete", "namespace", "liqo-demo", "--ignore-not-found")
+    wait_until(
+        lambda: not any(namespace_exists(clusters, c, "liqo-demo") for c in PROVIDERS),
+        "no liqo-demo in florence or naples before the tutorial starts",
+        timeout=60,
+    )
     clusters.kubectl(CONSUMER, "create", "namespace", "liqo-demo")
     try:
         offloaded = vkctl(
@@ -331,9 +336,7 @@ def apply(clusters: Clusters, namespace: str, *objects: dict[str, Any]) -> None:
     )
 
 
-def test_remote_places_pods_on_virtual_nodes_and_local_keeps_them_home(
-    tutorial: Clusters, namespace: str
-) -> None:
+def test_remote_places_every_pod_on_a_virtual_node(tutorial: Clusters, namespace: str) -> None:
     done = vkctl(tutorial, "offload", "namespace", namespace, "--pod-offloading-strategy", "Remote")
     assert done.returncode == 0, done.stderr
     apply(tutorial, namespace, deployment("remote", 4))
@@ -663,6 +666,29 @@ def test_bad_input_is_refused_with_the_fix(tutorial: Clusters, namespace: str) -
     )
     assert by_vkctl.returncode != 0
     assert f"vkctl unoffload namespace {namespace}" in by_vkctl.stderr
+
+
+def test_a_namespace_labelled_in_advance_refuses_pods_until_offloaded(
+    tutorial: Clusters, namespace: str
+) -> None:
+    """The reference page's advice against the race: label first, and pods wait."""
+    tutorial.kubectl(CONSUMER, "label", "namespace", namespace, "liqo.io/scheduling-enabled=true")
+    refused = tutorial.kubectl(
+        CONSUMER, "run", "early", "-n", namespace, "--image=nginx", check=False
+    )
+    assert refused.returncode != 0
+    assert f"namespace {namespace} is labelled liqo.io/scheduling-enabled=true" in refused.stderr
+    assert "no NamespaceOffloading" in refused.stderr
+    done = vkctl(tutorial, "offload", "namespace", namespace, "--pod-offloading-strategy", "Remote")
+    assert done.returncode == 0, done.stderr
+    tutorial.kubectl(CONSUMER, "run", "early", "-n", namespace, "--image=nginx")
+    (node,) = wait_until(
+        lambda: running_on(tutorial, namespace),
+        "the pod Running once the namespace is offloaded",
+        timeout=60,
+        explain=lambda: wide(tutorial, namespace),
+    )
+    assert node in PROVIDERS
 
 
 def test_unpeering_removes_the_virtual_nodes(tutorial: Clusters) -> None:
