@@ -49,10 +49,11 @@ from vk.api.offloading import (
     PodOffloadingStrategy,
     VirtualNode,
 )
-from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
+from vk.kube.eviction import evict
 from vk.kube.informer import Informer, object_key, split_key
 
 log = structlog.get_logger("vk.controllers.namespaceoffloading")
@@ -596,32 +597,8 @@ class NamespaceOffloadings(Reconciler):
         return bool(moving)
 
     async def _evict(self, pods: Iterable[JSON], why: str) -> None:
-        """Through the Eviction API: disruption budgets have their say (429: later)."""
         for pod in pods:
-            metadata = pod["metadata"]
-            eviction = {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
-            }
-            try:
-                await self.client.create(
-                    resource_path(
-                        "v1",
-                        "pods",
-                        namespace=metadata["namespace"],
-                        name=metadata["name"],
-                        subresource="eviction",
-                    ),
-                    eviction,
-                )
-                log.info(
-                    "pod evicted", namespace=metadata["namespace"], pod=metadata["name"], why=why
-                )
-            except NotFound:
-                pass
-            except ApiError as error:
-                log.info("eviction refused, retrying", pod=metadata["name"], error=str(error))
+            await evict(self.client, pod, why)
 
 
 def forge_namespace_map(cluster_id: str, desired: Mapping[str, str]) -> JSON:

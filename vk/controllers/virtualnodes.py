@@ -24,7 +24,6 @@ from vk.api.offloading import VirtualNode
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
 from vk.kube.client import (
     JSON,
-    ApiError,
     AppliedObjects,
     KubeClient,
     NotFound,
@@ -34,6 +33,7 @@ from vk.kube.client import (
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
+from vk.kube.eviction import evict
 from vk.kube.informer import Informer, object_key, split_key
 
 log = structlog.get_logger("vk.controllers.virtualnodes")
@@ -305,31 +305,6 @@ class VirtualNodeReconciler(Reconciler):
         )["items"]
         remaining = [p for p in pods if is_drainable(p)]
         for pod in remaining:
-            if pod["metadata"].get("deletionTimestamp"):
-                continue
-            eviction = {
-                "apiVersion": "policy/v1",
-                "kind": "Eviction",
-                "metadata": {
-                    "name": pod["metadata"]["name"],
-                    "namespace": pod["metadata"]["namespace"],
-                },
-            }
-            try:
-                await self.client.create(
-                    resource_path(
-                        "v1",
-                        "pods",
-                        namespace=pod["metadata"]["namespace"],
-                        name=pod["metadata"]["name"],
-                        subresource="eviction",
-                    ),
-                    eviction,
-                )
-            except NotFound:
-                pass
-            except ApiError as error:  # 429: a disruption budget says not now
-                log.info(
-                    "eviction refused, retrying", pod=pod["metadata"]["name"], error=str(error)
-                )
+            if not pod["metadata"].get("deletionTimestamp"):
+                await evict(self.client, pod, f"draining node {node_name}")
         return bool(remaining)
