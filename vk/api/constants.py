@@ -33,6 +33,9 @@ VIRTUAL_NODE_LABEL = "liqo.io/virtual-node"
 # RuntimeClass whose pods go to virtual nodes whatever the namespace's pod offloading strategy.
 RUNTIME_CLASS_NAME = "liqo"
 
+# The pod phases after which a pod runs no more: it holds no resources and is not moved.
+POD_TERMINAL_PHASES = ("Succeeded", "Failed")
+
 # --- Replication of ResourceSlices and NamespaceMaps ---------------------------------------
 
 # "true" on the consumer's copy: replicate this object to the provider in REMOTE_ID_LABEL.

@@ -19,6 +19,7 @@ import click
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
+    POD_TERMINAL_PHASES,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
     RESOURCE_SLICE_NAME_LABEL,
@@ -44,7 +45,6 @@ from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.webhooks.quota import pod_usage
 
 CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
-TERMINAL_PHASES = ("Succeeded", "Failed")
 # Shown with binary suffixes (8Gi); everything else is counted (4, 500m, 110).
 _BYTES = re.compile(r"^(memory|storage|ephemeral-storage|hugepages-.*)$")
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
@@ -81,7 +81,7 @@ def used_resources(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     requested = (
         pod_usage(pod)
         for pod in pods
-        if (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        if (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
     )
     total: dict[str, Decimal] = {}
     for requests in requested:

@@ -30,6 +30,7 @@ import structlog
 
 from vk.api.constants import (
     NAMESPACE_OFFLOADING_NAME,
+    POD_TERMINAL_PHASES,
     REMOTE_CLUSTER_ID_LABEL,
     REMOTE_ID_LABEL,
     REPLICATION_LABEL,
@@ -60,7 +61,6 @@ log = structlog.get_logger("vk.controllers.namespaceoffloading")
 
 FINALIZER = "namespaceoffloading-controller.liqo.io/finalizer"
 RETRY = 2.0
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 OFFLOADING_REQUIRED, READY = "OffloadingRequired", "Ready"
 # The tutorial's reasons and messages.
@@ -263,7 +263,7 @@ def is_placed(pod: Mapping[str, Any]) -> bool:
     return bool(
         (pod.get("spec") or {}).get("nodeName")
         and not pod["metadata"].get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+        and (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
     )
 
 

@@ -19,7 +19,12 @@ from typing import Any
 
 import structlog
 
-from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
+from vk.api.constants import (
+    POD_TERMINAL_PHASES,
+    REMOTE_CLUSTER_ID_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+)
 from vk.api.offloading import VirtualNode
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
 from vk.kube.client import (
@@ -125,7 +130,7 @@ def is_drainable(pod: Mapping[str, Any]) -> bool:
         return False
     if "kubernetes.io/config.mirror" in (metadata.get("annotations") or {}):
         return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
 
 
 def node_ready(node: Mapping[str, Any] | None) -> bool:

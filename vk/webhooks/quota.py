@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from vk.api.constants import CREATOR_USER_LABEL, TENANT_GROUP_PREFIX
+from vk.api.constants import CREATOR_USER_LABEL, POD_TERMINAL_PHASES, TENANT_GROUP_PREFIX
 from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
 
@@ -27,7 +27,6 @@ Resources = dict[str, Decimal]
 
 PODS = "pods"  # the count of pods, 1 per pod, limited by a Quota that grants it
 REQUIRED = ("cpu", "memory")  # what Soft and Hard want on every container
-TERMINAL_PHASES = ("Succeeded", "Failed")  # a finished pod holds nothing any more
 # Kubernetes' label value syntax (at most 63 characters besides).
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _NOT_IN_LABEL_VALUE = re.compile(r"[^-A-Za-z0-9_.]")
@@ -196,7 +195,7 @@ def holds_resources(pod: Mapping[str, Any]) -> bool:
     pod gives its share back at once, as Liqo does)."""
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    return (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
+    return (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
 
 
 def pods_usage(pods: Iterable[Mapping[str, Any]]) -> Resources:

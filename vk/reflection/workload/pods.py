@@ -20,7 +20,12 @@ from prometheus_client import REGISTRY, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, REMOTE_CLUSTER_ID_LABEL
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    ORIGIN_LABEL,
+    POD_TERMINAL_PHASES,
+    REMOTE_CLUSTER_ID_LABEL,
+)
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
@@ -49,7 +54,6 @@ POD_OFFLOAD_SECONDS = Histogram(
     buckets=(0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120),
 )
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 # Reasons shown in `kubectl get pod` (STATUS) and `kubectl describe pod` for pods that cannot
 # be offloaded, and on the Events that explain them.
@@ -284,7 +288,7 @@ class PodReflector(Reconciler):
 
     async def _create(self, client: KubeClient, local: JSON, remote_namespace: str) -> Result:
         phase = local.get("status", {}).get("phase")
-        if phase in TERMINAL_PHASES:
+        if phase in POD_TERMINAL_PHASES:
             return Result()  # finished: a finished pod is never started again
         name = local["metadata"]["name"]
         remote = forge_remote_pod(
