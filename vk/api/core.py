@@ -23,6 +23,11 @@ CLUSTER_ID_MAX_LENGTH = 63
 _CLUSTER_ID_RE = re.compile(CLUSTER_ID_PATTERN)
 
 
+def is_dns1123_label(value: str) -> bool:
+    """Whether `value` is a DNS-1123 label: the syntax of namespace names and cluster IDs."""
+    return len(value) <= CLUSTER_ID_MAX_LENGTH and bool(_CLUSTER_ID_RE.match(value))
+
+
 class InvalidClusterID(ValueError):
     """A cluster ID that is not a DNS-1123 label."""
 

@@ -26,6 +26,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from vk.api.core import is_dns1123_label
 from vk.api.nodeselector import merge_node_selectors, selector_problems
 from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from vk.webhooks.quota import ALLOWED, JSON, Decision, deny
@@ -37,7 +38,6 @@ VIRTUAL_NODE_TOLERATION: JSON = {
 }
 IS_VIRTUAL: JSON = {"key": TYPE_LABEL, "operator": "In", "values": [TYPE_VIRTUAL_NODE]}
 IS_LOCAL: JSON = {"key": TYPE_LABEL, "operator": "NotIn", "values": [TYPE_VIRTUAL_NODE]}
-_DNS_LABEL_MAX = 63
 
 
 def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
@@ -128,15 +128,6 @@ def review_offloading_pod(
     )
 
 
-def _is_dns_label(name: str) -> bool:
-    return (
-        0 < len(name) <= _DNS_LABEL_MAX
-        and name[0].isalnum()
-        and name[-1].isalnum()
-        and all(c.islower() or c.isdigit() or c == "-" for c in name)
-    )
-
-
 def review_namespace_offloading(request: Mapping[str, Any]) -> tuple[Decision, list[str]]:
     """The validation of a NamespaceOffloading CREATE or UPDATE: (decision, warnings)."""
     operation = request.get("operation")
@@ -158,7 +149,7 @@ def review_namespace_offloading(request: Mapping[str, Any]) -> tuple[Decision, l
             "namespace in the providers (vkctl offload namespace NAME "
             "--namespace-mapping-strategy SelectedName --remote-namespace-name REMOTE)"
         ), []
-    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not _is_dns_label(remote):
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not is_dns1123_label(remote):
         return deny(
             f"remoteNamespaceName {remote!r} is not a valid namespace name: lower-case letters, "
             "digits and '-', starting and ending with a letter or digit, at most 63 characters"
