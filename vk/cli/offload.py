@@ -109,8 +109,8 @@ def offloading_update(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> 
 
 
 def more_restrictive(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Whether the update narrows where pods may run: pods already running elsewhere stay
-    there, as Liqo does not evict them."""
+    """Whether the update narrows where pods may run (vk's controller then evicts the pods
+    running where it no longer allows, which Liqo does not)."""
     before = (current.get("spec") or {}).get("podOffloadingStrategy")
     after: str = wanted["spec"]["podOffloadingStrategy"]
     return before != after and after != PodOffloadingStrategy.LOCAL_AND_REMOTE
@@ -255,8 +255,8 @@ async def write_offloading(client: KubeClient, wanted: JSON) -> None:
         click.echo(
             f"warning: the pod offloading strategy of {namespace} goes from "
             f"{current['spec'].get('podOffloadingStrategy')} to "
-            f"{wanted['spec']['podOffloadingStrategy']}: pods already running against it stay "
-            "where they are until they are recreated",
+            f"{wanted['spec']['podOffloadingStrategy']}: pods running against it are evicted and "
+            "recreated by their controllers; pods without one keep running, with an Event",
             err=True,
         )
     await client.merge_patch(offloading_path(namespace), patch)
