@@ -19,6 +19,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from vk.api.constants import resource_slice_user, tenant_group
 from vk.cli.peering import forge_resource_slice
+from vk.controllers.namespaceoffloading import forge_namespace_map
 from vk.kube.kubeconfig import load_kubeconfig_file
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
@@ -425,21 +426,9 @@ def tenant_namespaces(clusters: Clusters) -> set[str]:
 
 
 def namespace_map(desired: dict[str, str], provider: str = PROVIDER) -> dict[str, Any]:
-    """The consumer's NamespaceMap, written here as namespace offloading (issue 7) will."""
-    return {
-        "apiVersion": "offloading.liqo.io/v1beta1",
-        "kind": "NamespaceMap",
-        "metadata": {
-            "name": provider,
-            "namespace": f"liqo-tenant-{provider}",
-            "labels": {
-                "liqo.io/remote-cluster-id": provider,
-                "liqo.io/remoteID": provider,
-                "liqo.io/replication": "true",
-            },
-        },
-        "spec": {"desiredMapping": desired},
-    }
+    """The consumer's NamespaceMap, as the NamespaceOffloading controller writes it (these tests
+    write it by hand, with venice's controller for it running or not)."""
+    return forge_namespace_map(provider, desired)
 
 
 def delete_namespace_map(clusters: Clusters, provider: str) -> None:
