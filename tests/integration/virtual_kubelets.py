@@ -65,10 +65,12 @@ class VirtualNodeSetup:
     node: str = field(default_factory=lambda: f"vn-{uuid.uuid4().hex[:8]}")
     replicas: list[Replica] = field(default_factory=list)
     cleanups: list[Callable[[], Any]] = field(default_factory=list)
+    # Another virtual node's tenant namespace, for a second virtual node of the same provider.
+    tenant: str | None = None
 
     @property
     def namespace(self) -> str:
-        return f"liqo-tenant-{self.node}"
+        return self.tenant or f"liqo-tenant-{self.node}"
 
     @property
     def secret(self) -> str:
@@ -109,7 +111,8 @@ class VirtualNodeSetup:
         }
 
     def create(self, *, with_secret: bool = True) -> None:
-        self.kubectl("create", "namespace", self.namespace)
+        if self.tenant is None:
+            self.kubectl("create", "namespace", self.namespace)
         self.apply(forge_virtual_kubelet_rbac(self.node, self.namespace))
         if with_secret:
             self.write_secret(self.clusters.kubeconfig(self.provider).read_bytes())

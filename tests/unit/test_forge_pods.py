@@ -14,14 +14,13 @@ from vk.api.constants import (
     ORIGIN_LABEL,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
-    is_owned_by_us,
     local_status_needs_update,
-    ownership_labels,
     remote_pod_needs_update,
     remote_root_ca_configmap_name,
     status_worth_reporting,
@@ -1283,3 +1282,191 @@ def test_status_patch_nulls_what_the_provider_no_longer_reports() -> None:
             "podIP": "10.0.0.1",
         }
     }
+
+
+# --- Service account tokens of the consumer (token API) ------------------------------------
+
+HOME_API_SERVER = ("venice-control-plane.example.com", 6443)
+
+
+def test_token_api_projects_the_reflected_token_secret_in_place_of_the_token() -> None:
+    spec = forge(service_account_tokens=True, root_ca_reflected=True)["spec"]
+
+    assert spec["volumes"] == [
+        {
+            "name": "kube-api-access-7xk2p",
+            "projected": {
+                "defaultMode": 420,
+                "sources": [
+                    {
+                        "secret": {
+                            "name": "web-7c9f8d6b5-x2k4q-token",
+                            "items": [{"key": "kube-api-access-7xk2p-3c469e", "path": "token"}],
+                        }
+                    },
+                    {
+                        "configMap": {
+                            "name": "kube-root-ca.crt.venic",
+                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                        }
+                    },
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "fieldRef": {
+                                        "apiVersion": "v1",
+                                        "fieldPath": "metadata.namespace",
+                                    },
+                                    "path": "namespace",
+                                }
+                            ]
+                        }
+                    },
+                ],
+            },
+        }
+    ]
+
+
+def test_token_api_projects_every_token_each_under_its_own_key() -> None:
+    pod = local_pod()
+    pod["spec"]["volumes"].append(
+        {
+            "name": "vault",
+            "projected": {
+                "sources": [
+                    {"configMap": {"name": "vault-ca"}},
+                    {"serviceAccountToken": {"audience": "vault", "path": "vault/token"}},
+                    {"serviceAccountToken": {"audience": "other", "path": "token-2"}},
+                ]
+            },
+        }
+    )
+
+    volumes = {v["name"]: v for v in forge(pod, service_account_tokens=True)["spec"]["volumes"]}
+
+    assert volumes["vault"]["projected"]["sources"] == [
+        {"configMap": {"name": "vault-ca"}},
+        {
+            "secret": {
+                "name": "web-7c9f8d6b5-x2k4q-token",
+                "items": [{"key": "vault-927385", "path": "vault/token"}],
+            }
+        },
+        {
+            "secret": {
+                "name": "web-7c9f8d6b5-x2k4q-token",
+                "items": [{"key": "vault-0f6bff", "path": "token-2"}],
+            }
+        },
+    ]
+
+
+def test_token_api_still_runs_the_pod_without_a_provider_service_account() -> None:
+    spec = forge(service_account_tokens=True, home_api_server=HOME_API_SERVER)["spec"]
+
+    assert "serviceAccountName" not in spec
+    assert spec["automountServiceAccountToken"] is False
+    assert {"name": "SERVICE_ACCOUNT", "value": "web"} in spec["containers"][0]["env"]
+
+
+def test_token_api_points_in_cluster_clients_at_the_home_api_server() -> None:
+    env = forge(service_account_tokens=True, home_api_server=HOME_API_SERVER)["spec"]["containers"][
+        0
+    ]["env"]
+
+    assert env == [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "venice-control-plane.example.com"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
+        {"name": "KUBERNETES_PORT", "value": "tcp://venice-control-plane.example.com:6443"},
+        {
+            "name": "KUBERNETES_PORT_6443_TCP",
+            "value": "tcp://venice-control-plane.example.com:6443",
+        },
+        {"name": "KUBERNETES_PORT_6443_TCP_PROTO", "value": "tcp"},
+        {"name": "KUBERNETES_PORT_6443_TCP_ADDR", "value": "venice-control-plane.example.com"},
+        {"name": "KUBERNETES_PORT_6443_TCP_PORT", "value": "6443"},
+        {"name": "SERVICE_ACCOUNT", "value": "web"},
+        {
+            "name": "POD_NAME",
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+        },
+    ]
+
+
+def test_home_api_server_env_replaces_the_containers_own_and_comes_first() -> None:
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [
+        {
+            "name": "init",
+            "image": "busybox:1.36",
+            "env": [
+                {"name": "API", "value": "https://$(KUBERNETES_SERVICE_HOST)"},
+                {"name": "KUBERNETES_SERVICE_HOST", "value": "10.96.0.1"},
+                {"name": "KUBERNETES_PORT_6443_TCP_PORT", "value": "443"},
+            ],
+        },
+        {"name": "no-env", "image": "busybox:1.36"},
+    ]
+
+    init = forge(pod, service_account_tokens=True, home_api_server=("10.0.0.1", 6443))["spec"][
+        "initContainers"
+    ]
+
+    names = [variable["name"] for variable in init[0]["env"]]
+    assert names == [
+        "KUBERNETES_SERVICE_HOST",
+        "KUBERNETES_SERVICE_PORT",
+        "KUBERNETES_PORT",
+        "KUBERNETES_PORT_6443_TCP",
+        "KUBERNETES_PORT_6443_TCP_PROTO",
+        "KUBERNETES_PORT_6443_TCP_ADDR",
+        "KUBERNETES_PORT_6443_TCP_PORT",
+        "API",
+    ]
+    assert init[0]["env"][0] == {"name": "KUBERNETES_SERVICE_HOST", "value": "10.0.0.1"}
+    assert init[0]["env"][6] == {"name": "KUBERNETES_PORT_6443_TCP_PORT", "value": "6443"}
+    assert init[1]["env"] == init[0]["env"][:7]
+
+
+def test_home_api_server_on_ipv6_is_bracketed_in_urls() -> None:
+    env = forge(service_account_tokens=True, home_api_server=("fd00:10:96::1", 443))["spec"][
+        "containers"
+    ][0]["env"]
+
+    values = {variable["name"]: variable.get("value") for variable in env}
+    assert values["KUBERNETES_SERVICE_HOST"] == "fd00:10:96::1"
+    assert values["KUBERNETES_PORT"] == "tcp://[fd00:10:96::1]:443"
+    assert values["KUBERNETES_PORT_443_TCP"] == "tcp://[fd00:10:96::1]:443"
+    assert values["KUBERNETES_PORT_443_TCP_ADDR"] == "fd00:10:96::1"
+
+
+def test_home_api_server_alone_leaves_the_environment_to_the_provider() -> None:
+    assert forge(home_api_server=HOME_API_SERVER) == forge()
+
+
+def test_token_api_without_home_api_server_leaves_the_environment_to_the_provider() -> None:
+    spec = forge(service_account_tokens=True)["spec"]
+
+    assert spec["containers"] == forge()["spec"]["containers"]
+
+
+def test_remote_api_server_support_ignores_the_token_api() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["liqo.io/api-server-support"] = "remote"
+
+    tokens_on = forge(pod, service_account_tokens=True, home_api_server=HOME_API_SERVER)
+
+    assert tokens_on == forge(pod)
+    assert tokens_on["spec"]["volumes"] == local_pod()["spec"]["volumes"]
+
+
+def test_forging_with_the_token_api_leaves_the_local_pod_untouched() -> None:
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]
+    before = copy.deepcopy(pod)
+
+    forge(pod, service_account_tokens=True, home_api_server=HOME_API_SERVER)
+
+    assert pod == before

@@ -68,6 +68,8 @@ REGION_LABEL = "topology.liqo.io/region"
 ORIGIN_LABEL = "offloading.liqo.io/origin"
 DESTINATION_LABEL = "offloading.liqo.io/destination"
 NODENAME_LABEL = "offloading.liqo.io/nodename"
+# On the Secret holding an offloaded pod's ServiceAccount tokens: whose tokens they are.
+SERVICE_ACCOUNT_NAME_LABEL = "offloading.liqo.io/service-account-name"
 
 # With the DenyList policy, an object carrying this annotation is not reflected.
 SKIP_REFLECTION_ANNOTATION = "liqo.io/skip-reflection"

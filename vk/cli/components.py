@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
@@ -20,9 +21,13 @@ from vk.controllers.virtualnodes import Launcher
 from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.playground.launcher import LocalProcessLauncher
+from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
 from vk.webhooks.server import WebhookOptions
 from vk.webhooks.server import main as run_webhook
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,6 +41,73 @@ def _key_values(_: click.Context, __: click.Parameter, value: str) -> dict[str, 
         return parse_key_values(value)
     except InvalidKeyValues as error:
         raise click.BadParameter(str(error)) from error
+
+
+def reflection_options(command: F) -> F:
+    """Liqo's reflection flags: `--<resource>-reflection-workers` (0 disables it),
+    `--<resource>-reflection-type`, and where reflected objects go in the provider."""
+    for resource in reversed(POLICY_RESOURCES):
+        command = click.option(
+            f"--{resource}-reflection-type",
+            type=click.Choice([p.value for p in ReflectionPolicy]),
+            default=ReflectionPolicy.DENY_LIST.value,
+            show_default=True,
+            help=f"DenyList: every {resource} but those annotated liqo.io/skip-reflection; "
+            "AllowList: only those annotated liqo.io/allow-reflection.",
+        )(command)
+    for resource, workers in reversed(DEFAULT_WORKERS.items()):
+        command = click.option(
+            f"--{resource}-reflection-workers",
+            type=click.IntRange(min=0),
+            default=workers,
+            show_default=True,
+            help=f"Concurrent {resource} reflections; 0 disables the reflector.",
+        )(command)
+    for option in (
+        click.option(
+            "--remote-real-ingress-class-name",
+            default="",
+            help="Ingress class of reflected Ingresses in the provider (default: its default).",
+        ),
+        click.option(
+            "--remote-real-load-balancer-class-name",
+            default="",
+            help="loadBalancerClass of reflected LoadBalancer Services in the provider.",
+        ),
+        go_bool_option("--enable-storage", "Provision claims of the virtual storage class."),
+        click.option("--virtual-storage-class-name", default="liqo", show_default=True),
+        click.option(
+            "--remote-real-storage-class-name",
+            default="",
+            help="Storage class of reflected claims in the provider (default: its default).",
+        ),
+        go_bool_option(
+            "--enable-apiserver-support",
+            "Offloaded pods get ServiceAccount tokens of this cluster (TokenRequest API).",
+        ),
+        click.option(
+            "--home-api-server-host",
+            default="",
+            help="This cluster's API server as offloaded pods reach it "
+            "(KUBERNETES_SERVICE_HOST in their containers).",
+        ),
+        click.option("--home-api-server-port", type=click.IntRange(1, 65535), default=443),
+    ):
+        command = option(command)
+    return command
+
+
+def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
+    return ReflectionSettings(
+        workers={r: int(flags[f"{r}_reflection_workers"]) for r in DEFAULT_WORKERS},
+        policies={r: ReflectionPolicy(flags[f"{r}_reflection_type"]) for r in POLICY_RESOURCES},
+        remote_ingress_class=flags["remote_real_ingress_class_name"],
+        remote_load_balancer_class=flags["remote_real_load_balancer_class_name"],
+        enable_storage=flags["enable_storage"],
+        virtual_storage_class=flags["virtual_storage_class_name"],
+        remote_storage_class=flags["remote_real_storage_class_name"],
+        enable_apiserver_support=flags["enable_apiserver_support"],
+    )
 
 
 @vk.command()
@@ -88,6 +160,7 @@ def _key_values(_: click.Context, __: click.Parameter, value: str) -> dict[str, 
     show_default=True,
     help="Pods offloaded concurrently; 0 disables pod offloading.",
 )
+@reflection_options
 @click.option(
     "--home-kubeconfig",
     envvar="KUBECONFIG",
@@ -115,6 +188,7 @@ def kubelet(
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
     log_level: str,
+    **reflection: Any,
 ) -> None:
     """The virtual kubelet of one VirtualNode (POD_NAME, POD_NAMESPACE and VIRTUALNODE_NAME
     are read from the environment, as the Deployment sets them)."""
@@ -134,6 +208,9 @@ def kubelet(
         node_extra_annotations=node_extra_annotations,
         create_node=create_node,
         pod_reflection_workers=pod_reflection_workers,
+        reflection=reflection_settings(reflection),
+        home_api_server_host=reflection["home_api_server_host"],
+        home_api_server_port=reflection["home_api_server_port"],
         extend_websockets_to_kubelet=extend_websockets_to_kubelet,
         certificate_type=certificate_type,
         home_kubeconfig=home_kubeconfig or None,

@@ -22,6 +22,7 @@ from vk.api.constants import (
 )
 from vk.api.identity import forge_cluster_identity_configmap
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+from vk.reflection.forge.storage import STORAGE_PROVISIONER, VIRTUAL_STORAGE_CLASS
 
 JSON = dict[str, Any]
 
@@ -158,7 +159,22 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
         # What providers bind, in each twin namespace, to their consumers' slice identities.
         forge_virtual_kubelet_remote_role(),
         forge_runtime_class(),
+        forge_virtual_storage_class(),
     ]
+
+
+def forge_virtual_storage_class() -> JSON:
+    """StorageClass `liqo`: a claim of it gets its volume where its first pod is scheduled, in
+    the provider behind a virtual node (the virtual kubelet provisions it there)."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": VIRTUAL_STORAGE_CLASS, "labels": LABELS},
+        "provisioner": STORAGE_PROVISIONER,
+        # Only once a pod is scheduled is it known which cluster the volume belongs in.
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "reclaimPolicy": "Delete",
+    }
 
 
 def forge_runtime_class() -> JSON:

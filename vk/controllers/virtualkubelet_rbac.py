@@ -51,9 +51,24 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
                 # their status reported from the provider, and deleted once the remote pod is.
                 _rule([""], ["pods"], ["get", "list", "watch", "delete"]),
                 _rule([""], ["pods/status"], ["get", "patch", "update"]),
-                # Why a pod cannot be offloaded, or what happened to the provider: Events on
-                # the pod (in its namespace) or on the VirtualNode.
-                _rule([""], ["events"], ["get", "create", "patch"]),
+                # Why a pod cannot be offloaded or an object reflected, or what happened to
+                # the provider: Events on the pod, the object or the VirtualNode; and the
+                # provider's Events about offloaded pods and reflected objects, told at home
+                # (kept up to date, deleted with the remote ones).
+                _rule([""], ["events"], ["get", "list", "watch", "create", "patch", "delete"]),
+                # Reflection: what offloaded pods use, read in every offloaded namespace
+                # (which namespaces are offloaded changes at run time).
+                _rule(
+                    [""],
+                    ["configmaps", "secrets", "services", "persistentvolumeclaims"],
+                    ["get", "list", "watch"],
+                ),
+                _rule(["networking.k8s.io"], ["ingresses"], ["get", "list", "watch"]),
+                # The offloaded pods' ServiceAccount tokens, bound to each pod.
+                _rule([""], ["serviceaccounts/token"], ["create"]),
+                # Claims of the virtual storage class: the local volume standing for the
+                # remote claim, created bound to it and deleted with it.
+                _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
                 # The kubelet API authenticates bearer tokens and authorizes every request,
                 # as the real kubelet's webhook modes do.
                 _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),

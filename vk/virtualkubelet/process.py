@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import structlog
 import uvloop
 
-from vk.api.offloading import VirtualNode
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
+from vk.api.offloading import NamespaceMap, VirtualNode
 from vk.kube.client import ApiError, KubeClient
 from vk.kube.events import EventRecorder
 from vk.kube.informer import Informer
@@ -29,7 +30,10 @@ from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.server import KubeletServer
 from vk.kubelet.stats import OffloadedPod, ResourceUsage
 from vk.node.controller import NodeController, NodeOptions
-from vk.reflection.workload.pods import PodReflector
+from vk.reflection.generic import ReflectorOptions
+from vk.reflection.manager import ReflectionManager
+from vk.reflection.resources import ReflectionSettings, build_reflectors
+from vk.reflection.workload.pods import PodForging, PodReflector
 from vk.virtualkubelet.provider import ProviderConnection
 
 log = structlog.get_logger("vk.virtualkubelet")
@@ -54,6 +58,11 @@ class VirtualKubeletOptions:
     node_extra_annotations: dict[str, str] = field(default_factory=dict)
     create_node: bool = True
     pod_reflection_workers: int = 10
+    reflection: ReflectionSettings = field(default_factory=ReflectionSettings)
+    # Where offloaded pods reach this cluster's API server (`--home-api-server-host/port`);
+    # without it, their in-cluster clients reach the provider's, as vk does no networking.
+    home_api_server_host: str = ""
+    home_api_server_port: int = 443
     # The relay passes WebSocket upgrades as it passes SPDY ones, to an API server that serves
     # them: declaring it lets the consumer's API server proxy v5 and tunnelling untranslated.
     extend_websockets_to_kubelet: bool = True
@@ -147,6 +156,24 @@ class VirtualKubelet:
             events=EventRecorder(self.home, "virtual-kubelet"),
         )
         provider.on_change(node.trigger)
+        namespace_maps = Informer(
+            self.home,
+            NamespaceMap.group_version(),
+            NamespaceMap.PLURAL,
+            namespace=options.tenant_namespace,
+            label_selector=f"{REMOTE_CLUSTER_ID_LABEL}={options.foreign_cluster_id}",
+        )
+        reflection = ReflectionManager(
+            self.home,
+            provider,
+            namespace_maps,
+            tenant_namespace=options.tenant_namespace,
+            identity=options.identity,
+            lease_duration=options.ha_lease_duration,
+            renew_deadline=options.ha_renew_deadline,
+            retry_period=options.ha_retry_period,
+        )
+        settings = options.reflection
         pods = PodReflector(
             self.home,
             provider,
@@ -154,10 +181,32 @@ class VirtualKubelet:
             node_ip=options.node_ip,
             home_cluster_id=options.home_cluster_id,
             remote_cluster_id=options.foreign_cluster_id,
-            tenant_namespace=options.tenant_namespace,
+            namespace_maps=namespace_maps,
             workers=options.pod_reflection_workers,
             events=EventRecorder(self.home, "virtual-kubelet"),
+            pod_forging=PodForging(
+                service_account_tokens=settings.enable_apiserver_support
+                and settings.workers_of("serviceaccount") > 0,
+                root_ca_reflected=settings.workers_of("configmap") > 0,
+                home_api_server=(options.home_api_server_host, options.home_api_server_port)
+                if options.home_api_server_host
+                else None,
+            ),
         )
+        for reflector in build_reflectors(
+            settings,
+            ReflectorOptions(
+                home=self.home,
+                home_cluster_id=options.home_cluster_id,
+                remote_cluster_id=options.foreign_cluster_id,
+                node_name=options.node_name,
+                events=EventRecorder(self.home, "vk-reflection"),
+                leading=reflection.leading,
+                workers=1,
+            ),
+            pods.local,
+        ):
+            reflection.add(reflector)
         kubelet = KubeletServer(
             node_name=options.node_name,
             address=options.node_ip,
@@ -180,9 +229,11 @@ class VirtualKubelet:
             ),
             certificate_type=options.certificate_type,
         )
-        runnables = [virtual_nodes.run(), provider.run(), kubelet.run()]
+        runnables = [virtual_nodes.run(), provider.run(), kubelet.run(), namespace_maps.run()]
         if options.pod_reflection_workers > 0:
             runnables.append(pods.run())
+        if reflection.reflectors:
+            runnables.append(reflection.run())
         if options.create_node:
             runnables.append(node.run())
         self.working.set()

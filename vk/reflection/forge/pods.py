@@ -14,11 +14,12 @@ from typing import Any
 
 from vk.api.constants import (
     DESTINATION_LABEL,
-    NODENAME_LABEL,
     ORIGIN_LABEL,
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from vk.reflection.forge.meta import ownership_labels
+from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
 
 JSON = dict[str, Any]
 
@@ -94,32 +95,7 @@ _KUBELET_CONDITIONS = frozenset(
 )
 
 
-# --- Ownership ---------------------------------------------------------------------------
-
-
-def ownership_labels(
-    local_cluster_id: str, remote_cluster_id: str, node_name: str | None = None
-) -> dict[str, str]:
-    """Liqo's labels marking a provider object as reflected by this consumer: origin is the
-    consumer (home) cluster, destination the provider; pods (and, later, their token Secrets)
-    also name the virtual node, so each virtual kubelet lists only its own."""
-    labels = {ORIGIN_LABEL: local_cluster_id, DESTINATION_LABEL: remote_cluster_id}
-    if node_name is not None:
-        labels[NODENAME_LABEL] = node_name
-    return labels
-
-
-def is_owned_by_us(
-    remote_obj: Mapping[str, Any], local_cluster_id: str, remote_cluster_id: str
-) -> bool:
-    """Whether a provider object was reflected by this consumer to this provider (Liqo's
-    `IsReflected`: origin and destination match; the node name is not checked). vk never
-    modifies or deletes a remote object for which this is false."""
-    labels = (remote_obj.get("metadata") or {}).get("labels") or {}
-    return bool(
-        labels.get(ORIGIN_LABEL) == local_cluster_id
-        and labels.get(DESTINATION_LABEL) == remote_cluster_id
-    )
+# --- The consumer's cluster CA ------------------------------------------------------------
 
 
 def remote_root_ca_configmap_name(local_cluster_id: str) -> str:
@@ -143,6 +119,8 @@ def forge_remote_pod(
     node_name: str,
     offloading_patch: Mapping[str, Any] | None = None,
     root_ca_reflected: bool = False,
+    service_account_tokens: bool = False,
+    home_api_server: tuple[str, int] | None = None,
 ) -> JSON:
     """The Pod to create in the provider for `local_pod`: same name, in `remote_namespace`,
     local labels and annotations plus the ownership labels, and a spec for the workload alone.
@@ -151,19 +129,28 @@ def forge_remote_pod(
     annotations it names are not reflected; its nodeSelector, tolerations, node affinity and
     runtimeClassName apply in the provider, as in Liqo.
 
-    Service accounts: the ServiceAccount token reflection is not there yet, so pods run as
-    Liqo runs them with API-server support disabled: no serviceAccountName (the provider's
-    `default`), `automountServiceAccountToken: false`, and the serviceAccountToken sources of
-    projected volumes (kube-api-access) removed, so no pod waits for a token the provider does
-    not have; a `spec.serviceAccountName` fieldRef in env becomes the local name, which the pod
-    would otherwise no longer see. A pod annotated `liqo.io/api-server-support: remote` runs
-    with a provider ServiceAccount instead (the pod's name, or the one in
-    `liqo.io/remote-service-account-name`), its volumes untouched: that ServiceAccount must
-    exist in the provider. When the token reflection comes (Liqo's TokenAPI mode), it will
-    rewrite those token sources into a projection of the reflected Secret `<pod>-token`, keep
-    the local CA, and point KUBERNETES_SERVICE_HOST/PORT (and KUBERNETES_PORT*) and a
-    `kubernetes.default` host alias at the consumer's API server; until then the environment is
-    left to the provider, as Liqo does with the support disabled.
+    Service accounts, three ways (Liqo's API-server support modes). In all but the last, the
+    pod runs with no serviceAccountName (the provider's `default`, which is not its own) and
+    `automountServiceAccountToken: false`, and a `spec.serviceAccountName` fieldRef in env
+    becomes the local name, which the pod would otherwise no longer see:
+    - Disabled (without `service_account_tokens`): the serviceAccountToken sources of
+      projected volumes (kube-api-access and any other) are removed, so no pod waits for a
+      token the provider does not have; the environment is left to the provider.
+    - Token API (`service_account_tokens`, once the token reflection writes each pod's tokens
+      to the provider Secret `<pod>-token`, see `tokens`): each such source becomes, in its
+      place, a projection of that Secret's key `token_key(volume, path)` at the same path, so
+      the pod holds a token of the consumer for its own ServiceAccount. With
+      `home_api_server` (host, port), every container and init container also gets the
+      KUBERNETES_SERVICE_HOST/PORT and KUBERNETES_PORT* variables naming it, so in-cluster
+      clients reach the consumer's API server rather than the provider's. (Liqo names
+      `kubernetes.default` instead and adds a host alias to the remapped API-server IP, which
+      vk, without IP remapping, does not have.) A token is useless without the way to its
+      API server and the reverse, so the caller passes both; the CA that verifies that server
+      is the consumer's only with `root_ca_reflected`.
+    - Remote (pod annotation `liqo.io/api-server-support: remote`): the pod runs with a
+      provider ServiceAccount (the pod's name, or the one in
+      `liqo.io/remote-service-account-name`), its volumes and env untouched: that
+      ServiceAccount must exist in the provider.
 
     The `kube-root-ca.crt` reference of kube-api-access volumes is renamed to the reflected copy
     (`remote_root_ca_configmap_name`) only with `root_ca_reflected`, i.e. once the ConfigMap
@@ -186,16 +173,24 @@ def forge_remote_pod(
 
     if annotations.get(API_SERVER_SUPPORT_ANNOTATION) == API_SERVER_SUPPORT_REMOTE:
         spec["serviceAccountName"] = annotations.get(
-            REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION, _service_account_name(local_spec)
+            REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION, service_account_name(local_pod)
         )
         spec["automountServiceAccountToken"] = True
     else:
         spec["automountServiceAccountToken"] = False
         root_ca = remote_root_ca_configmap_name(local_cluster_id) if root_ca_reflected else None
-        spec["volumes"] = _volumes_without_tokens(spec.get("volumes") or [], root_ca)
+        token_secret = token_secret_name(metadata["name"]) if service_account_tokens else None
+        spec["volumes"] = _remote_volumes(spec.get("volumes") or [], root_ca, token_secret)
+        api_server_env = (
+            _api_server_env(*home_api_server)
+            if service_account_tokens and home_api_server is not None
+            else []
+        )
         for key in ("containers", "initContainers"):
             for container in spec.get(key) or []:
-                _hardcode_service_account_name(container, _service_account_name(local_spec))
+                _hardcode_service_account_name(container, service_account_name(local_pod))
+                if api_server_env:
+                    _set_env_first(container, api_server_env)
 
     if node_selector := patch.get("nodeSelector"):
         spec["nodeSelector"] = dict(node_selector)
@@ -396,10 +391,6 @@ def local_status_needs_update(
 # --- The pieces ----------------------------------------------------------------------------
 
 
-def _service_account_name(spec: Mapping[str, Any]) -> str:
-    return str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
-
-
 def _without(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
     dropped = set(keys)
     return {k: v for k, v in mapping.items() if k not in dropped}
@@ -459,19 +450,30 @@ def _but_seconds(toleration: Mapping[str, Any]) -> JSON:
     return {k: v for k, v in toleration.items() if k != "tolerationSeconds"}
 
 
-def _volumes_without_tokens(volumes: list[JSON], root_ca: str | None) -> list[JSON]:
-    """Projected volumes without their serviceAccountToken sources and, if the CA is
-    reflected, with the reflected CA's name (Liqo's `RemoteVolumes`, API-server support
-    disabled). Other volume kinds are the provider's to resolve, like any ConfigMap or Secret."""
+def _remote_volumes(
+    volumes: list[JSON], root_ca: str | None, token_secret: str | None
+) -> list[JSON]:
+    """Projected volumes with their serviceAccountToken sources turned into projections of
+    the reflected token Secret or, without one, removed and, if the CA is reflected, with the
+    reflected CA's name (Liqo's `RemoteVolumes`, TokenAPI mode or API-server support disabled).
+    Other volume kinds are the provider's to resolve, like any ConfigMap or Secret."""
     for volume in volumes:
         projected = volume.get("projected")
         if not projected:
             continue
-        sources = [s for s in projected.get("sources") or [] if "serviceAccountToken" not in s]
-        for source in sources:
+        sources = []
+        for source in projected.get("sources") or []:
+            token = source.get("serviceAccountToken")
+            if token is not None:
+                if token_secret is not None:
+                    key = token_key(volume["name"], token["path"])
+                    items = [{"key": key, "path": token["path"]}]
+                    sources.append({"secret": {"name": token_secret, "items": items}})
+                continue
             config_map = source.get("configMap")
             if root_ca and config_map and config_map.get("name") == ROOT_CA_CONFIGMAP:
                 config_map["name"] = root_ca
+            sources.append(source)
         projected["sources"] = sources
     return volumes
 
@@ -482,6 +484,31 @@ def _hardcode_service_account_name(container: JSON, name: str) -> None:
         if field_ref.get("fieldPath") == "spec.serviceAccountName":
             env.pop("valueFrom")
             env["value"] = name
+
+
+def _api_server_env(host: str, port: int) -> list[JSON]:
+    """The variables the kubelet sets for the `kubernetes` Service, naming `host:port`: what
+    client libraries read for their in-cluster configuration."""
+    # An IPv6 address is bracketed in the URLs, as the kubelet does (net.JoinHostPort).
+    url = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+    prefix = f"KUBERNETES_PORT_{port}_TCP"
+    return [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": host},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": str(port)},
+        {"name": "KUBERNETES_PORT", "value": url},
+        {"name": prefix, "value": url},
+        {"name": f"{prefix}_PROTO", "value": "tcp"},
+        {"name": f"{prefix}_ADDR", "value": host},
+        {"name": f"{prefix}_PORT", "value": str(port)},
+    ]
+
+
+def _set_env_first(container: JSON, env: list[JSON]) -> None:
+    """`env` at the head of the container's own, replacing its entries of the same names:
+    first, so that the container's later variables can refer to them as $(NAME)."""
+    names = {variable["name"] for variable in env}
+    own = [variable for variable in container.get("env") or [] if variable["name"] not in names]
+    container["env"] = copy.deepcopy(env) + own
 
 
 def _remote_affinity(

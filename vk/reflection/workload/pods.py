@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import structlog
 from prometheus_client import REGISTRY, Histogram
@@ -22,21 +23,20 @@ from prometheus_client.registry import Collector
 
 from vk.api.constants import (
     DESTINATION_LABEL,
+    NODENAME_LABEL,
     ORIGIN_LABEL,
     POD_TERMINAL_PHASES,
-    REMOTE_CLUSTER_ID_LABEL,
 )
-from vk.api.offloading import NamespaceMap
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, namespace_index, split_key
+from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import (
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
-    is_owned_by_us,
     local_status_needs_update,
     remote_pod_needs_update,
     status_worth_reporting,
@@ -86,6 +86,18 @@ class PodsByPhase(Collector):
         yield family
 
 
+@dataclass(frozen=True)
+class PodForging:
+    """How remote pods are built, from what else the virtual kubelet reflects."""
+
+    # Token sources become the Secret the ServiceAccount token reflection writes.
+    service_account_tokens: bool = False
+    # kube-api-access volumes use the reflected copy of the home cluster's CA.
+    root_ca_reflected: bool = False
+    # Where offloaded pods reach their home API server (KUBERNETES_SERVICE_HOST/PORT).
+    home_api_server: tuple[str, int] | None = None
+
+
 def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
     return resource_path("v1", "pods", namespace=namespace, name=name, subresource=subresource)
 
@@ -102,9 +114,10 @@ class PodReflector(Reconciler):
         node_ip: str,
         home_cluster_id: str,
         remote_cluster_id: str,
-        tenant_namespace: str,
+        namespace_maps: Informer,
         workers: int,
         events: EventRecorder,
+        pod_forging: PodForging | None = None,
     ) -> None:
         self.home = home
         self.provider = provider
@@ -120,13 +133,8 @@ class PodReflector(Reconciler):
             field_selector=f"spec.nodeName={node_name}",
             indexers={"namespace": namespace_index},
         )
-        self.namespace_maps = Informer(
-            home,
-            NamespaceMap.group_version(),
-            NamespaceMap.PLURAL,
-            namespace=tenant_namespace,
-            label_selector=f"{REMOTE_CLUSTER_ID_LABEL}={remote_cluster_id}",
-        )
+        self.namespace_maps = namespace_maps  # run by the caller: reflection shares it
+        self.pod_forging = pod_forging or PodForging()
         self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
@@ -136,8 +144,11 @@ class PodReflector(Reconciler):
         self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
         # key -> (local uid, message): a pod recreated under the same name is told again.
         self._reported: dict[str, tuple[str, str]] = {}
+        # This node's pods only: another virtual kubelet of the same provider offloads its
+        # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
-            f"{ORIGIN_LABEL}={home_cluster_id},{DESTINATION_LABEL}={remote_cluster_id}"
+            f"{ORIGIN_LABEL}={home_cluster_id},{DESTINATION_LABEL}={remote_cluster_id},"
+            f"{NODENAME_LABEL}={node_name}"
         )
         self._log = log.bind(node=node_name)
 
@@ -167,10 +178,7 @@ class PodReflector(Reconciler):
         self.local.add_handler(lambda _, pod, __: self.controller.enqueue(_key(pod)))
         self.namespace_maps.add_handler(lambda *_: self._on_namespace_maps())
         self.provider.on_change(self._on_provider_change)
-        informers = [
-            asyncio.create_task(self.local.run()),
-            asyncio.create_task(self.namespace_maps.run()),
-        ]
+        informers = [asyncio.create_task(self.local.run())]
         try:
             await self.local.synced.wait()
             await self.namespace_maps.synced.wait()
@@ -297,6 +305,9 @@ class PodReflector(Reconciler):
             local_cluster_id=self.home_cluster_id,
             remote_cluster_id=self.remote_cluster_id,
             node_name=self.node_name,
+            service_account_tokens=self.pod_forging.service_account_tokens,
+            root_ca_reflected=self.pod_forging.root_ca_reflected,
+            home_api_server=self.pod_forging.home_api_server,
         )
         try:
             await client.create(resource_path("v1", "pods", namespace=remote_namespace), remote)

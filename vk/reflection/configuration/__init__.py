@@ -1,0 +1,2 @@
+"""What offloaded pods read their configuration from: ConfigMaps, Secrets, ServiceAccount
+tokens."""

@@ -1,0 +1,46 @@
+"""ConfigMaps, local → remote; the consumer's `kube-root-ca.crt` under a name of its own, so
+that offloaded pods verify their home API server (Liqo's `configuration/configmap.go`)."""
+
+from __future__ import annotations
+
+from vk.kube.client import JSON
+from vk.reflection.forge.configuration import (
+    configmap_needs_update,
+    forge_remote_configmap,
+    local_configmap_name,
+    remote_configmap_name,
+    should_reflect_configmap,
+)
+from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
+
+
+class ConfigMapReflector(LocalToRemoteReflector):
+    name = "configmaps"
+    api_version = "v1"
+    plural = "configmaps"
+    kind = "ConfigMap"
+
+    def __init__(self, options: ReflectorOptions, policy: ReflectionPolicy) -> None:
+        super().__init__(options)
+        self.policy = policy
+
+    def remote_name(self, local_name: str) -> str:
+        return remote_configmap_name(local_name, self.home_cluster_id)
+
+    def local_name(self, remote_name: str) -> str:
+        return local_configmap_name(remote_name, self.home_cluster_id)
+
+    def wants(self, local: JSON) -> bool:
+        return should_reflect_configmap(local, self.policy)
+
+    def forge(self, local: JSON, remote_namespace: str) -> JSON:
+        return forge_remote_configmap(
+            local,
+            remote_namespace=remote_namespace,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+        )
+
+    def needs_update(self, desired: JSON, current: JSON) -> bool:
+        return configmap_needs_update(desired, current)

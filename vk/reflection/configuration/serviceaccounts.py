@@ -1,0 +1,208 @@
+"""ServiceAccount tokens of offloaded pods (Liqo's TokenAPI mode, `serviceaccount.go`).
+
+An offloaded pod talks to its home API server as itself: for each projected token its pod
+asks for, the virtual kubelet requests one from the home TokenRequest API (the pod's
+ServiceAccount, bound to the local pod, with the source's audience and lifetime), and writes
+them into the remote Secret `<pod>-token`, which the remote pod mounts in place of the
+projected token. Tokens are replaced at 80 % of their life, as the kubelet does; a restarted
+virtual kubelet takes them back from the Secret instead of asking again. Each virtual kubelet
+serves its own node's pods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Callable
+
+import structlog
+
+from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUNT_NAME_LABEL
+from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.controller import Result
+from vk.kube.events import WARNING
+from vk.kube.informer import Informer, split_key
+from vk.reflection.forge.meta import is_owned_by_us
+from vk.reflection.forge.tokens import (
+    Token,
+    TokenSource,
+    forge_token_request,
+    forge_token_secret,
+    needs_refresh,
+    refresh_at,
+    secret_needs_update,
+    token_from_request_status,
+    token_key,
+    token_secret_name,
+    token_sources,
+    tokens_from_secret,
+)
+from vk.reflection.generic import (
+    NOT_SYNCED_RETRY,
+    REFLECTION_ITEMS,
+    NamespacedReflector,
+    NamespaceReflection,
+    ReflectorOptions,
+    replacement,
+)
+
+log = structlog.get_logger("vk.reflection.serviceaccounts")
+
+REASON_FAILED = "FailedSATokensReflection"  # Liqo's reason
+POD_FOR_ANNOTATION = "offloading.liqo.io/service-account-for-pod-name"
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class ServiceAccountTokenReflector(NamespacedReflector):
+    name = "serviceaccounts"
+    leader_only = False  # each virtual kubelet serves its own node's pods
+
+    def __init__(
+        self,
+        options: ReflectorOptions,
+        pods: Informer,
+        *,
+        now: Callable[[], datetime.datetime] = _now,
+    ) -> None:
+        super().__init__(options)
+        self.pods = pods  # the pods bound to this node (the pod reflector's informer)
+        self.now = now
+        self.tokens: dict[str, tuple[str, dict[str, Token]]] = {}  # pod key -> (uid, tokens)
+        self._reported: dict[str, str] = {}
+
+    def informers(
+        self, local_namespace: str, remote_namespace: str, client: KubeClient
+    ) -> list[Informer]:
+        return [
+            Informer(
+                client,
+                "v1",
+                "secrets",
+                namespace=remote_namespace,
+                label_selector=f"{NODENAME_LABEL}={self.node_name},{SERVICE_ACCOUNT_NAME_LABEL}",
+            )
+        ]
+
+    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+        pod = (obj["metadata"].get("annotations") or {}).get(POD_FOR_ANNOTATION)
+        return [f"{state.local_namespace}/{pod}"] if pod else []
+
+    def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
+        super().start_namespace(local, remote, client)
+        for pod in self.pods.store.objects():
+            if pod["metadata"]["namespace"] == local:
+                self.controller.enqueue(f"{local}/{pod['metadata']['name']}")
+
+    async def run(self) -> None:
+        self.pods.add_handler(
+            lambda _, pod, __: self.controller.enqueue(
+                f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            )
+        )
+        await super().run()
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        state = self.active(namespace)
+        if state is None:
+            self.tokens.pop(key, None)
+            return Result()
+        if not state.synced or not self.pods.synced.is_set():
+            return Result(requeue_after=NOT_SYNCED_RETRY)
+        pod = self.pods.store.get(key)
+        secret_name = token_secret_name(name)
+        secret = state.informers[0].store.get(f"{state.remote_namespace}/{secret_name}")
+        if secret is not None and not is_owned_by_us(
+            secret, self.home_cluster_id, self.remote_cluster_id
+        ):
+            return Result()  # the informer lists ours only; never touch anything else
+        sources = token_sources(pod) if pod is not None else []
+        finished = pod is None or (
+            pod["metadata"].get("deletionTimestamp")
+            or (pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
+        )
+        if finished or not sources:
+            self.tokens.pop(key, None)
+            if secret is not None:
+                with contextlib.suppress(NotFound):
+                    await state.client.delete(
+                        resource_path(
+                            "v1", "secrets", namespace=state.remote_namespace, name=secret_name
+                        ),
+                        body={
+                            "apiVersion": "v1",
+                            "kind": "DeleteOptions",
+                            "preconditions": {"uid": secret["metadata"]["uid"]},
+                        },
+                    )
+                REFLECTION_ITEMS.labels(self.name, "deleted").inc()
+            return Result()
+        assert pod is not None
+        uid = pod["metadata"]["uid"]
+        known = self.tokens.get(key)
+        tokens = dict(known[1]) if known and known[0] == uid else {}
+        if not tokens and secret is not None:
+            tokens = tokens_from_secret(secret, pod)
+        now = self.now()
+        try:
+            for source in sources:
+                slot = token_key(source.volume, source.path)
+                if slot not in tokens or needs_refresh(tokens[slot], now):
+                    tokens[slot] = await self._request(pod, source, now)
+        except ApiError as error:
+            await self._report(pod, f"cannot get a ServiceAccount token: {error.message}")
+            raise
+        tokens = {slot: tokens[slot] for slot in (token_key(s.volume, s.path) for s in sources)}
+        self.tokens[key] = (uid, tokens)
+        desired = forge_token_secret(
+            pod,
+            tokens,
+            remote_namespace=state.remote_namespace,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+            node_name=self.node_name,
+        )
+        collection = resource_path("v1", "secrets", namespace=state.remote_namespace)
+        try:
+            if secret is None:
+                await state.client.create(collection, desired)
+                REFLECTION_ITEMS.labels(self.name, "created").inc()
+            elif secret_needs_update(desired, secret):
+                await state.client.replace(
+                    f"{collection}/{secret_name}", replacement(desired, secret)
+                )
+                REFLECTION_ITEMS.labels(self.name, "updated").inc()
+        except AlreadyExists:
+            return Result(requeue_after=NOT_SYNCED_RETRY)
+        self._reported.pop(key, None)
+        earliest = min(refresh_at(token) for token in tokens.values())
+        return Result(requeue_after=max(1.0, (earliest - self.now()).total_seconds()))
+
+    async def _request(self, pod: JSON, source: TokenSource, now: datetime.datetime) -> Token:
+        account = pod["spec"].get("serviceAccountName") or "default"
+        answer = await self.home.create(
+            resource_path(
+                "v1",
+                "serviceaccounts",
+                namespace=pod["metadata"]["namespace"],
+                name=account,
+                subresource="token",
+            ),
+            forge_token_request(source, pod),
+        )
+        status = answer.get("status") or {}
+        return token_from_request_status(status["token"], status["expirationTimestamp"], now)
+
+    async def _report(self, pod: JSON, message: str) -> None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        REFLECTION_ITEMS.labels(self.name, "failed").inc()
+        if self._reported.get(key) == message:
+            return
+        self._reported[key] = message
+        log.warning("cannot reflect the ServiceAccount token", pod=key, error=message)
+        involved = {**pod, "apiVersion": "v1", "kind": "Pod"}
+        await self.events.record(involved, WARNING, REASON_FAILED, message)

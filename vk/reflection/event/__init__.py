@@ -1,0 +1,1 @@
+"""What the provider says about offloaded pods and reflected objects, told at home."""

@@ -1,0 +1,144 @@
+"""Events, remote → local: what the provider says about an offloaded pod (pulling its image,
+a probe failing, ...) or a reflected object shows in `kubectl describe` at home, on the local
+object (Liqo's `event/event.go`). Local Events never go to the provider.
+
+Each remote Event becomes a local Event of the same name about the local object, labelled as
+ours, kept up to date while the remote one changes (its count grows) and deleted with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
+from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
+from vk.kube.controller import Result
+from vk.kube.informer import Informer, split_key
+from vk.reflection.forge.events import (
+    event_needs_update,
+    forge_local_event,
+    involved_local_name,
+)
+from vk.reflection.forge.meta import ReflectionPolicy, should_reflect
+from vk.reflection.generic import (
+    NOT_SYNCED_RETRY,
+    REFLECTION_ITEMS,
+    NamespacedReflector,
+    NamespaceReflection,
+    ReflectorOptions,
+)
+
+# Where the local object an Event is about is read from.
+_API = {
+    "Pod": ("v1", "pods"),
+    "ConfigMap": ("v1", "configmaps"),
+    "Secret": ("v1", "secrets"),
+    "Service": ("v1", "services"),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
+    "Ingress": ("networking.k8s.io/v1", "ingresses"),
+}
+_LOCAL_OBJECTS_KEPT = 4096  # local objects remembered by the UID of their remote copy
+
+
+class EventReflector(NamespacedReflector):
+    name = "events"
+
+    def __init__(self, options: ReflectorOptions, policy: ReflectionPolicy) -> None:
+        super().__init__(options)
+        self.policy = policy  # on the remote Event, the only copy a user could annotate
+        # remote involved object UID -> the local object it stands for
+        self._local_objects: dict[str, JSON] = {}
+
+    def informers(
+        self, local_namespace: str, remote_namespace: str, client: KubeClient
+    ) -> list[Informer]:
+        return [
+            Informer(client, "v1", "events", namespace=remote_namespace),
+            Informer(
+                self.home,
+                "v1",
+                "events",
+                namespace=local_namespace,
+                label_selector=f"{ORIGIN_LABEL}={self.home_cluster_id},"
+                f"{DESTINATION_LABEL}={self.remote_cluster_id}",
+            ),
+        ]
+
+    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+        return [f"{state.local_namespace}/{obj['metadata']['name']}"]
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        state = self.active(namespace)
+        if state is None:
+            return Result()
+        if not state.synced:
+            return Result(requeue_after=NOT_SYNCED_RETRY)
+        remote_events, local_events = state.informers
+        remote = remote_events.store.get(f"{state.remote_namespace}/{name}")
+        local = local_events.store.get(key)
+        if remote is None or not should_reflect(remote, self.policy):
+            if local is not None:
+                with contextlib.suppress(NotFound):
+                    await self.home.delete(
+                        resource_path("v1", "events", namespace=namespace, name=name)
+                    )
+            return Result()
+        involved = await self._local_object(namespace, remote)
+        if involved is None:
+            return Result()  # about nothing reflected from here
+        desired = forge_local_event(
+            remote,
+            local_namespace=namespace,
+            local_involved=involved,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+        )
+        if local is None:
+            with contextlib.suppress(AlreadyExists):  # someone else's Event of that name
+                await self.home.create(resource_path("v1", "events", namespace=namespace), desired)
+                REFLECTION_ITEMS.labels(self.name, "created").inc()
+        elif event_needs_update(desired, local):
+            await self.home.merge_patch(
+                resource_path("v1", "events", namespace=namespace, name=name),
+                {
+                    key: desired.get(key)
+                    for key in ("count", "lastTimestamp", "message", "type", "metadata")
+                },
+            )
+            REFLECTION_ITEMS.labels(self.name, "updated").inc()
+        return Result()
+
+    async def _local_object(self, namespace: str, remote_event: JSON) -> JSON | None:
+        """The local object a remote Event is about, or None: a kind not reflected, or an
+        object that does not exist at home."""
+        reference = remote_event.get("involvedObject") or {}
+        local_name = involved_local_name(remote_event, self.home_cluster_id)
+        api = _API.get(reference.get("kind", ""))
+        if local_name is None or api is None:
+            return None
+        remote_uid = reference.get("uid") or ""
+        cached = self._local_objects.get(remote_uid)
+        if cached is not None and cached["metadata"]["namespace"] == namespace:
+            return cached
+        try:
+            found = await self.home.get(
+                resource_path(api[0], api[1], namespace=namespace, name=local_name)
+            )
+        except NotFound:
+            return None
+        local = {
+            "apiVersion": api[0],
+            "kind": reference["kind"],
+            "metadata": {
+                "name": local_name,
+                "namespace": namespace,
+                "uid": found["metadata"]["uid"],
+            },
+        }
+        if remote_uid:
+            if len(self._local_objects) >= _LOCAL_OBJECTS_KEPT:
+                self._local_objects.pop(next(iter(self._local_objects)))
+            self._local_objects[remote_uid] = local
+        return local

@@ -1,0 +1,1 @@
+"""How offloaded pods are reached: Services and Ingresses."""

@@ -1,0 +1,130 @@
+"""The provider's Events about offloaded pods and reflected objects, copied to the consumer so
+that `kubectl describe` at home tells why a pod does not start or a claim does not bind
+(Liqo's `reflection/event`, reference §3.8). Events go remote → local only.
+
+Pure: no I/O. Objects are the API's own JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from vk.reflection.forge.configuration import local_configmap_name
+from vk.reflection.forge.meta import JSON, ownership_labels
+
+# The kinds of the objects vk puts in a provider (the provider's Pods stand for local pods):
+# only Events about those have a local object to be about.
+REFLECTED_EVENT_KINDS = frozenset(
+    {"Pod", "ConfigMap", "Secret", "Service", "Ingress", "PersistentVolumeClaim"}
+)
+
+# The API group of each reflected kind: a `Service` of another group (Knative's) is not ours.
+_KIND_GROUPS = {kind: "" for kind in REFLECTED_EVENT_KINDS} | {"Ingress": "networking.k8s.io"}
+
+# What changes as the provider's Event repeats.
+_UPDATED_FIELDS = ("count", "lastTimestamp", "message", "type")
+
+
+def involved_local_name(remote_event: Mapping[str, Any], local_cluster_id: str) -> str | None:
+    """The name of the local object a provider Event is about, or None if it is about no
+    object vk reflects. Only the ConfigMap of the consumer's CA has another name remotely."""
+    involved = remote_event.get("involvedObject") or {}
+    kind = involved.get("kind")
+    if kind not in REFLECTED_EVENT_KINDS:
+        return None
+    api_version = involved.get("apiVersion")
+    # An absent apiVersion is the core group's, as kubectl reads it.
+    group = api_version.rpartition("/")[0] if api_version else ""
+    if group != _KIND_GROUPS[kind]:
+        return None
+    name: str = involved.get("name") or ""
+    if not name:
+        return None
+    return local_configmap_name(name, local_cluster_id) if kind == "ConfigMap" else name
+
+
+def forge_local_event(
+    remote_event: Mapping[str, Any],
+    *,
+    local_namespace: str,
+    local_involved: Mapping[str, Any],
+    local_cluster_id: str,
+    remote_cluster_id: str,
+) -> JSON:
+    """The core/v1 Event to create at home for `remote_event`, about `local_involved` (the
+    local object it names). Its source says it comes from the provider.
+
+    Events of the events.k8s.io API (the scheduler's) carry `eventTime`, and then core/v1
+    validation demands the reporting controller, instance and action too; the home cluster
+    needs none of them, so the copy is an Event of the older kind, timed to the second."""
+    local_metadata = local_involved.get("metadata") or {}
+    involved = {
+        "apiVersion": local_involved.get("apiVersion"),
+        "kind": local_involved.get("kind"),
+        "name": local_metadata.get("name"),
+        "namespace": local_metadata.get("namespace"),
+        "uid": local_metadata.get("uid"),
+    }
+    involved = {k: v for k, v in involved.items() if v is not None}
+    if field_path := (remote_event.get("involvedObject") or {}).get("fieldPath"):
+        involved["fieldPath"] = field_path
+
+    remote_source = remote_event.get("source") or {}
+    component = (
+        remote_source.get("component")
+        or remote_event.get("reportingComponent")
+        or remote_event.get("reportingController")
+        or ""
+    )
+    source: JSON = {"component": f"{component} (remote)".strip()}
+    if host := remote_source.get("host"):
+        source["host"] = host
+
+    series = remote_event.get("series") or {}
+    event_time = _to_seconds(remote_event.get("eventTime"))
+    first = remote_event.get("firstTimestamp") or event_time or remote_event.get("lastTimestamp")
+    last = remote_event.get("lastTimestamp") or _to_seconds(series.get("lastObservedTime")) or first
+
+    event: JSON = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": remote_event["metadata"]["name"],
+            "namespace": local_namespace,
+            "labels": ownership_labels(local_cluster_id, remote_cluster_id),
+        },
+        "involvedObject": involved,
+        "source": source,
+        # An Event of the events.k8s.io API that repeats counts in its series.
+        "count": remote_event.get("count") or series.get("count") or 1,
+    }
+    for field in ("type", "reason", "message"):
+        if field in remote_event:
+            event[field] = remote_event[field]
+    if first:
+        event["firstTimestamp"] = first
+    if last:
+        event["lastTimestamp"] = last
+    return event
+
+
+def event_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether the local Event must be rewritten: the provider's one repeated (count, last
+    time, a new message), or the local one's labels were changed."""
+    if any(desired.get(field) != current.get(field) for field in _UPDATED_FIELDS):
+        return True
+    return _labels(desired) != _labels(current)
+
+
+def _labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    labels: dict[str, str] = (obj.get("metadata") or {}).get("labels") or {}
+    return labels
+
+
+def _to_seconds(micro_time: str | None) -> str | None:
+    """A MicroTime (`2026-11-22T13:00:00.123456Z`) as a Time (`2026-11-22T13:00:00Z`)."""
+    if not micro_time or "." not in micro_time:
+        return micro_time or None
+    head, _, fraction = micro_time.partition(".")
+    return head + fraction.lstrip("0123456789")

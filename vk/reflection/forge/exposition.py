@@ -1,0 +1,184 @@
+"""The Services and Ingresses vk copies into a provider, so that offloaded pods are reachable
+there as they are at home (Liqo's `forge/services.go`, `ingresses.go`, reference §3.5).
+
+What the consumer's cluster allocated or chose for itself (cluster IPs, node ports, load-balancer
+and ingress classes) is left to the provider; their status is not reflected back. Pure: no I/O.
+Objects are the API's own JSON.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from vk.reflection.forge.meta import (
+    JSON,
+    exact_fields_differ,
+    fields_differ,
+    metadata_differs,
+    reflected_metadata,
+)
+
+# --- Services ------------------------------------------------------------------------------
+
+# "true" on a local Service: keep its node ports in the provider, instead of letting the
+# provider allocate its own (the consumer's may be taken there).
+FORCE_REMOTE_NODE_PORT_ANNOTATION = "liqo.io/force-remote-node-port"
+
+# The spec fields a remote Service gets from the local one (Liqo's list).
+SERVICE_SPEC_FIELDS = (
+    "type",
+    "selector",
+    "ports",
+    "externalName",
+    "allocateLoadBalancerNodePorts",
+    "externalTrafficPolicy",
+    "internalTrafficPolicy",
+    "ipFamilyPolicy",
+    "loadBalancerSourceRanges",
+    "publishNotReadyAddresses",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    # Only ever "None": a headless Service stays headless; any other address is the consumer's.
+    "clusterIP",
+    # Only the provider's class, given by the caller: the local one names a consumer's controller.
+    "loadBalancerClass",
+)
+
+# Maps of data: a key added by hand in the provider is drift.
+_EXACT_SERVICE_FIELDS = ("selector",)
+# Fields the provider fills in when the forged Service leaves them out: compared only when vk
+# sets them, or every Service would look changed.
+_SERVER_ALLOCATED_FIELDS = ("clusterIP",)
+
+# Those of SERVICE_SPEC_FIELDS copied as they are; the others are forged.
+_SERVICE_FIELDS_COPIED = tuple(
+    f for f in SERVICE_SPEC_FIELDS if f not in ("ports", "clusterIP", "loadBalancerClass")
+)
+
+_SERVICE_PORT_FIELDS = ("name", "protocol", "appProtocol", "port", "targetPort")
+
+_HEADLESS = "None"
+
+
+def is_reflectable_service(local: Mapping[str, Any]) -> bool:
+    """Whether a local Service may be copied to the provider at all (the policy aside): not the
+    consumer's own API server, which the provider has its own `kubernetes` Service for."""
+    metadata = local.get("metadata") or {}
+    return not (metadata.get("namespace") == "default" and metadata.get("name") == "kubernetes")
+
+
+def forge_remote_service(
+    local: Mapping[str, Any],
+    *,
+    remote_namespace: str,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    load_balancer_class: str | None = None,
+) -> JSON:
+    """The Service to apply in the provider for `local`. `load_balancer_class` is the provider's
+    class for LoadBalancer Services (Liqo's `--enable-load-balancer`); without it, the provider's
+    default load balancer, if any, serves them."""
+    local_spec = local.get("spec") or {}
+    annotations = (local.get("metadata") or {}).get("annotations") or {}
+    keep_node_ports = annotations.get(FORCE_REMOTE_NODE_PORT_ANNOTATION, "").lower() == "true"
+
+    spec: JSON = {
+        field: copy.deepcopy(local_spec[field])
+        for field in _SERVICE_FIELDS_COPIED
+        if field in local_spec
+    }
+    if "ports" in local_spec:
+        spec["ports"] = [_remote_port(port, keep_node_ports) for port in local_spec["ports"]]
+    if local_spec.get("clusterIP") == _HEADLESS:
+        spec["clusterIP"] = _HEADLESS
+    if load_balancer_class is not None and local_spec.get("type") == "LoadBalancer":
+        spec["loadBalancerClass"] = load_balancer_class
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": reflected_metadata(
+            local,
+            name=local["metadata"]["name"],
+            namespace=remote_namespace,
+            local_cluster_id=local_cluster_id,
+            remote_cluster_id=remote_cluster_id,
+        ),
+        "spec": spec,
+    }
+
+
+def service_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether the remote Service must be rewritten. What the provider's API server filled in
+    (cluster IPs, IP families, allocated node ports) is not drift; a field vk sets that differs,
+    or one the local Service dropped (a selector), is."""
+    want = desired.get("spec") or {}
+    have = current.get("spec") or {}
+    special = (*_EXACT_SERVICE_FIELDS, *_SERVER_ALLOCATED_FIELDS)
+    compared = [f for f in SERVICE_SPEC_FIELDS if f not in special]
+    allocated = [f for f in _SERVER_ALLOCATED_FIELDS if f in want]
+    return (
+        metadata_differs(desired, current)
+        or exact_fields_differ(want, have, _EXACT_SERVICE_FIELDS)
+        or fields_differ(want, have, [*compared, *allocated])
+    )
+
+
+def _remote_port(port: Mapping[str, Any], keep_node_port: bool) -> JSON:
+    fields = (*_SERVICE_PORT_FIELDS, "nodePort") if keep_node_port else _SERVICE_PORT_FIELDS
+    return {field: port[field] for field in fields if field in port}
+
+
+# --- Ingresses -----------------------------------------------------------------------------
+
+# The class annotation older Ingresses carry: it names a consumer's ingress controller.
+INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+
+_INGRESS_SPEC_FIELDS = ("rules", "defaultBackend", "tls")
+
+
+def forge_remote_ingress(
+    local: Mapping[str, Any],
+    *,
+    remote_namespace: str,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    remote_ingress_class: str | None,
+) -> JSON:
+    """The Ingress to apply in the provider for `local`. `remote_ingress_class` is the provider's
+    class (Liqo's `--enable-ingress`); without it, the provider's default class serves it. The
+    local class, by field or by annotation, is the consumer's and never reflected."""
+    local_spec = local.get("spec") or {}
+    spec: JSON = {
+        field: copy.deepcopy(local_spec[field])
+        for field in _INGRESS_SPEC_FIELDS
+        if field in local_spec
+    }
+    if remote_ingress_class is not None:
+        spec["ingressClassName"] = remote_ingress_class
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": reflected_metadata(
+            local,
+            name=local["metadata"]["name"],
+            namespace=remote_namespace,
+            local_cluster_id=local_cluster_id,
+            remote_cluster_id=remote_cluster_id,
+            annotations_not_reflected=(INGRESS_CLASS_ANNOTATION,),
+        ),
+        "spec": spec,
+    }
+
+
+def ingress_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether the remote Ingress must be rewritten. Without a class of its own, the provider's
+    admission gives the Ingress its default class: that is not drift."""
+    want = desired.get("spec") or {}
+    have = current.get("spec") or {}
+    class_field = ("ingressClassName",) if "ingressClassName" in want else ()
+    return metadata_differs(desired, current) or fields_differ(
+        want, have, (*_INGRESS_SPEC_FIELDS, *class_field)
+    )

@@ -1,0 +1,146 @@
+"""What every reflected object shares: the ownership labels that say it is ours, the metadata
+copied from the local object, the skip/allow policy, and the comparison that decides whether
+the remote copy must be written (Liqo's `forge/meta.go` and `generic/namespaced.go`).
+
+Pure: no I/O. Objects are the API's own JSON.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from vk.api.constants import (
+    ALLOW_REFLECTION_ANNOTATION,
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    SKIP_REFLECTION_ANNOTATION,
+)
+
+JSON = dict[str, Any]
+
+
+class ReflectionPolicy(enum.StrEnum):
+    """Which local objects are reflected (`--<resource>-reflection-type`)."""
+
+    DENY_LIST = "DenyList"  # all but those annotated liqo.io/skip-reflection
+    ALLOW_LIST = "AllowList"  # only those annotated liqo.io/allow-reflection
+
+
+def ownership_labels(
+    local_cluster_id: str, remote_cluster_id: str, node_name: str | None = None
+) -> dict[str, str]:
+    """Liqo's labels marking a provider object as reflected by this consumer: origin is the
+    consumer (home) cluster, destination the provider; pods and token Secrets also name the
+    virtual node, so each virtual kubelet lists only its own."""
+    labels = {ORIGIN_LABEL: local_cluster_id, DESTINATION_LABEL: remote_cluster_id}
+    if node_name is not None:
+        labels[NODENAME_LABEL] = node_name
+    return labels
+
+
+def is_owned_by_us(
+    remote_obj: Mapping[str, Any], local_cluster_id: str, remote_cluster_id: str
+) -> bool:
+    """Whether a provider object was reflected by this consumer to this provider (Liqo's
+    `IsReflected`: origin and destination match; the node name is not checked). vk never
+    modifies or deletes a remote object for which this is false."""
+    labels = (remote_obj.get("metadata") or {}).get("labels") or {}
+    return bool(
+        labels.get(ORIGIN_LABEL) == local_cluster_id
+        and labels.get(DESTINATION_LABEL) == remote_cluster_id
+    )
+
+
+def should_reflect(local_obj: Mapping[str, Any], policy: ReflectionPolicy) -> bool:
+    """Liqo's `ShouldSkipReflection`, inverted. The value `false` undoes either annotation:
+    `liqo.io/skip-reflection: "false"` reflects under DenyList, `liqo.io/allow-reflection:
+    "false"` does not under AllowList."""
+    annotations = (local_obj.get("metadata") or {}).get("annotations") or {}
+    if policy is ReflectionPolicy.ALLOW_LIST:
+        value = annotations.get(ALLOW_REFLECTION_ANNOTATION)
+        return value is not None and value.lower() != "false"
+    value = annotations.get(SKIP_REFLECTION_ANNOTATION)
+    return value is None or value.lower() == "false"
+
+
+def _without(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+    dropped = set(keys)
+    return {k: v for k, v in mapping.items() if k not in dropped}
+
+
+def reflected_metadata(
+    local_obj: Mapping[str, Any],
+    *,
+    name: str,
+    namespace: str,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    labels_not_reflected: Iterable[str] = (),
+    annotations_not_reflected: Iterable[str] = (),
+    extra_labels: Mapping[str, str] | None = None,
+) -> JSON:
+    """The remote object's metadata: `name` in `namespace`, the local labels and annotations
+    (less those not reflected), and the ownership labels, which win over local ones."""
+    local = local_obj.get("metadata") or {}
+    labels = {
+        **_without(local.get("labels") or {}, labels_not_reflected),
+        **(extra_labels or {}),
+        **ownership_labels(local_cluster_id, remote_cluster_id),
+    }
+    metadata: JSON = {"name": name, "namespace": namespace, "labels": labels}
+    annotations = _without(local.get("annotations") or {}, annotations_not_reflected)
+    if annotations:
+        metadata["annotations"] = annotations
+    return metadata
+
+
+def contains(desired: Any, current: Any) -> bool:
+    """Whether `current` holds everything `desired` says: maps key by key (keys `desired` does
+    not name are the server's defaults, e.g. a Service's clusterIP or a port's nodePort), lists
+    item by item in order, anything else equal."""
+    if isinstance(desired, Mapping):
+        return isinstance(current, Mapping) and all(
+            contains(value, current.get(key)) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(current, list)
+            and len(desired) == len(current)
+            and all(contains(d, c) for d, c in zip(desired, current, strict=True))
+        )
+    return bool(desired == current)
+
+
+def metadata_differs(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Labels and annotations are the local object's, exactly: one added by hand in the
+    provider is drift, and is removed."""
+    want = desired.get("metadata") or {}
+    have = current.get("metadata") or {}
+    return (want.get("labels") or {}) != (have.get("labels") or {}) or (
+        want.get("annotations") or {}
+    ) != (have.get("annotations") or {})
+
+
+def fields_differ(
+    desired: Mapping[str, Any], current: Mapping[str, Any], fields: Iterable[str]
+) -> bool:
+    """Whether any of `fields` differs: exactly for maps of data, by `contains` for the rest.
+    A field `desired` lacks but `current` has is a difference (e.g. a selector removed)."""
+    for field in fields:
+        want, have = desired.get(field), current.get(field)
+        if want is None:
+            if have not in (None, {}, []):
+                return True
+        elif not contains(want, have):
+            return True
+    return False
+
+
+def exact_fields_differ(
+    desired: Mapping[str, Any], current: Mapping[str, Any], fields: Iterable[str]
+) -> bool:
+    """Whether any of `fields` (maps of data: a key added by hand is drift) differs."""
+    return any((desired.get(f) or {}) != (current.get(f) or {}) for f in fields)

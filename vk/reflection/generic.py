@@ -1,0 +1,394 @@
+"""The generic reflector: what reflecting any kind of object takes, written once (Liqo's
+`reflection/generic`). One work queue and its workers per resource; per offloaded namespace an
+informer on each side; keys are `local namespace/local name` whichever side an event came from,
+so each reconcile looks at both copies and makes the remote one match the local one.
+
+The rules, for every resource: the local object is the truth, and remote drift is set back;
+deleting (or skipping) the local object deletes the remote copy; a remote object without our
+ownership labels is never touched, and the conflict is reported on the local object; failures
+are Events on the local object and `vk_reflection_items_total{reflector,result}`.
+
+What differs from one resource to another (names, which objects, the forge, what counts as a
+difference) is a `ReflectedResource`, one small module each.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+from prometheus_client import Counter
+
+from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result
+from vk.kube.events import WARNING, EventRecorder
+from vk.kube.informer import DELETED, Informer, split_key
+from vk.reflection.forge.meta import is_owned_by_us
+
+log = structlog.get_logger("vk.reflection")
+
+REFLECTION_ITEMS = Counter(
+    "vk_reflection_items_total",
+    "Objects reflected, by reflector and result (created, updated, deleted, conflict, failed)",
+    ["reflector", "result"],
+)
+
+# Liqo's Event reasons on local objects.
+REASON_FAILED = "FailedReflection"
+REASON_FAILED_DELETION = "FailedDeletion"
+# What a provider answers when it will not take the object as it is: said once as an Event,
+# then retried with back-off (its admission or quota may change).
+REFUSALS = (400, 403, 404, 409, 422)
+NOT_SYNCED_RETRY = 0.2
+
+
+def rv_newer(candidate: JSON, than: JSON) -> bool:
+    """Whether `candidate` is a later version than `than`. resourceVersions are opaque to
+    clients, but every API server we talk to gives etcd revisions; anything else is taken as
+    not newer, so the informer's copy is used."""
+    try:
+        return int(candidate["metadata"]["resourceVersion"]) > int(
+            than["metadata"]["resourceVersion"]
+        )
+    except (KeyError, ValueError):
+        return False
+
+
+@dataclass(frozen=True)
+class ReflectorOptions:
+    """What every reflector of a virtual kubelet is given."""
+
+    home: KubeClient
+    home_cluster_id: str
+    remote_cluster_id: str
+    node_name: str
+    events: EventRecorder
+    leading: Callable[[], bool]
+    workers: int
+
+
+@dataclass
+class NamespaceReflection:
+    """One offloaded namespace, as one reflector sees it: its informers on both sides."""
+
+    local_namespace: str
+    remote_namespace: str
+    client: KubeClient
+    informers: list[Informer]
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+
+
+class NamespacedReflector(Reconciler):
+    """A reflector over the offloaded namespaces: started and stopped per namespace by the
+    manager, re-enqueued in full when this virtual kubelet becomes the one that reflects the
+    shared objects (`resync`)."""
+
+    # Shared objects (a namespace's ConfigMaps, Services, ...) are reflected by one virtual
+    # kubelet per provider, the holder of the reflection Lease; per-node ones by each.
+    leader_only = True
+
+    def __init__(self, options: ReflectorOptions) -> None:
+        self.controller = Controller(self, workers=options.workers)
+        self.namespaces: dict[str, NamespaceReflection] = {}
+        self.leading = options.leading
+        self.home = options.home
+        self.home_cluster_id = options.home_cluster_id
+        self.remote_cluster_id = options.remote_cluster_id
+        self.node_name = options.node_name
+        self.events = options.events
+
+    @abc.abstractmethod
+    def informers(
+        self, local_namespace: str, remote_namespace: str, client: KubeClient
+    ) -> list[Informer]:
+        """The informers one namespace needs (handlers are wired by the reflector)."""
+
+    @abc.abstractmethod
+    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+        """The keys an object of one of the namespace's informers wakes up."""
+
+    def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
+        current = self.namespaces.get(local)
+        if current and current.remote_namespace == remote and current.client is client:
+            return
+        self.stop_namespace(local)
+        state = NamespaceReflection(local, remote, client, self.informers(local, remote, client))
+
+        def handler(event: str, obj: JSON, _: JSON | None) -> None:
+            self.on_event(state, event, obj)
+
+        for informer in state.informers:
+            informer.add_handler(handler)
+            state.tasks.append(asyncio.get_running_loop().create_task(informer.run()))
+        self.namespaces[local] = state
+
+    def stop_namespace(self, local: str) -> None:
+        state = self.namespaces.pop(local, None)
+        if state is not None:
+            state.stop()
+
+    def resync(self) -> None:
+        """Every object of every namespace, again: after a change of leader, nothing the
+        previous one left half done stays so."""
+        for state in self.namespaces.values():
+            for informer in state.informers:
+                for obj in informer.store.objects():
+                    self._enqueue(self.keys_of(state, obj))
+
+    def on_event(self, state: NamespaceReflection, event: str, obj: JSON) -> None:
+        self._enqueue(self.keys_of(state, obj))
+
+    def _enqueue(self, keys: list[str]) -> None:
+        for key in keys:
+            self.controller.enqueue(key)
+
+    async def run(self) -> None:
+        try:
+            await self.controller.run()
+        finally:
+            for local in list(self.namespaces):
+                self.stop_namespace(local)
+
+    def active(self, namespace: str) -> NamespaceReflection | None:
+        """The namespace's state if this reflector should act on it now."""
+        if self.leader_only and not self.leading():
+            return None
+        return self.namespaces.get(namespace)
+
+
+class LocalToRemoteReflector(NamespacedReflector):
+    """Reflects one resource local → remote with the rules of the module docstring. The
+    resource's specifics come from the `Reflected*` methods, overridden per resource."""
+
+    api_version: str
+    plural: str
+    kind: str
+
+    def __init__(self, options: ReflectorOptions) -> None:
+        super().__init__(options)
+        # What this process last wrote, by remote key, until the informer shows it: a second
+        # event before the informer caught up must not write again.
+        self._written: dict[str, JSON] = {}
+        # Remote UIDs deleted, until the informer drops them.
+        self._deleted: set[str] = set()
+        # key -> (local uid, message) last reported, so a resync does not repeat an Event.
+        self._reported: dict[str, tuple[str, str]] = {}
+        self._log = log.bind(reflector=self.name)
+
+    # -- what each resource says ---------------------------------------------------------
+
+    def remote_name(self, local_name: str) -> str:
+        return local_name
+
+    def local_name(self, remote_name: str) -> str:
+        return remote_name
+
+    @abc.abstractmethod
+    def wants(self, local: JSON) -> bool:
+        """Whether this local object is to be reflected (policy, and what the resource
+        reflects at all)."""
+
+    def ignores_remote(self, remote: JSON) -> bool:
+        """Remote objects this reflector leaves alone without a word (another reflector's)."""
+        return False
+
+    @abc.abstractmethod
+    def forge(self, local: JSON, remote_namespace: str) -> JSON:
+        """The remote copy of `local` (a pure forge function)."""
+
+    @abc.abstractmethod
+    def needs_update(self, desired: JSON, current: JSON) -> bool:
+        """Whether the remote object must be written to become `desired`."""
+
+    async def after_write(self, local: JSON, remote: JSON, state: NamespaceReflection) -> None:
+        """What else the resource does once the remote copy is written (PVCs: the local PV)."""
+
+    async def after_delete(self, namespace: str, name: str) -> None:
+        """What else the resource does once the local object is gone."""
+
+    # -- wiring ---------------------------------------------------------------------------
+
+    def informers(
+        self, local_namespace: str, remote_namespace: str, client: KubeClient
+    ) -> list[Informer]:
+        # The remote informer is not filtered by our labels: a foreign object of the same
+        # name must be seen to be left alone and reported.
+        return [
+            Informer(self.home, self.api_version, self.plural, namespace=local_namespace),
+            Informer(client, self.api_version, self.plural, namespace=remote_namespace),
+        ]
+
+    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+        metadata = obj["metadata"]
+        if metadata["namespace"] == state.local_namespace:
+            return [f"{state.local_namespace}/{metadata['name']}"]
+        return [f"{state.local_namespace}/{self.local_name(metadata['name'])}"]
+
+    def on_event(self, state: NamespaceReflection, event: str, obj: JSON) -> None:
+        if event == DELETED:
+            self._deleted.discard(obj["metadata"].get("uid", ""))  # gone from the cache too
+        super().on_event(state, event, obj)
+
+    def _remote(self, state: NamespaceReflection, name: str) -> JSON | None:
+        key = f"{state.remote_namespace}/{name}"
+        cached = state.informers[1].store.get(key)
+        if cached is not None and cached["metadata"].get("uid") in self._deleted:
+            cached = None
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        if cached is not None and not rv_newer(written, cached):
+            del self._written[key]
+            return cached
+        return written
+
+    # -- the reconcile ----------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result:
+        namespace, name = split_key(key)
+        assert namespace is not None
+        state = self.active(namespace)
+        if state is None:
+            # Not offloaded (any more), or another virtual kubelet reflects it: the twin
+            # namespace's deletion takes the copies with it.
+            return Result()
+        if not state.synced:
+            return Result(requeue_after=NOT_SYNCED_RETRY)
+        local = state.informers[0].store.get(key)
+        remote_name = self.remote_name(name)
+        remote = self._remote(state, remote_name)
+        if remote is not None and self.ignores_remote(remote):
+            return Result()
+        wanted = (
+            local is not None
+            and not local["metadata"].get("deletionTimestamp")
+            and self.wants(local)
+        )
+        if remote is not None and not is_owned_by_us(
+            remote, self.home_cluster_id, self.remote_cluster_id
+        ):
+            if wanted and local is not None:
+                await self._report(
+                    local,
+                    "conflict",
+                    f"{self.kind} {state.remote_namespace}/{remote_name} already exists in "
+                    f"cluster {self.remote_cluster_id} and was not created by vk: it is left "
+                    "untouched, and this object is not reflected until it is renamed or "
+                    "removed there",
+                )
+            return Result()
+        if not wanted:
+            if remote is not None and not remote["metadata"].get("deletionTimestamp"):
+                await self._delete_remote(state, remote, local)
+            if local is None:
+                self._reported.pop(key, None)
+                await self.after_delete(namespace, name)
+            return Result()
+        assert local is not None
+        desired = self.forge(local, state.remote_namespace)
+        try:
+            if remote is None:
+                written = await state.client.create(self._collection(state), desired)
+                REFLECTION_ITEMS.labels(self.name, "created").inc()
+            elif not self.needs_update(desired, remote):
+                await self.after_write(local, remote, state)
+                return Result()
+            elif remote.get("immutable"):
+                # An immutable ConfigMap or Secret cannot change: replaced by a new one.
+                await self._delete_remote(state, remote, local)
+                return Result(requeue_after=NOT_SYNCED_RETRY)
+            else:
+                written = await state.client.replace(
+                    self._path(state, remote_name), replacement(desired, remote)
+                )
+                REFLECTION_ITEMS.labels(self.name, "updated").inc()
+        except AlreadyExists:
+            return Result(requeue_after=NOT_SYNCED_RETRY)  # the informer has not caught up
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            await self._report(
+                local,
+                "failed",
+                f"cannot reflect to cluster {self.remote_cluster_id}: {error.message}",
+            )
+            raise
+        self._written[f"{state.remote_namespace}/{remote_name}"] = written
+        if self._reported.pop(key, None):
+            self._log.info("reflected again", key=key)
+        await self.after_write(local, written, state)
+        return Result()
+
+    def _collection(self, state: NamespaceReflection) -> str:
+        return resource_path(self.api_version, self.plural, namespace=state.remote_namespace)
+
+    def _path(self, state: NamespaceReflection, name: str) -> str:
+        return resource_path(
+            self.api_version, self.plural, namespace=state.remote_namespace, name=name
+        )
+
+    async def _delete_remote(
+        self, state: NamespaceReflection, remote: JSON, local: JSON | None
+    ) -> None:
+        metadata = remote["metadata"]
+        try:
+            await state.client.delete(
+                self._path(state, metadata["name"]),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "preconditions": {"uid": metadata["uid"]},
+                },
+            )
+        except NotFound:
+            pass
+        except ApiError as error:
+            if local is not None and error.status in REFUSALS:
+                await self._report(
+                    local,
+                    "failed",
+                    f"cannot delete the copy in cluster {self.remote_cluster_id}: {error.message}",
+                    reason=REASON_FAILED_DELETION,
+                )
+            raise
+        self._deleted.add(metadata["uid"])
+        self._written.pop(f"{state.remote_namespace}/{metadata['name']}", None)
+        REFLECTION_ITEMS.labels(self.name, "deleted").inc()
+
+    async def _report(
+        self, local: JSON, result: str, message: str, *, reason: str = REASON_FAILED
+    ) -> None:
+        """A failure, once per object and message: a Warning Event on the local object."""
+        REFLECTION_ITEMS.labels(self.name, result).inc()
+        key = f"{local['metadata']['namespace']}/{local['metadata']['name']}"
+        said = (local["metadata"].get("uid", ""), message)
+        if self._reported.get(key) == said:
+            return
+        self._reported[key] = said
+        self._log.warning("cannot reflect", key=key, result=result, error=message)
+        # Listed objects carry no kind, which `kubectl describe` matches Events on.
+        involved = {**local, "apiVersion": self.api_version, "kind": self.kind}
+        await self.events.record(involved, WARNING, reason, message)
+
+
+def replacement(desired: JSON, current: JSON) -> JSON:
+    """The body of a PUT making `current` into `desired`: guarded by its resourceVersion, and
+    keeping what others may have added that the local object does not say (finalizers, owner
+    references); the server keeps allocated values (a Service's clusterIP, nodePorts)."""
+    metadata = dict(desired["metadata"])
+    metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+    for kept in ("finalizers", "ownerReferences"):
+        if current["metadata"].get(kept):
+            metadata[kept] = current["metadata"][kept]
+    return {**desired, "metadata": metadata}

@@ -1,0 +1,96 @@
+"""The reflectors a virtual kubelet runs, from its flags (Liqo's `reflection/resources`): one
+per resource, each with its workers (0 leaves it out) and, for shared objects, its policy."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from vk.kube.informer import Informer
+from vk.reflection.configuration.configmaps import ConfigMapReflector
+from vk.reflection.configuration.secrets import SecretReflector
+from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
+from vk.reflection.event.events import EventReflector
+from vk.reflection.exposition.ingresses import IngressReflector
+from vk.reflection.exposition.services import ServiceReflector
+from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
+from vk.reflection.generic import NamespacedReflector, ReflectorOptions
+from vk.reflection.storage.persistentvolumeclaims import PersistentVolumeClaimReflector
+
+# Liqo's defaults (`--<resource>-reflection-workers`).
+DEFAULT_WORKERS = {
+    "service": 3,
+    "ingress": 3,
+    "configmap": 3,
+    "secret": 3,
+    "serviceaccount": 3,
+    "persistentvolumeclaim": 3,
+    "event": 3,
+}
+# The resources whose reflection follows a DenyList/AllowList policy.
+POLICY_RESOURCES = ("service", "ingress", "configmap", "secret", "event")
+
+
+@dataclass(frozen=True)
+class ReflectionSettings:
+    workers: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_WORKERS))
+    policies: Mapping[str, ReflectionPolicy] = field(default_factory=dict)
+    remote_ingress_class: str = ""
+    remote_load_balancer_class: str = ""
+    enable_storage: bool = True
+    virtual_storage_class: str = VIRTUAL_STORAGE_CLASS
+    remote_storage_class: str = ""
+    # Offloaded pods get ServiceAccount tokens of their home cluster (Liqo's TokenAPI mode).
+    enable_apiserver_support: bool = True
+
+    def workers_of(self, resource: str) -> int:
+        return int(self.workers.get(resource, DEFAULT_WORKERS[resource]))
+
+    def policy_of(self, resource: str) -> ReflectionPolicy:
+        return self.policies.get(resource, ReflectionPolicy.DENY_LIST)
+
+
+def build_reflectors(
+    settings: ReflectionSettings, common: ReflectorOptions, pods: Informer
+) -> list[NamespacedReflector]:
+    """The enabled reflectors; `pods` is the informer on the pods bound to this node."""
+
+    def options(resource: str) -> ReflectorOptions:
+        return dataclasses.replace(common, workers=settings.workers_of(resource))
+
+    reflectors: list[NamespacedReflector] = []
+    if settings.workers_of("configmap"):
+        reflectors.append(ConfigMapReflector(options("configmap"), settings.policy_of("configmap")))
+    if settings.workers_of("secret"):
+        reflectors.append(SecretReflector(options("secret"), settings.policy_of("secret")))
+    if settings.workers_of("service"):
+        reflectors.append(
+            ServiceReflector(
+                options("service"),
+                settings.policy_of("service"),
+                settings.remote_load_balancer_class or None,
+            )
+        )
+    if settings.workers_of("ingress"):
+        reflectors.append(
+            IngressReflector(
+                options("ingress"),
+                settings.policy_of("ingress"),
+                settings.remote_ingress_class or None,
+            )
+        )
+    if settings.enable_apiserver_support and settings.workers_of("serviceaccount"):
+        reflectors.append(ServiceAccountTokenReflector(options("serviceaccount"), pods))
+    if settings.enable_storage and settings.workers_of("persistentvolumeclaim"):
+        reflectors.append(
+            PersistentVolumeClaimReflector(
+                options("persistentvolumeclaim"),
+                virtual_storage_class=settings.virtual_storage_class,
+                remote_storage_class=settings.remote_storage_class or None,
+            )
+        )
+    if settings.workers_of("event"):
+        reflectors.append(EventReflector(options("event"), settings.policy_of("event")))
+    return reflectors

@@ -1,0 +1,1 @@
+"""Where offloaded pods keep their data: claims of the virtual storage class."""
