@@ -218,6 +218,25 @@ def test_the_tutorial_step_by_step(tutorial: Clusters) -> None:
         )
         remote = get_json(clusters, "naples", "pods", "-n", "liqo-demo", "-l", "app=app-south")
         assert [p["status"]["phase"] for p in remote["items"]] == ["Running"]
+
+        # Reflection, by the virtual kubelets the controllers launched: a ConfigMap of
+        # liqo-demo reaches naples, and florence, not selected, receives nothing of it.
+        clusters.kubectl(
+            CONSUMER, "create", "configmap", "tutorial-settings", "-n", "liqo-demo",
+            "--from-literal=region=south",
+        )  # fmt: skip
+        copy = wait_until(
+            lambda: get_json(
+                clusters, "naples", "configmap", "tutorial-settings", "-n", "liqo-demo"
+            ),
+            "the ConfigMap reflected into naples",
+            timeout=30,
+        )
+        assert copy["data"] == {"region": "south"}
+        reflected_to_florence = get_json(
+            clusters, "florence", "configmaps", "-A", "-l", "offloading.liqo.io/origin=venice"
+        )
+        assert reflected_to_florence["items"] == []
         wait_until(
             lambda: clusters.kubectl(
                 CONSUMER,
