@@ -59,6 +59,7 @@ class BenchVirtualNode:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
         self.process: subprocess.Popen[bytes] | None = None
+        self.controller_manager: subprocess.Popen[bytes] | None = None
         self.metrics_port = 0
         self.kubelet_port = 0
 
@@ -78,6 +79,7 @@ class BenchVirtualNode:
             )
         )
         home, far = self.home, self.far
+        self._without_virtual_node_controller()
         kubectl(home, "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds"))
         kubectl(
             home,
@@ -151,7 +153,25 @@ class BenchVirtualNode:
         traceback: TracebackType | None,
     ) -> None:
         self.kill()
+        if self.controller_manager is not None:
+            self.controller_manager.send_signal(signal.SIGTERM)
+            self.controller_manager.wait(timeout=30)
         self.playground.down()
+
+    def _without_virtual_node_controller(self) -> None:
+        """home's controller manager without its VirtualNode controller, which would launch a
+        virtual kubelet of its own for `far`: the benchmark runs and restarts its own. It
+        still approves the virtual kubelet's serving certificate."""
+        self.playground.stop_component("home", "vk-controller-manager")
+        paths = self.playground.paths("home")
+        env = {**os.environ, "KUBECONFIG": str(paths.component_kubeconfig("vk-controller-manager"))}
+        with open(self.scratch / "controller-manager.log", "ab") as out:
+            self.controller_manager = subprocess.Popen(
+                [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
     def start_kubelet(self) -> subprocess.Popen[bytes]:
         """The virtual kubelet, always as the same POD_NAME: a kill -9 then models a container
