@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -543,6 +544,32 @@ def test_allow_list_mode_and_the_remote_ingress_class(
         )
     finally:
         setup.cleanup()
+
+
+def test_a_namespace_of_the_same_name_in_the_provider_is_reflected_without_churn(
+    reflection: Reflection,
+) -> None:
+    """EnforceSameName: both sides' objects live in namespaces of one name, and the home CA's
+    copy (`kube-root-ca.crt.<id>`) must not be taken for a local object of that name."""
+    r = reflection
+    namespace = r.first.local_namespace()
+    r.first.offload_namespace(namespace, remote=namespace)
+    r.local("create", "configmap", "same-name", "-n", namespace, "--from-literal=a=1")
+    root_ca = remote_root_ca_configmap_name("venice")
+    copies = wait_until(
+        lambda: (
+            (ca := r.remote_object("configmap", root_ca, namespace))
+            and (cm := r.remote_object("configmap", "same-name", namespace))
+            and (ca, cm)
+        ),
+        "the ConfigMap and the home CA in the provider's namespace of the same name",
+        30,
+    )
+    time.sleep(3)
+    for before in copies:
+        after = r.remote_object("configmap", before["metadata"]["name"], namespace)
+        assert after["metadata"]["uid"] == before["metadata"]["uid"], "never deleted"
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
 def test_the_other_virtual_kubelet_takes_over_when_the_reflecting_one_is_killed(

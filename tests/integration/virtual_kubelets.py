@@ -207,10 +207,11 @@ class VirtualNodeSetup:
         )
         return namespace
 
-    def offload_namespace(self, namespace: str) -> str:
-        """What namespace offloading will do: a twin namespace in the provider, and the
-        mapping Accepted in the provider's NamespaceMap. Returns the remote namespace."""
-        remote = f"{namespace}-venice"
+    def offload_namespace(self, namespace: str, remote: str | None = None) -> str:
+        """What namespace offloading will do: a twin namespace in the provider (DefaultName's
+        unless `remote` is given), and the mapping Accepted in the provider's NamespaceMap.
+        Returns the remote namespace."""
+        remote = remote or f"{namespace}-venice"
         self.clusters.kubectl(self.provider, "create", "namespace", remote)
         self.cleanups.append(
             lambda: self.clusters.kubectl(

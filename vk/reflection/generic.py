@@ -25,7 +25,7 @@ from prometheus_client import Counter
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import DELETED, Informer, split_key
+from vk.kube.informer import DELETED, EventHandler, Informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 
 log = structlog.get_logger("vk.reflection")
@@ -43,6 +43,8 @@ REASON_FAILED_DELETION = "FailedDeletion"
 # then retried with back-off (its admission or quota may change).
 REFUSALS = (400, 403, 404, 409, 422)
 NOT_SYNCED_RETRY = 0.2
+# The informers of a local → remote reflector, by position.
+LOCAL, REMOTE = 0, 1
 
 
 def rv_newer(candidate: JSON, than: JSON) -> bool:
@@ -115,8 +117,9 @@ class NamespacedReflector(Reconciler):
         """The informers one namespace needs (handlers are wired by the reflector)."""
 
     @abc.abstractmethod
-    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
-        """The keys an object of one of the namespace's informers wakes up."""
+    def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
+        """The keys an object of the namespace's informer number `side` wakes up (by side,
+        not by namespace: with EnforceSameName both sides have the same one)."""
 
     def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
         current = self.namespaces.get(local)
@@ -125,11 +128,14 @@ class NamespacedReflector(Reconciler):
         self.stop_namespace(local)
         state = NamespaceReflection(local, remote, client, self.informers(local, remote, client))
 
-        def handler(event: str, obj: JSON, _: JSON | None) -> None:
-            self.on_event(state, event, obj)
+        def handler_of(side: int) -> EventHandler:
+            def handler(event: str, obj: JSON, _: JSON | None) -> None:
+                self.on_event(state, side, event, obj)
 
-        for informer in state.informers:
-            informer.add_handler(handler)
+            return handler
+
+        for side, informer in enumerate(state.informers):
+            informer.add_handler(handler_of(side))
             state.tasks.append(asyncio.get_running_loop().create_task(informer.run()))
         self.namespaces[local] = state
 
@@ -142,12 +148,12 @@ class NamespacedReflector(Reconciler):
         """Every object of every namespace, again: after a change of leader, nothing the
         previous one left half done stays so."""
         for state in self.namespaces.values():
-            for informer in state.informers:
+            for side, informer in enumerate(state.informers):
                 for obj in informer.store.objects():
-                    self._enqueue(self.keys_of(state, obj))
+                    self._enqueue(self.keys_of(state, side, obj))
 
-    def on_event(self, state: NamespaceReflection, event: str, obj: JSON) -> None:
-        self._enqueue(self.keys_of(state, obj))
+    def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        self._enqueue(self.keys_of(state, side, obj))
 
     def _enqueue(self, keys: list[str]) -> None:
         for key in keys:
@@ -229,20 +235,19 @@ class LocalToRemoteReflector(NamespacedReflector):
             Informer(client, self.api_version, self.plural, namespace=remote_namespace),
         ]
 
-    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
-        metadata = obj["metadata"]
-        if metadata["namespace"] == state.local_namespace:
-            return [f"{state.local_namespace}/{metadata['name']}"]
-        return [f"{state.local_namespace}/{self.local_name(metadata['name'])}"]
+    def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
+        name = obj["metadata"]["name"]
+        local_name = name if side == LOCAL else self.local_name(name)
+        return [f"{state.local_namespace}/{local_name}"]
 
-    def on_event(self, state: NamespaceReflection, event: str, obj: JSON) -> None:
-        if event == DELETED:
+    def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        if event == DELETED and side == REMOTE:
             self._deleted.discard(obj["metadata"].get("uid", ""))  # gone from the cache too
-        super().on_event(state, event, obj)
+        super().on_event(state, side, event, obj)
 
     def _remote(self, state: NamespaceReflection, name: str) -> JSON | None:
         key = f"{state.remote_namespace}/{name}"
-        cached = state.informers[1].store.get(key)
+        cached = state.informers[REMOTE].store.get(key)
         if cached is not None and cached["metadata"].get("uid") in self._deleted:
             cached = None
         written = self._written.get(key)
@@ -265,7 +270,7 @@ class LocalToRemoteReflector(NamespacedReflector):
             return Result()
         if not state.synced:
             return Result(requeue_after=NOT_SYNCED_RETRY)
-        local = state.informers[0].store.get(key)
+        local = state.informers[LOCAL].store.get(key)
         remote_name = self.remote_name(name)
         remote = self._remote(state, remote_name)
         if remote is not None and self.ignores_remote(remote):

@@ -86,7 +86,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             )
         ]
 
-    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+    def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         pod = (obj["metadata"].get("annotations") or {}).get(POD_FOR_ANNOTATION)
         return [f"{state.local_namespace}/{pod}"] if pod else []
 

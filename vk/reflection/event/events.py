@@ -19,7 +19,7 @@ from vk.reflection.forge.events import (
     forge_local_event,
     involved_local_name,
 )
-from vk.reflection.forge.meta import ReflectionPolicy, should_reflect
+from vk.reflection.forge.meta import ReflectionPolicy, is_owned_by_us, should_reflect
 from vk.reflection.generic import (
     NOT_SYNCED_RETRY,
     REFLECTION_ITEMS,
@@ -46,8 +46,8 @@ class EventReflector(NamespacedReflector):
     def __init__(self, options: ReflectorOptions, policy: ReflectionPolicy) -> None:
         super().__init__(options)
         self.policy = policy  # on the remote Event, the only copy a user could annotate
-        # remote involved object UID -> the local object it stands for
-        self._local_objects: dict[str, JSON] = {}
+        # remote involved object UID -> the local object it stands for (None: not ours)
+        self._local_objects: dict[str, JSON | None] = {}
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -64,7 +64,7 @@ class EventReflector(NamespacedReflector):
             ),
         ]
 
-    def keys_of(self, state: NamespaceReflection, obj: JSON) -> list[str]:
+    def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         return [f"{state.local_namespace}/{obj['metadata']['name']}"]
 
     async def reconcile(self, key: str) -> Result:
@@ -85,7 +85,7 @@ class EventReflector(NamespacedReflector):
                         resource_path("v1", "events", namespace=namespace, name=name)
                     )
             return Result()
-        involved = await self._local_object(namespace, remote)
+        involved = await self._local_object(state, remote)
         if involved is None:
             return Result()  # about nothing reflected from here
         desired = forge_local_event(
@@ -110,33 +110,42 @@ class EventReflector(NamespacedReflector):
             REFLECTION_ITEMS.labels(self.name, "updated").inc()
         return Result()
 
-    async def _local_object(self, namespace: str, remote_event: JSON) -> JSON | None:
-        """The local object a remote Event is about, or None: a kind not reflected, or an
-        object that does not exist at home."""
+    async def _local_object(self, state: NamespaceReflection, remote_event: JSON) -> JSON | None:
+        """The local object a remote Event is about, or None: a kind not reflected, a remote
+        object that vk did not reflect (a pod of the provider's own with the name of one of
+        ours), or no such object at home."""
         reference = remote_event.get("involvedObject") or {}
         local_name = involved_local_name(remote_event, self.home_cluster_id)
         api = _API.get(reference.get("kind", ""))
         if local_name is None or api is None:
             return None
         remote_uid = reference.get("uid") or ""
-        cached = self._local_objects.get(remote_uid)
-        if cached is not None and cached["metadata"]["namespace"] == namespace:
-            return cached
+        if remote_uid in self._local_objects:
+            return self._local_objects[remote_uid]
         try:
+            remote = await state.client.get(
+                resource_path(
+                    api[0], api[1], namespace=state.remote_namespace, name=reference["name"]
+                )
+            )
             found = await self.home.get(
-                resource_path(api[0], api[1], namespace=namespace, name=local_name)
+                resource_path(api[0], api[1], namespace=state.local_namespace, name=local_name)
             )
         except NotFound:
-            return None
-        local = {
-            "apiVersion": api[0],
-            "kind": reference["kind"],
-            "metadata": {
-                "name": local_name,
-                "namespace": namespace,
-                "uid": found["metadata"]["uid"],
-            },
-        }
+            return None  # gone on one side: nothing to tell (and nothing to remember)
+        local: JSON | None = None
+        ours = is_owned_by_us(remote, self.home_cluster_id, self.remote_cluster_id)
+        # An Event about an earlier object of that name (another UID) is not about this one.
+        if ours and remote_uid in ("", remote["metadata"].get("uid")):
+            local = {
+                "apiVersion": api[0],
+                "kind": reference["kind"],
+                "metadata": {
+                    "name": local_name,
+                    "namespace": state.local_namespace,
+                    "uid": found["metadata"]["uid"],
+                },
+            }
         if remote_uid:
             if len(self._local_objects) >= _LOCAL_OBJECTS_KEPT:
                 self._local_objects.pop(next(iter(self._local_objects)))
