@@ -191,6 +191,9 @@ class BenchVirtualNode:
                     f"--metrics-address=127.0.0.1:{self.metrics_port}",
                     f"--listen-port={self.kubelet_port}",
                     "--pod-reflection-workers=10",
+                    # It runs as the admin, whose serving CSR vk's approver rightly refuses
+                    # (only a virtual kubelet's own ServiceAccount may ask for its node).
+                    "--certificate-type=self-signed",
                 ],
                 env=env,
                 stdout=out,

@@ -93,6 +93,9 @@ def csr_outcome(csr: dict[str, Any]) -> tuple[str, bytes | None]:
     return "Pending", None
 
 
+PENDING_POLL_CAP = 30.0  # seconds between reads of a request still pending
+
+
 class ServingCertificateManager:
     """Gets the serving certificate from the CSR API and keeps it fresh: `install(cert, key)`
     is called with each new pair (the server swaps it in for new connections)."""
@@ -136,6 +139,9 @@ class ServingCertificateManager:
                 await asyncio.sleep(30)
                 continue
             name = created["metadata"]["name"]
+            # An approver answers within a second; one that does not may never (a requester
+            # it refuses to approve for): back off to a read every half minute.
+            delay = self.poll
             while True:
                 try:
                     current = await self.home.get(f"{path}/{name}")
@@ -155,4 +161,5 @@ class ServingCertificateManager:
                     )
                     await asyncio.sleep(30)
                     break
-                await asyncio.sleep(self.poll)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, PENDING_POLL_CAP)
