@@ -24,6 +24,7 @@ from vk.reflection.forge.pods import (
     remote_pod_needs_update,
     remote_root_ca_configmap_name,
     status_worth_reporting,
+    uses_home_tokens,
 )
 
 JSON = dict[str, Any]
@@ -1470,3 +1471,33 @@ def test_forging_with_the_token_api_leaves_the_local_pod_untouched() -> None:
     forge(pod, service_account_tokens=True, home_api_server=HOME_API_SERVER)
 
     assert pod == before
+
+
+@pytest.mark.parametrize(
+    ("annotation", "tokens_reflected", "home_tokens"),
+    [
+        (None, True, True),
+        (None, False, False),
+        ("disabled", True, False),
+        ("remote", True, False),
+        ("anything-else", True, True),
+    ],
+)
+def test_a_pod_may_opt_out_of_home_tokens(
+    annotation: str | None, tokens_reflected: bool, home_tokens: bool
+) -> None:
+    pod = local_pod()
+    if annotation is not None:
+        pod["metadata"].setdefault("annotations", {})["liqo.io/api-server-support"] = annotation
+    assert uses_home_tokens(pod, tokens_reflected) is home_tokens
+
+
+def test_api_server_support_disabled_drops_the_token_even_with_the_token_reflection() -> None:
+    pod = local_pod()
+    pod["metadata"].setdefault("annotations", {})["liqo.io/api-server-support"] = "disabled"
+    spec = forge(pod, service_account_tokens=True, home_api_server=("10.0.0.1", 6443))["spec"]
+    sources = spec["volumes"][0]["projected"]["sources"]
+    assert not any("serviceAccountToken" in s or "secret" in s for s in sources)
+    assert not any(
+        e["name"] == "KUBERNETES_SERVICE_HOST" for e in spec["containers"][0].get("env") or []
+    )

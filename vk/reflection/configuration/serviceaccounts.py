@@ -23,6 +23,7 @@ from vk.kube.controller import Result
 from vk.kube.events import WARNING
 from vk.kube.informer import Informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
+from vk.reflection.forge.pods import uses_home_tokens
 from vk.reflection.forge.tokens import (
     Token,
     TokenSource,
@@ -120,7 +121,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             secret, self.home_cluster_id, self.remote_cluster_id
         ):
             return Result()  # the informer lists ours only; never touch anything else
-        sources = token_sources(pod) if pod is not None else []
+        sources = token_sources(pod) if pod is not None and uses_home_tokens(pod, True) else []
         finished = pod is None or (
             pod["metadata"].get("deletionTimestamp")
             or (pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES

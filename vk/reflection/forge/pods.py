@@ -33,6 +33,7 @@ REMOTE_UNAVAILABLE_LABEL = "liqo.io/remote-unavailable"
 # ServiceAccount of the provider, "disabled" with none.
 API_SERVER_SUPPORT_ANNOTATION = "liqo.io/api-server-support"
 API_SERVER_SUPPORT_REMOTE = "remote"
+API_SERVER_SUPPORT_DISABLED = "disabled"
 # With "remote" API-server support, the provider's ServiceAccount to run as (default: the pod's).
 REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION = "liqo.io/remote-service-account-name"
 # RuntimeClass to use in the provider, whatever the pod and the virtual node say.
@@ -110,6 +111,18 @@ def remote_root_ca_configmap_name(local_cluster_id: str) -> str:
 # --- Local pod → remote Pod --------------------------------------------------------------
 
 
+def uses_home_tokens(local_pod: Mapping[str, Any], service_account_tokens: bool) -> bool:
+    """Whether the offloaded pod gets ServiceAccount tokens of its home cluster: the token
+    reflection runs, and the pod did not choose another way (`liqo.io/api-server-support`
+    `remote`: the provider's ServiceAccount; `disabled`: none)."""
+    annotations = (local_pod.get("metadata") or {}).get("annotations") or {}
+    choice = annotations.get(API_SERVER_SUPPORT_ANNOTATION)
+    return service_account_tokens and choice not in (
+        API_SERVER_SUPPORT_REMOTE,
+        API_SERVER_SUPPORT_DISABLED,
+    )
+
+
 def forge_remote_pod(
     local_pod: Mapping[str, Any],
     *,
@@ -179,12 +192,11 @@ def forge_remote_pod(
     else:
         spec["automountServiceAccountToken"] = False
         root_ca = remote_root_ca_configmap_name(local_cluster_id) if root_ca_reflected else None
-        token_secret = token_secret_name(metadata["name"]) if service_account_tokens else None
+        tokens = uses_home_tokens(local_pod, service_account_tokens)
+        token_secret = token_secret_name(metadata["name"]) if tokens else None
         spec["volumes"] = _remote_volumes(spec.get("volumes") or [], root_ca, token_secret)
         api_server_env = (
-            _api_server_env(*home_api_server)
-            if service_account_tokens and home_api_server is not None
-            else []
+            _api_server_env(*home_api_server) if tokens and home_api_server is not None else []
         )
         for key in ("containers", "initContainers"):
             for container in spec.get(key) or []:
