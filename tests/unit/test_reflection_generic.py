@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vk.reflection.generic import replacement, rv_newer
+from vk.reflection.generic import RecentWrites, replacement, rv_newer
 
 
 def versioned(rv: str) -> dict[str, Any]:
@@ -69,3 +69,47 @@ def test_replacement_is_the_desired_object_guarded_by_the_current_version() -> N
         "data": {"mode": "production"},
     }
     assert "resourceVersion" not in desired["metadata"], "the desired object is left as it was"
+
+
+def copy_of(uid: str, rv: str) -> dict[str, Any]:
+    return {"metadata": {"name": "settings", "uid": uid, "resourceVersion": rv}}
+
+
+KEY = "shop-venice/settings"
+
+
+def test_what_we_wrote_stands_until_the_informer_catches_up() -> None:
+    recent = RecentWrites()
+    created = copy_of("u-1", "10")
+    recent.wrote(KEY, created)
+    assert recent.current(KEY, None) is created, "the informer has not seen it yet"
+    older = copy_of("u-1", "9")
+    assert recent.current(KEY, older) is created, "the informer is behind our write"
+    seen = copy_of("u-1", "10")
+    assert recent.current(KEY, seen) is seen
+    assert recent.current(KEY, None) is None, "forgotten once the informer showed it"
+
+
+def test_a_later_change_by_someone_else_wins_over_what_we_wrote() -> None:
+    recent = RecentWrites()
+    recent.wrote(KEY, copy_of("u-1", "10"))
+    edited = copy_of("u-1", "11")
+    assert recent.current(KEY, edited) is edited
+
+
+def test_what_we_deleted_is_gone_though_the_informer_still_has_it() -> None:
+    recent = RecentWrites()
+    cached = copy_of("u-1", "10")
+    recent.deleted(KEY, cached)
+    assert recent.current(KEY, cached) is None
+    recent.gone(KEY, cached)
+    recreated = copy_of("u-2", "12")
+    assert recent.current(KEY, recreated) is recreated
+
+
+def test_a_copy_deleted_by_hand_before_the_informer_saw_our_write_is_not_remembered() -> None:
+    recent = RecentWrites()
+    created = copy_of("u-1", "10")
+    recent.wrote(KEY, created)
+    recent.gone(KEY, created)  # added and deleted before we looked again
+    assert recent.current(KEY, None) is None, "so it is created again"

@@ -59,6 +59,43 @@ def rv_newer(candidate: JSON, than: JSON) -> bool:
         return False
 
 
+class RecentWrites:
+    """What this process last wrote or deleted, by `namespace/name`, until the informer shows
+    it: an event that comes before the informer has caught up with our own write must not
+    write (or delete) again."""
+
+    def __init__(self) -> None:
+        self._written: dict[str, JSON] = {}
+        self._deleted: set[str] = set()  # UIDs
+
+    def wrote(self, key: str, obj: JSON) -> None:
+        self._written[key] = obj
+
+    def deleted(self, key: str, obj: JSON) -> None:
+        self._deleted.add(obj["metadata"].get("uid", ""))
+        self._written.pop(key, None)
+
+    def gone(self, key: str, obj: JSON) -> None:
+        """The informer saw `obj` deleted: nothing of it is newer than the informer."""
+        uid = obj["metadata"].get("uid", "")
+        self._deleted.discard(uid)
+        if (self._written.get(key) or {}).get("metadata", {}).get("uid") == uid:
+            del self._written[key]
+
+    def current(self, key: str, cached: JSON | None) -> JSON | None:
+        """The latest known state of `key`: the informer's `cached` copy, or what we wrote
+        later, or None once we deleted it."""
+        if cached is not None and cached["metadata"].get("uid") in self._deleted:
+            cached = None
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        if cached is not None and not rv_newer(written, cached):
+            del self._written[key]
+            return cached
+        return written
+
+
 @dataclass(frozen=True)
 class ReflectorOptions:
     """What every reflector of a virtual kubelet is given."""
@@ -183,11 +220,7 @@ class LocalToRemoteReflector(NamespacedReflector):
 
     def __init__(self, options: ReflectorOptions) -> None:
         super().__init__(options)
-        # What this process last wrote, by remote key, until the informer shows it: a second
-        # event before the informer caught up must not write again.
-        self._written: dict[str, JSON] = {}
-        # Remote UIDs deleted, until the informer drops them.
-        self._deleted: set[str] = set()
+        self.recent = RecentWrites()
         # key -> (local uid, message) last reported, so a resync does not repeat an Event.
         self._reported: dict[str, tuple[str, str]] = {}
         self._log = log.bind(reflector=self.name)
@@ -242,21 +275,12 @@ class LocalToRemoteReflector(NamespacedReflector):
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
         if event == DELETED and side == REMOTE:
-            self._deleted.discard(obj["metadata"].get("uid", ""))  # gone from the cache too
+            self.recent.gone(f"{state.remote_namespace}/{obj['metadata']['name']}", obj)
         super().on_event(state, side, event, obj)
 
     def _remote(self, state: NamespaceReflection, name: str) -> JSON | None:
         key = f"{state.remote_namespace}/{name}"
-        cached = state.informers[REMOTE].store.get(key)
-        if cached is not None and cached["metadata"].get("uid") in self._deleted:
-            cached = None
-        written = self._written.get(key)
-        if written is None:
-            return cached
-        if cached is not None and not rv_newer(written, cached):
-            del self._written[key]
-            return cached
-        return written
+        return self.recent.current(key, state.informers[REMOTE].store.get(key))
 
     # -- the reconcile ----------------------------------------------------------------------
 
@@ -329,7 +353,7 @@ class LocalToRemoteReflector(NamespacedReflector):
                 f"cannot reflect to cluster {self.remote_cluster_id}: {error.message}",
             )
             raise
-        self._written[f"{state.remote_namespace}/{remote_name}"] = written
+        self.recent.wrote(f"{state.remote_namespace}/{remote_name}", written)
         if self._reported.pop(key, None):
             self._log.info("reflected again", key=key)
         await self.after_write(local, written, state)
@@ -367,8 +391,7 @@ class LocalToRemoteReflector(NamespacedReflector):
                     reason=REASON_FAILED_DELETION,
                 )
             raise
-        self._deleted.add(metadata["uid"])
-        self._written.pop(f"{state.remote_namespace}/{metadata['name']}", None)
+        self.recent.deleted(f"{state.remote_namespace}/{metadata['name']}", remote)
         REFLECTION_ITEMS.labels(self.name, "deleted").inc()
 
     async def _report(

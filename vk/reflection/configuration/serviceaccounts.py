@@ -21,7 +21,7 @@ from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUN
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
 from vk.kube.events import WARNING
-from vk.kube.informer import Informer, split_key
+from vk.kube.informer import DELETED, Informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import uses_home_tokens
 from vk.reflection.forge.tokens import (
@@ -43,6 +43,7 @@ from vk.reflection.generic import (
     REFLECTION_ITEMS,
     NamespacedReflector,
     NamespaceReflection,
+    RecentWrites,
     ReflectorOptions,
     replacement,
 )
@@ -73,6 +74,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         self.now = now
         self.tokens: dict[str, tuple[str, dict[str, Token]]] = {}  # pod key -> (uid, tokens)
         self._reported: dict[str, str] = {}
+        self.recent = RecentWrites()
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -86,6 +88,11 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 label_selector=f"{NODENAME_LABEL}={self.node_name},{SERVICE_ACCOUNT_NAME_LABEL}",
             )
         ]
+
+    def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        if event == DELETED:
+            self.recent.gone(f"{state.remote_namespace}/{obj['metadata']['name']}", obj)
+        super().on_event(state, side, event, obj)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         pod = (obj["metadata"].get("annotations") or {}).get(POD_FOR_ANNOTATION)
@@ -116,7 +123,8 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             return Result(requeue_after=NOT_SYNCED_RETRY)
         pod = self.pods.store.get(key)
         secret_name = token_secret_name(name)
-        secret = state.informers[0].store.get(f"{state.remote_namespace}/{secret_name}")
+        secret_key = f"{state.remote_namespace}/{secret_name}"
+        secret = self.recent.current(secret_key, state.informers[0].store.get(secret_key))
         if secret is not None and not is_owned_by_us(
             secret, self.home_cluster_id, self.remote_cluster_id
         ):
@@ -140,6 +148,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                             "preconditions": {"uid": secret["metadata"]["uid"]},
                         },
                     )
+                self.recent.deleted(secret_key, secret)
                 REFLECTION_ITEMS.labels(self.name, "deleted").inc()
             return Result()
         assert pod is not None
@@ -170,12 +179,13 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         collection = resource_path("v1", "secrets", namespace=state.remote_namespace)
         try:
             if secret is None:
-                await state.client.create(collection, desired)
+                self.recent.wrote(secret_key, await state.client.create(collection, desired))
                 REFLECTION_ITEMS.labels(self.name, "created").inc()
             elif secret_needs_update(desired, secret):
-                await state.client.replace(
+                written = await state.client.replace(
                     f"{collection}/{secret_name}", replacement(desired, secret)
                 )
+                self.recent.wrote(secret_key, written)
                 REFLECTION_ITEMS.labels(self.name, "updated").inc()
         except AlreadyExists:
             return Result(requeue_after=NOT_SYNCED_RETRY)
