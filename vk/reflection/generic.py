@@ -40,8 +40,9 @@ REFLECTION_ITEMS = Counter(
 REASON_FAILED = "FailedReflection"
 REASON_FAILED_DELETION = "FailedDeletion"
 # What a provider answers when it will not take the object as it is: said once as an Event,
-# then retried with back-off (its admission or quota may change).
-REFUSALS = (400, 403, 404, 409, 422)
+# then retried with back-off (its admission or quota may change). A 409 (someone wrote the
+# copy since we read it) or a 404 (deleted meanwhile) is a race: retried without a word.
+REFUSALS = (400, 403, 422)
 NOT_SYNCED_RETRY = 0.2
 # The informers of a local → remote reflector, by position.
 LOCAL, REMOTE = 0, 1
@@ -146,6 +147,8 @@ class NamespacedReflector(Reconciler):
         self.remote_cluster_id = options.remote_cluster_id
         self.node_name = options.node_name
         self.events = options.events
+        # key -> (local uid, message) last reported, so a resync does not repeat an Event.
+        self._reported: dict[str, tuple[str, str]] = {}
 
     @abc.abstractmethod
     def informers(
@@ -157,6 +160,28 @@ class NamespacedReflector(Reconciler):
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         """The keys an object of the namespace's informer number `side` wakes up (by side,
         not by namespace: with EnforceSameName both sides have the same one)."""
+
+    async def report(
+        self,
+        local: JSON,
+        kind: tuple[str, str],
+        result: str,
+        message: str,
+        *,
+        reason: str = REASON_FAILED,
+    ) -> None:
+        """A failure, counted, and said once per object and message: a Warning Event on the
+        local object, whose (apiVersion, kind) is `kind` (listed objects carry none, and
+        `kubectl describe` matches Events on it)."""
+        REFLECTION_ITEMS.labels(self.name, result).inc()
+        key = f"{local['metadata']['namespace']}/{local['metadata']['name']}"
+        said = (local["metadata"].get("uid", ""), message)
+        if self._reported.get(key) == said:
+            return
+        self._reported[key] = said
+        log.warning("cannot reflect", reflector=self.name, key=key, result=result, error=message)
+        involved = {**local, "apiVersion": kind[0], "kind": kind[1]}
+        await self.events.record(involved, WARNING, reason, message)
 
     def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
         current = self.namespaces.get(local)
@@ -221,8 +246,6 @@ class LocalToRemoteReflector(NamespacedReflector):
     def __init__(self, options: ReflectorOptions) -> None:
         super().__init__(options)
         self.recent = RecentWrites()
-        # key -> (local uid, message) last reported, so a resync does not repeat an Event.
-        self._reported: dict[str, tuple[str, str]] = {}
         self._log = log.bind(reflector=self.name)
 
     # -- what each resource says ---------------------------------------------------------
@@ -308,8 +331,9 @@ class LocalToRemoteReflector(NamespacedReflector):
             remote, self.home_cluster_id, self.remote_cluster_id
         ):
             if wanted and local is not None:
-                await self._report(
+                await self.report(
                     local,
+                    (self.api_version, self.kind),
                     "conflict",
                     f"{self.kind} {state.remote_namespace}/{remote_name} already exists in "
                     f"cluster {self.remote_cluster_id} and was not created by vk: it is left "
@@ -347,8 +371,9 @@ class LocalToRemoteReflector(NamespacedReflector):
         except ApiError as error:
             if error.status not in REFUSALS:
                 raise
-            await self._report(
+            await self.report(
                 local,
+                (self.api_version, self.kind),
                 "failed",
                 f"cannot reflect to cluster {self.remote_cluster_id}: {error.message}",
             )
@@ -384,8 +409,9 @@ class LocalToRemoteReflector(NamespacedReflector):
             pass
         except ApiError as error:
             if local is not None and error.status in REFUSALS:
-                await self._report(
+                await self.report(
                     local,
+                    (self.api_version, self.kind),
                     "failed",
                     f"cannot delete the copy in cluster {self.remote_cluster_id}: {error.message}",
                     reason=REASON_FAILED_DELETION,
@@ -393,21 +419,6 @@ class LocalToRemoteReflector(NamespacedReflector):
             raise
         self.recent.deleted(f"{state.remote_namespace}/{metadata['name']}", remote)
         REFLECTION_ITEMS.labels(self.name, "deleted").inc()
-
-    async def _report(
-        self, local: JSON, result: str, message: str, *, reason: str = REASON_FAILED
-    ) -> None:
-        """A failure, once per object and message: a Warning Event on the local object."""
-        REFLECTION_ITEMS.labels(self.name, result).inc()
-        key = f"{local['metadata']['namespace']}/{local['metadata']['name']}"
-        said = (local["metadata"].get("uid", ""), message)
-        if self._reported.get(key) == said:
-            return
-        self._reported[key] = said
-        self._log.warning("cannot reflect", key=key, result=result, error=message)
-        # Listed objects carry no kind, which `kubectl describe` matches Events on.
-        involved = {**local, "apiVersion": self.api_version, "kind": self.kind}
-        await self.events.record(involved, WARNING, reason, message)
 
 
 def replacement(desired: JSON, current: JSON) -> JSON:

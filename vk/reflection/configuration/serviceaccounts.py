@@ -15,12 +15,9 @@ import contextlib
 import datetime
 from collections.abc import Callable
 
-import structlog
-
 from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUNT_NAME_LABEL
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
-from vk.kube.events import WARNING
 from vk.kube.informer import DELETED, Informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import uses_home_tokens
@@ -48,8 +45,6 @@ from vk.reflection.generic import (
     replacement,
 )
 
-log = structlog.get_logger("vk.reflection.serviceaccounts")
-
 REASON_FAILED = "FailedSATokensReflection"  # Liqo's reason
 POD_FOR_ANNOTATION = "offloading.liqo.io/service-account-for-pod-name"
 
@@ -73,7 +68,6 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         self.pods = pods  # the pods bound to this node (the pod reflector's informer)
         self.now = now
         self.tokens: dict[str, tuple[str, dict[str, Token]]] = {}  # pod key -> (uid, tokens)
-        self._reported: dict[str, str] = {}
         self.recent = RecentWrites()
 
     def informers(
@@ -164,7 +158,13 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 if slot not in tokens or needs_refresh(tokens[slot], now):
                     tokens[slot] = await self._request(pod, source, now)
         except ApiError as error:
-            await self._report(pod, f"cannot get a ServiceAccount token: {error.message}")
+            await self.report(
+                pod,
+                ("v1", "Pod"),
+                "failed",
+                f"cannot get a ServiceAccount token: {error.message}",
+                reason=REASON_FAILED,
+            )
             raise
         tokens = {slot: tokens[slot] for slot in (token_key(s.volume, s.path) for s in sources)}
         self.tokens[key] = (uid, tokens)
@@ -207,13 +207,3 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         )
         status = answer.get("status") or {}
         return token_from_request_status(status["token"], status["expirationTimestamp"], now)
-
-    async def _report(self, pod: JSON, message: str) -> None:
-        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-        REFLECTION_ITEMS.labels(self.name, "failed").inc()
-        if self._reported.get(key) == message:
-            return
-        self._reported[key] = message
-        log.warning("cannot reflect the ServiceAccount token", pod=key, error=message)
-        involved = {**pod, "apiVersion": "v1", "kind": "Pod"}
-        await self.events.record(involved, WARNING, REASON_FAILED, message)
