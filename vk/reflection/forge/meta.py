@@ -66,7 +66,8 @@ def should_reflect(local_obj: Mapping[str, Any], policy: ReflectionPolicy) -> bo
     return value is None or value.lower() == "false"
 
 
-def _without(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+def without_keys(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
+    """`mapping` less `keys` (labels or annotations not reflected)."""
     dropped = set(keys)
     return {k: v for k, v in mapping.items() if k not in dropped}
 
@@ -86,12 +87,12 @@ def reflected_metadata(
     (less those not reflected), and the ownership labels, which win over local ones."""
     local = local_obj.get("metadata") or {}
     labels = {
-        **_without(local.get("labels") or {}, labels_not_reflected),
+        **without_keys(local.get("labels") or {}, labels_not_reflected),
         **(extra_labels or {}),
         **ownership_labels(local_cluster_id, remote_cluster_id),
     }
     metadata: JSON = {"name": name, "namespace": namespace, "labels": labels}
-    annotations = _without(local.get("annotations") or {}, annotations_not_reflected)
+    annotations = without_keys(local.get("annotations") or {}, annotations_not_reflected)
     if annotations:
         metadata["annotations"] = annotations
     return metadata

@@ -9,7 +9,7 @@ offloaded by vk looks in the provider as one offloaded by Liqo. Objects are the 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from vk.api.constants import (
@@ -18,7 +18,7 @@ from vk.api.constants import (
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
-from vk.reflection.forge.meta import ownership_labels
+from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
 
 JSON = dict[str, Any]
@@ -403,11 +403,6 @@ def local_status_needs_update(
 # --- The pieces ----------------------------------------------------------------------------
 
 
-def _without(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, str]:
-    dropped = set(keys)
-    return {k: v for k, v in mapping.items() if k not in dropped}
-
-
 def _remote_labels(
     metadata: Mapping[str, Any],
     local_cluster_id: str,
@@ -416,12 +411,14 @@ def _remote_labels(
     patch: Mapping[str, Any],
 ) -> dict[str, str]:
     not_reflected = [OFFLOADED_POD_LABEL, *(patch.get("labelsNotReflected") or [])]
-    labels = _without(metadata.get("labels") or {}, not_reflected)
+    labels = without_keys(metadata.get("labels") or {}, not_reflected)
     return {**labels, **ownership_labels(local_cluster_id, remote_cluster_id, node_name)}
 
 
 def _remote_annotations(metadata: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, str]:
-    return _without(metadata.get("annotations") or {}, patch.get("annotationsNotReflected") or [])
+    return without_keys(
+        metadata.get("annotations") or {}, patch.get("annotationsNotReflected") or []
+    )
 
 
 def _changed_keys(desired: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:
@@ -561,11 +558,11 @@ def _remote_affinity(
 
 def _anti_affinity_labels(labels: Mapping[str, str], keys: str) -> dict[str, str]:
     # Liqo selects on the labels the remote pod gets from the local one, plus the node name.
-    labels = _without(labels, (ORIGIN_LABEL, DESTINATION_LABEL))
+    labels = without_keys(labels, (ORIGIN_LABEL, DESTINATION_LABEL))
     wanted = [key.strip() for key in keys.split(",") if key.strip()]
     if wanted:
         return {k: v for k, v in labels.items() if k in wanted}
-    return _without(labels, _REVISION_LABELS)
+    return without_keys(labels, _REVISION_LABELS)
 
 
 def _remote_runtime_class(
