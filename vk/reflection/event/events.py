@@ -21,8 +21,10 @@ from vk.reflection.forge.events import (
 )
 from vk.reflection.forge.meta import ReflectionPolicy, is_owned_by_us, should_reflect
 from vk.reflection.generic import (
+    LOCAL,
     NOT_SYNCED_RETRY,
     REFLECTION_ITEMS,
+    REMOTE,
     NamespacedReflector,
     NamespaceReflection,
     ReflectorOptions,
@@ -52,8 +54,9 @@ class EventReflector(NamespacedReflector):
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
     ) -> list[Informer]:
+        # At home, only the Events reflected from this provider (in the LOCAL, REMOTE order
+        # of every reflector).
         return [
-            Informer(client, "v1", "events", namespace=remote_namespace),
             Informer(
                 self.home,
                 "v1",
@@ -62,6 +65,7 @@ class EventReflector(NamespacedReflector):
                 label_selector=f"{ORIGIN_LABEL}={self.home_cluster_id},"
                 f"{DESTINATION_LABEL}={self.remote_cluster_id}",
             ),
+            Informer(client, "v1", "events", namespace=remote_namespace),
         ]
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
@@ -75,7 +79,7 @@ class EventReflector(NamespacedReflector):
             return Result()
         if not state.synced:
             return Result(requeue_after=NOT_SYNCED_RETRY)
-        remote_events, local_events = state.informers
+        local_events, remote_events = state.informers[LOCAL], state.informers[REMOTE]
         remote = remote_events.store.get(f"{state.remote_namespace}/{name}")
         local = local_events.store.get(key)
         if remote is None or not should_reflect(remote, self.policy):
