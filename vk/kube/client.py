@@ -7,6 +7,7 @@ list and watch event). Errors come back typed from the API's Status object, so c
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -43,6 +44,10 @@ def resource_of(path: str) -> str:
     if not rest:
         return "-"
     return f"{rest[0]}/{rest[2]}" if len(rest) > 2 else rest[0]
+
+
+# How often a 429 is retried before it is an error (client-go: 10).
+TOO_MANY_REQUESTS_RETRIES = 10
 
 
 class ApiError(Exception):
@@ -203,17 +208,27 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> str:
         data = None if body is None else json.dumps(body)
-        async with self._session_or_new().request(
-            method,
-            self.connection.server + path,
-            params=params,
-            data=data,
-            headers=self._headers(content_type if data is not None else None),
-        ) as response:
-            API_REQUESTS.labels(self.name, method, resource_of(path), str(response.status)).inc()
-            text = await response.text()
-            if response.status >= 400:
-                raise _typed_error(response.status, text)
+        attempt = 0
+        while True:
+            async with self._session_or_new().request(
+                method,
+                self.connection.server + path,
+                params=params,
+                data=data,
+                headers=self._headers(content_type if data is not None else None),
+            ) as response:
+                status = response.status
+                API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
+                text = await response.text()
+                retry_after = response.headers.get("Retry-After", "1")
+            # 429 (priority and fairness, or a watch cache still initializing, as right after
+            # a CRD is created) asks the client to come back: client-go does, after Retry-After.
+            if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
+                attempt += 1
+                await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 5.0))
+                continue
+            if status >= 400:
+                raise _typed_error(status, text)
             return text
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
