@@ -348,16 +348,28 @@ def controller_manager(
 )
 @click.option(
     "--tls-cert-file",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Serving certificate (PEM, chain allowed); reloaded when the file changes.",
 )
 @click.option(
     "--tls-private-key-file",
-    required=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Key of the serving certificate (PEM).",
 )
+@click.option(
+    "--certificate-secret",
+    default="",
+    help="Instead of the files: keep a CA and serving certificate in this Secret of "
+    "$POD_NAMESPACE (made if missing, renewed before expiry) and write the CA into the "
+    "webhook configurations named vk.",
+)
+@click.option(
+    "--service-name",
+    default="vk-webhook",
+    show_default=True,
+    help="The Service in front of the webhook: the names its own certificate covers.",
+)
+@click.option("--namespace", envvar="POD_NAMESPACE", default="vk", show_default=True)
 @click.option(
     "--metrics-address",
     default="",
@@ -372,19 +384,30 @@ def controller_manager(
 def webhook(
     kubeconfig: str | None,
     listen_address: str,
-    tls_cert_file: Path,
-    tls_private_key_file: Path,
+    tls_cert_file: Path | None,
+    tls_private_key_file: Path | None,
+    certificate_secret: str,
+    service_name: str,
+    namespace: str,
     metrics_address: str,
     enable_resource_enforcement: bool,
     log_level: str,
 ) -> None:
     """The provider's admission webhook: stamps the pods a consumer's identity creates with
     that identity and denies those its Quota does not admit."""
+    if not certificate_secret and not (tls_cert_file and tls_private_key_file):
+        raise click.UsageError(
+            "give --tls-cert-file and --tls-private-key-file, or --certificate-secret NAME "
+            "for a certificate the webhook keeps itself"
+        )
     options = WebhookOptions(
         kubeconfig=kubeconfig or None,
         listen_address=listen_address,
         tls_cert_file=tls_cert_file,
         tls_private_key_file=tls_private_key_file,
+        certificate_secret=certificate_secret or None,
+        service_name=service_name,
+        namespace=namespace,
         metrics_address=metrics_address or None,
         enforcement_enabled=enable_resource_enforcement,
         log_level=log_level,

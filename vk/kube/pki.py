@@ -4,14 +4,18 @@ cluster's CSR API is made of. Pure: bytes in, bytes out."""
 from __future__ import annotations
 
 import base64
+import datetime
+import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 PrivateKey = ec.EllipticCurvePrivateKey
+VALIDITY = datetime.timedelta(days=365)
 
 
 def new_private_key() -> PrivateKey:
@@ -117,3 +121,80 @@ def forge_kubeconfig(
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": user}}],
         "current-context": cluster_name,
     }
+
+
+@dataclass(frozen=True)
+class Issued:
+    cert_pem: bytes
+    key_pem: bytes
+
+
+def build_ca(
+    common_name: str, now: datetime.datetime, validity: datetime.timedelta = 10 * VALIDITY
+) -> tuple[x509.Certificate, PrivateKey]:
+    """A self-signed CA certificate and its key."""
+    key = new_private_key()
+    name = subject_name(common_name)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def issue(
+    ca: x509.Certificate,
+    ca_key: PrivateKey,
+    common_name: str,
+    now: datetime.datetime,
+    *,
+    organizations: tuple[str, ...] = (),
+    dns_names: tuple[str, ...] = (),
+    ip_addresses: tuple[str, ...] = (),
+    server: bool = False,
+    client: bool = False,
+    validity: datetime.timedelta = VALIDITY,
+) -> Issued:
+    """A leaf certificate signed by `ca`, for serving, for client authentication, or both."""
+    key = new_private_key()
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
+        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    )
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject_name(common_name, organizations))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+    alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
+    if alt_names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))

@@ -8,105 +8,31 @@ builders are pure (keys and PEM in, PEM out); `write_cluster_pki` is the only on
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from vk.api.constants import VK_NAMESPACE
 from vk.controllers.installation import controller_manager_user
 from vk.kube.pki import (
+    Issued,
     PrivateKey,
+    build_ca,
+    issue,
     new_private_key,
     private_key_pem,
     public_key_pem,
-    subject_name,
 )
 from vk.webhooks.configuration import WEBHOOK_ROLE as WEBHOOK
 
-VALIDITY = datetime.timedelta(days=365)
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
 
 Key = PrivateKey
-
-
-@dataclass(frozen=True)
-class Issued:
-    cert_pem: bytes
-    key_pem: bytes
-
-
-def build_ca(common_name: str, now: datetime.datetime) -> tuple[x509.Certificate, Key]:
-    key = new_private_key()
-    name = subject_name(common_name)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + 10 * VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(key, hashes.SHA256())
-    )
-    return cert, key
-
-
-def issue(
-    ca: x509.Certificate,
-    ca_key: Key,
-    common_name: str,
-    now: datetime.datetime,
-    *,
-    organizations: tuple[str, ...] = (),
-    dns_names: tuple[str, ...] = (),
-    ip_addresses: tuple[str, ...] = (),
-    server: bool = False,
-    client: bool = False,
-) -> Issued:
-    """A leaf certificate signed by `ca`, for serving, for client authentication, or both."""
-    key = new_private_key()
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
-        [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
-    )
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(subject_name(common_name, organizations))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-    )
-    alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-    alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
-    if alt_names:
-        builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
 
 
 @dataclass(frozen=True)

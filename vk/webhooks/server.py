@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import signal
 import ssl
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvloop
@@ -26,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 
 from vk.api.constants import CREATOR_USER_LABEL
 from vk.api.offloading import NamespaceOffloading, Quota
-from vk.kube.client import JSON, KubeClient
+from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import DELETED, Informer, object_key
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
@@ -37,6 +39,12 @@ from vk.webhooks.admission import (
     QuotaAdmission,
     forge_review_response,
     quota_user_index,
+)
+from vk.webhooks.certificates import (
+    WebhookCertificate,
+    ensure_ca_bundle,
+    ensure_certificate,
+    write_certificate_files,
 )
 from vk.webhooks.configuration import (
     MUTATE_PATH,
@@ -51,6 +59,8 @@ log = structlog.get_logger("vk.webhooks.server")
 # An AdmissionReview carries the pod, and on UPDATE its old version too.
 MAX_REVIEW_BYTES = 16 * 1024 * 1024
 CERTIFICATE_CHECK_INTERVAL = 60.0
+# How often a webhook keeping its own certificate checks it and the configurations' CA.
+OWN_CERTIFICATE_INTERVAL = 300.0
 
 ADMISSIONS = Counter(
     "vk_webhook_admissions_total",
@@ -206,8 +216,13 @@ async def reload_certificate_when_changed(
 
 @dataclass(frozen=True)
 class WebhookOptions:
-    tls_cert_file: Path
-    tls_private_key_file: Path
+    # Files of a certificate managed elsewhere, or else the Secret the webhook keeps its own
+    # in (in `namespace`, for the Service `service_name`).
+    tls_cert_file: Path | None = None
+    tls_private_key_file: Path | None = None
+    certificate_secret: str | None = None
+    service_name: str = "vk-webhook"
+    namespace: str = "vk"
     kubeconfig: str | None = None
     listen_address: str = ":9443"
     metrics_address: str | None = None
@@ -225,9 +240,46 @@ def _follow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None
     return handle
 
 
+async def keep_own_certificate(
+    client: KubeClient, options: WebhookOptions, directory: Path, interval: float
+) -> None:
+    """Renew the Secret's certificate when due and keep the CA in the webhook configurations;
+    a changed certificate is written to the files the TLS context reloads from."""
+    assert options.certificate_secret
+    written: WebhookCertificate | None = None
+    while True:
+        try:
+            certificate = await ensure_certificate(
+                client, options.namespace, options.certificate_secret, options.service_name
+            )
+            if certificate != written:
+                write_certificate_files(certificate, directory)
+                written = certificate
+            await ensure_ca_bundle(client, certificate.ca_pem)
+        except ApiError as error:
+            log.warning("cannot check the webhook certificate", error=str(error))
+        await asyncio.sleep(interval)
+
+
 async def run_webhook(options: WebhookOptions) -> int:
-    context = serving_ssl_context(options.tls_cert_file, options.tls_private_key_file)
     client = KubeClient(default_connection(options.kubeconfig), name="home")
+    own_certificate: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    if options.certificate_secret:
+        directory = Path(tempfile.mkdtemp(prefix="vk-webhook-"))
+        certificate = await ensure_certificate(
+            client, options.namespace, options.certificate_secret, options.service_name
+        )
+        cert_file, key_file = write_certificate_files(certificate, directory)
+        own_certificate.append(
+            lambda: keep_own_certificate(client, options, directory, OWN_CERTIFICATE_INTERVAL)
+        )
+    elif options.tls_cert_file and options.tls_private_key_file:
+        cert_file, key_file = options.tls_cert_file, options.tls_private_key_file
+    else:
+        raise ValueError(
+            "the webhook needs --tls-cert-file and --tls-private-key-file, or --certificate-secret"
+        )
+    context = serving_ssl_context(cert_file, key_file)
     quotas = Informer(
         client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
     )
@@ -252,12 +304,13 @@ async def run_webhook(options: WebhookOptions) -> int:
         asyncio.create_task(
             reload_certificate_when_changed(
                 context,
-                options.tls_cert_file,
-                options.tls_private_key_file,
+                cert_file,
+                key_file,
                 CERTIFICATE_CHECK_INTERVAL,
             ),
             name="certificate",
         ),
+        *(asyncio.create_task(keep(), name="own-certificate") for keep in own_certificate),
     ]
     if options.metrics_address:
         metrics = MetricsServer(options.metrics_address, ready=synced)
