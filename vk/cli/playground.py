@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -13,6 +14,7 @@ from vk.playground.cluster import PlaygroundError
 from vk.playground.playground import Playground
 from vk.playground.progress import Progress
 from vk.playground.spec import (
+    DEFAULT_CLUSTERS,
     ClusterSpec,
     InvalidPlaygroundSpec,
     parse_cluster_flag,
@@ -48,8 +50,15 @@ def playground() -> None:
     "e.g. cool-firefly:provider:2:topology.liqo.io/region=east. "
     "Default: venice (consumer), florence and naples (providers), as in the tutorial.",
 )
+@click.option(
+    "--without-vk",
+    is_flag=True,
+    help="Bare clusters, vk not installed: to try `vkctl install` (or Helm) on.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
-def up(config_file: Path | None, cluster_flags: tuple[str, ...], quiet: bool) -> None:
+def up(
+    config_file: Path | None, cluster_flags: tuple[str, ...], without_vk: bool, quiet: bool
+) -> None:
     """Build the binaries (once) and start the clusters; repair a running playground."""
     try:
         clusters: tuple[ClusterSpec, ...] | None = None
@@ -59,6 +68,8 @@ def up(config_file: Path | None, cluster_flags: tuple[str, ...], quiet: bool) ->
             clusters = parse_playground_file(config_file.read_text())
         elif cluster_flags:
             clusters = validate_clusters(tuple(parse_cluster_flag(f) for f in cluster_flags))
+        if without_vk:
+            clusters = tuple(dataclasses.replace(c, vk=False) for c in clusters or DEFAULT_CLUSTERS)
         pg = Playground(progress=Progress(quiet=quiet))
         pg.up(clusters)
         if not quiet:

@@ -15,6 +15,7 @@ import click
 
 from vk.cli.generate import generate
 from vk.cli.info import info
+from vk.cli.install import install, uninstall
 from vk.cli.offload import offload, unoffload
 from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.peering import PeeringError
@@ -48,6 +49,8 @@ def vkctl() -> None:
 
 
 vkctl.add_command(playground)
+vkctl.add_command(install)
+vkctl.add_command(uninstall)
 vkctl.add_command(peer_command)
 vkctl.add_command(unpeer_command)
 vkctl.add_command(generate)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from vk.api.constants import (
+    CLUSTER_IDENTITY_CONFIGMAP,
     RUNTIME_CLASS_NAME,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
@@ -86,9 +87,8 @@ def forge_controller_manager_cluster_role() -> JSON:
             _rule([""], ["namespaces"], ALL_VERBS),
             # Slice keys and kubeconfigs (consumer), control-plane kubeconfigs (replication).
             _rule([""], ["secrets"], ALL_VERBS),
-            # The cluster identity (vk namespace) and virtual kubelets' ServiceAccounts (one
-            # per VirtualNode, with tokens for the local launcher of the playground).
-            _rule([""], ["configmaps"], READ),
+            # The virtual kubelets' ServiceAccounts, one per VirtualNode (with tokens for the
+            # local launcher of the playground).
             _rule([""], ["serviceaccounts"], ALL_VERBS),
             _rule([""], ["serviceaccounts/token"], ["create"]),
             # Virtual nodes: cordoned, drained (pods evicted through the Eviction API) and
@@ -99,8 +99,6 @@ def forge_controller_manager_cluster_role() -> JSON:
             # Conditions explained to users.
             _rule([""], ["events"], ["get", "create", "patch"]),
             _rule(["events.k8s.io"], ["events"], ["get", "create", "patch"]),
-            # Leader election among the controller manager's replicas.
-            _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
             # Virtual kubelets' serving certificates (approved for exactly their node) and
             # slice identities (signed by the provider for kube-apiserver-client).
             _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ALL_VERBS),
@@ -129,6 +127,21 @@ def forge_controller_manager_cluster_role() -> JSON:
     }
 
 
+def forge_controller_manager_role(namespace: str = VK_NAMESPACE) -> JSON:
+    """What the controller manager needs in vk's own namespace only."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": CONTROLLER_MANAGER, "namespace": namespace, "labels": LABELS},
+        "rules": [
+            # This cluster's identity, read at start.
+            _rule([""], ["configmaps"], ["get"], resourceNames=[CLUSTER_IDENTITY_CONFIGMAP]),
+            # Leader election among the controller manager's replicas.
+            _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+        ],
+    }
+
+
 def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[JSON]:
     """Every object of an installation but the CRDs, in the order to apply them."""
     subject = {"kind": "ServiceAccount", "name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE}
@@ -152,6 +165,18 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
             "roleRef": {
                 "apiGroup": "rbac.authorization.k8s.io",
                 "kind": "ClusterRole",
+                "name": CONTROLLER_MANAGER,
+            },
+            "subjects": [subject],
+        },
+        forge_controller_manager_role(),
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
                 "name": CONTROLLER_MANAGER,
             },
             "subjects": [subject],

@@ -25,6 +25,7 @@ KUBERNETES_VERSION = "v1.36.4"
 ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
 METRICS_SERVER_VERSION = "v0.9.0"
+HELM_VERSION = "v3.22.0"
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -111,6 +112,12 @@ class BinaryBuilder:
             kwok_metrics=kwok / "metrics",
             metrics_server=metrics_server / "metrics-server",
         )
+
+    def ensure_helm(self) -> Path:
+        """helm, for vk's chart (`vkctl install`, the real-node playground and its tests)."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            return self._ensure(f"helm-{HELM_VERSION}", self._build_helm) / "helm"
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
@@ -280,17 +287,22 @@ class BinaryBuilder:
             path.chmod(0o755 if path.is_dir() else 0o644)
 
     def _build_metrics_server(self, out: Path) -> None:
-        name = f"metrics-server-{METRICS_SERVER_VERSION}"
+        self._go_install(
+            f"metrics-server-{METRICS_SERVER_VERSION}",
+            f"sigs.k8s.io/metrics-server/cmd/metrics-server@{METRICS_SERVER_VERSION}",
+            out,
+        )
+
+    def _build_helm(self, out: Path) -> None:
+        self._go_install(f"helm-{HELM_VERSION}", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}", out)
+
+    def _go_install(self, name: str, package: str, out: Path) -> None:
+        """A command that `go install` builds as it is (no replaces), stripped, into `out`."""
         src = self.cache_dir / "src" / name
         src.mkdir(parents=True, exist_ok=True)
-        with self.progress.step(f"building metrics-server {METRICS_SERVER_VERSION}"):
+        with self.progress.step(f"building {name}"):
             self._go(
-                [
-                    "install",
-                    "-trimpath",
-                    "-ldflags=-s -w",
-                    f"sigs.k8s.io/metrics-server/cmd/metrics-server@{METRICS_SERVER_VERSION}",
-                ],
+                ["install", "-trimpath", "-ldflags=-s -w", package],
                 cwd=src,
                 log_name=name,
                 extra_env={"GOBIN": str(out)},

@@ -64,6 +64,7 @@ COMPONENTS = (
 )
 # Started once the API server is up, side by side; vk's once it is installed.
 DEPENDENT_COMPONENTS = COMPONENTS[2:-2]
+VK_COMPONENTS = COMPONENTS[-2:]
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -529,9 +530,14 @@ class ComponentStatus:
     log: Path
 
 
-def component_status(paths: ClusterPaths) -> list[ComponentStatus]:
+def cluster_components(spec: ClusterSpec) -> tuple[str, ...]:
+    """What runs for the cluster: everything, or all but vk's own processes."""
+    return COMPONENTS if spec.vk else tuple(c for c in COMPONENTS if c not in VK_COMPONENTS)
+
+
+def component_status(spec: ClusterSpec, paths: ClusterPaths) -> list[ComponentStatus]:
     statuses = []
-    for name in COMPONENTS:
+    for name in cluster_components(spec):
         pid = read_pid(paths.pid(name))
         running = pid is not None and is_running(pid, str(paths.root))
         statuses.append(ComponentStatus(name, pid, running, paths.log(name)))
@@ -778,8 +784,17 @@ class ClusterRuntime:
         started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             await self._ensure_objects(client)
-            await self._install_vk(client)
+            if self.spec.vk:
+                await self._install_vk(client)
             await self._wait_usable(client)
+        if self.spec.vk:
+            started += await self._start_vk(restart)
+        what = f"started {', '.join(started)}" if started else "already running"
+        report(f"{self.spec.name}: ready at {self.server} ({what})")
+
+    async def _start_vk(self, restart: bool) -> list[str]:
+        """vk's webhook and controller manager as processes, and the webhook configurations."""
+        started = []
         # Restarted with the API server too: their informers would otherwise back off as well.
         # The webhook is configured once it answers: its configurations fail closed.
         for component in ("vk-webhook", "vk-controller-manager"):
@@ -793,8 +808,7 @@ class ClusterRuntime:
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             for document in configurations:
                 await client.apply(object_path(document), document)
-        what = f"started {', '.join(started)}" if started else "already running"
-        report(f"{self.spec.name}: ready at {self.server} ({what})")
+        return started
 
     async def _ensure_objects(self, client: KubeClient) -> None:
         for name in node_names(self.spec):

@@ -126,7 +126,9 @@ class Playground:
             paths = self.paths(spec.name)
             ports = json.loads(paths.ports_file.read_text()) if paths.ports_file.exists() else {}
             server = f"https://127.0.0.1:{ports['apiserver']}" if ports else None
-            statuses.append(ClusterStatus(spec, server, paths.kubeconfig, component_status(paths)))
+            statuses.append(
+                ClusterStatus(spec, server, paths.kubeconfig, component_status(spec, paths))
+            )
         return statuses
 
     def env(self) -> list[str]:

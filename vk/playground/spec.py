@@ -33,6 +33,9 @@ class ClusterSpec:
     nodes: int
     labels: dict[str, str] = field(default_factory=dict)
     node_capacity: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_NODE_CAPACITY))
+    # vk installed and running (its controller manager and webhook as processes); without it
+    # the cluster is a bare one to try `vkctl install` on.
+    vk: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +44,7 @@ class ClusterSpec:
             "nodes": self.nodes,
             "labels": dict(self.labels),
             "nodeCapacity": dict(self.node_capacity),
+            "vk": self.vk,
         }
 
 
@@ -75,12 +79,16 @@ def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
     capacity = {**DEFAULT_NODE_CAPACITY, **(data.get("nodeCapacity") or {})}
     if not isinstance(labels, dict) or not isinstance(capacity, dict):
         raise InvalidPlaygroundSpec(f"cluster {name}: labels and nodeCapacity must be mappings")
+    vk = data.get("vk", True)
+    if not isinstance(vk, bool):
+        raise InvalidPlaygroundSpec(f"cluster {name}: vk must be true or false")
     return ClusterSpec(
         name,
         role,
         nodes,
         {str(k): str(v) for k, v in labels.items()},
         {str(k): str(v) for k, v in capacity.items()},
+        vk,
     )
 
 

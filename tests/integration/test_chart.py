@@ -1,0 +1,351 @@
+"""vk's Helm chart, the plain manifests rendered from it, `vkctl install` and `vkctl uninstall`:
+the chart lints clean, installs exactly what the playground installs (the same rules, classes
+and webhooks), applies to a real API server, and install then uninstall --purge on a bare
+playground cluster leaves nothing of vk. The webhook's own certificate is exercised there as
+the chart's ServiceAccount, with the chart's RBAC."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.polling import wait_until
+from vk.api.constants import VK_NAMESPACE
+from vk.controllers.installation import (
+    forge_controller_manager_cluster_role,
+    forge_controller_manager_role,
+    forge_runtime_class,
+    forge_virtual_storage_class,
+)
+from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+from vk.playground.manifests import (
+    REPOSITORY,
+    ChartError,
+    chart_dir,
+    ensure_helm,
+    helm_template,
+    render_plain_manifests,
+    run_helm,
+)
+from vk.playground.processes import free_port
+from vk.webhooks.configuration import (
+    ServiceReference,
+    forge_webhook_cluster_role,
+    forge_webhook_configurations,
+)
+
+BIN = Path(sys.executable).parent
+VALUES = {"clusterID": "venice", "clusterLabels": {"topology.liqo.io/region": "north"}}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return ensure_helm()
+
+
+def rendered(helm: Path, values: dict[str, Any] = VALUES) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(helm_template(helm, values)) if d]
+
+
+def find(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind} {name}: {len(matches)} in the chart"
+    return matches[0]
+
+
+def test_chart_lints_clean(helm: Path) -> None:
+    out = run_helm(helm, ["lint", str(chart_dir()), "--strict", "--namespace=vk"], VALUES)
+
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+    assert "[WARNING]" not in out, out
+    assert "[ERROR]" not in out, out
+
+
+def test_chart_refuses_a_missing_cluster_id_and_another_namespace(helm: Path) -> None:
+    with pytest.raises(ChartError, match="clusterID must be a DNS label"):
+        helm_template(helm, {"clusterID": ""})
+    with pytest.raises(ChartError, match="must be installed in the namespace vk"):
+        run_helm(
+            helm,
+            ["template", "vk", str(chart_dir()), "--namespace=default", "--kube-version=1.36.4"],
+            VALUES,
+        )
+
+
+def test_plain_manifests_are_the_rendered_chart(helm: Path) -> None:
+    committed = (REPOSITORY / "deploy" / "vk.yaml").read_text()
+
+    assert committed == render_plain_manifests(helm), (
+        "deploy/vk.yaml is out of date with the chart: run `python -m vk.playground.manifests`"
+    )
+
+
+def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
+    """One set of rules: the chart's RBAC, classes and webhooks equal the forges the playground
+    applies (and the unit tests check)."""
+    documents = rendered(helm)
+    pairs = [
+        (
+            find(documents, "ClusterRole", "vk-controller-manager"),
+            forge_controller_manager_cluster_role(),
+        ),
+        (find(documents, "Role", "vk-controller-manager"), forge_controller_manager_role()),
+        (find(documents, "ClusterRole", "vk-webhook"), forge_webhook_cluster_role()),
+        (
+            find(documents, "ClusterRole", "vk-virtual-kubelet-remote"),
+            forge_virtual_kubelet_remote_role(),
+        ),
+    ]
+    for chart, forged in pairs:
+        assert chart["rules"] == forged["rules"], chart["metadata"]["name"]
+    for chart, forged in (
+        (find(documents, "RuntimeClass", "liqo"), forge_runtime_class()),
+        (find(documents, "StorageClass", "liqo"), forge_virtual_storage_class()),
+    ):
+        strip = {"metadata"}
+        assert {k: v for k, v in chart.items() if k not in strip} == {
+            k: v for k, v in forged.items() if k not in strip
+        }
+    expected = forge_webhook_configurations(ServiceReference(VK_NAMESPACE, "vk-webhook"), b"")
+    for forged in expected:
+        chart = find(documents, forged["kind"], "vk")
+        for webhook in forged["webhooks"]:
+            del webhook["clientConfig"]["caBundle"]  # written by the webhook itself
+        assert chart["webhooks"] == forged["webhooks"]
+    identity = find(documents, "ConfigMap", "vk-cluster-identity")
+    assert identity["data"]["clusterID"] == "venice"
+    assert yaml.safe_load(identity["data"]["clusterLabels"]) == VALUES["clusterLabels"]
+
+
+def test_every_vk_pod_runs_the_image_as_its_non_root_user(helm: Path) -> None:
+    for deployment in (d for d in rendered(helm) if d["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] == 65532
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        container = pod["containers"][0]
+        assert container["image"] == "localhost/vk:0.1.0"
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+
+
+# -- vkctl install / uninstall on a bare cluster ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A playground of one cluster without vk, torn down afterwards."""
+    root = tmp_path_factory.mktemp("bare") / "pg"
+    env = {**os.environ, "VK_PLAYGROUND_DIR": str(root)}
+    up = subprocess.run(
+        [str(BIN / "vkctl"), "playground", "up", "--without-vk", "--cluster", "scratch:provider:1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert up.returncode == 0, up.stderr
+    env["KUBECONFIG"] = str(root / "scratch" / "kubeconfig")
+    try:
+        yield env
+    finally:
+        subprocess.run([str(BIN / "vkctl"), "playground", "down"], env=env, capture_output=True)
+
+
+def run(
+    env: dict[str, str], *command: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / command[0]), *command[1:]],
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def vk_leftovers(env: dict[str, str]) -> list[str]:
+    """Every object of vk's in the cluster: by name, by group and by the chart's label."""
+    found = []
+    for kind in (
+        "customresourcedefinitions",
+        "clusterroles",
+        "clusterrolebindings",
+        "mutatingwebhookconfigurations",
+        "validatingwebhookconfigurations",
+        "runtimeclasses",
+        "storageclasses",
+        "namespaces",
+    ):
+        names = run(env, "kubectl", "get", kind, "-o", "name").stdout.split()
+        found += [
+            n
+            for n in names
+            if "liqo.io" in n or n.split("/")[-1].startswith("vk") or n.endswith("/liqo")
+        ]
+    labelled = run(
+        env, "kubectl", "get", "all", "-A", "-l", "app.kubernetes.io/name=vk", "-o", "name"
+    )
+    return found + labelled.stdout.split()
+
+
+def test_template_applies_to_a_real_api_server(helm: Path, bare_cluster: dict[str, str]) -> None:
+    env = bare_cluster
+    # Server-side dry runs of namespaced objects need their namespace to exist.
+    assert run(env, "kubectl", "create", "namespace", "vk").returncode == 0
+    applied = run(
+        env,
+        "kubectl",
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-f",
+        "-",
+        input=helm_template(helm, VALUES),
+    )
+    assert run(env, "kubectl", "delete", "namespace", "vk", "--wait").returncode == 0
+
+    assert applied.returncode == 0, applied.stderr
+    lines = applied.stdout.splitlines()
+    assert len(lines) == len(rendered(helm))
+    assert all(line.endswith("serverside-applied (server dry run)") for line in lines)
+
+
+def test_install_then_uninstall_purge_leaves_nothing(bare_cluster: dict[str, str]) -> None:
+    env = bare_cluster
+    assert vk_leftovers(env) == []
+
+    installed = run(
+        env,
+        "vkctl",
+        "install",
+        "--cluster-id",
+        "scratch",
+        "--cluster-labels",
+        "topology.liqo.io/region=east",
+        "--set",
+        "webhook.replicas=2",
+    )
+    assert installed.returncode == 0, installed.stderr
+    identity = yaml.safe_load(
+        run(
+            env, "kubectl", "-n", "vk", "get", "configmap", "vk-cluster-identity", "-o", "yaml"
+        ).stdout
+    )
+    assert identity["data"]["clusterID"] == "scratch"
+    replicas = run(
+        env, "kubectl", "-n", "vk", "get", "deploy", "vk-webhook", "-o", "jsonpath={.spec.replicas}"
+    )
+    assert replicas.stdout == "2"
+    run(env, "vkctl", "info")  # reads the identity as users do
+
+    # A peering blocks it, with the way out in the message.
+    run(
+        env,
+        "kubectl",
+        "apply",
+        "-f",
+        "-",
+        input=(
+            "apiVersion: core.liqo.io/v1beta1\nkind: ForeignCluster\n"
+            "metadata: {name: naples}\nspec: {clusterID: naples}\n"
+        ),
+    )
+    refused = run(env, "vkctl", "uninstall", "--purge")
+    assert refused.returncode == 1
+    assert "active peerings (ForeignCluster naples)" in refused.stderr
+    assert "vkctl unpeer" in refused.stderr
+    assert "--force" in refused.stderr
+    assert run(env, "kubectl", "-n", "vk", "get", "deploy", "vk-controller-manager").returncode == 0
+
+    run(env, "kubectl", "delete", "foreigncluster", "naples")
+    purged = run(env, "vkctl", "uninstall", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert vk_leftovers(env) == []
+
+
+def test_webhook_keeps_its_own_certificate_with_the_charts_rbac(
+    bare_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    """`vk webhook --certificate-secret`, authenticated as the chart's vk-webhook
+    ServiceAccount: makes its Secret once, writes its CA into both configurations, and a
+    restart reuses the same certificate."""
+    env = bare_cluster
+    assert run(env, "vkctl", "install", "--cluster-id", "scratch").returncode == 0
+    token = run(env, "kubectl", "-n", "vk", "create", "token", "vk-webhook").stdout.strip()
+    admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
+    as_webhook = tmp_path / "webhook.kubeconfig"
+    admin["users"] = [{"name": "webhook", "user": {"token": token}}]
+    admin["contexts"][0]["context"]["user"] = "webhook"
+    as_webhook.write_text(yaml.safe_dump(admin))
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [
+                str(BIN / "vk"),
+                "webhook",
+                f"--kubeconfig={as_webhook}",
+                f"--listen-address=127.0.0.1:{free_port()}",
+                "--certificate-secret=vk-webhook-certs",
+                "--namespace=vk",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(tmp_path / "webhook.log", "ab"),
+        )
+
+    def secret_data(key: str) -> str | None:
+        jsonpath = "jsonpath={.data." + key.replace(".", "\\.") + "}"
+        got = run(env, "kubectl", "-n", "vk", "get", "secret", "vk-webhook-certs", "-o", jsonpath)
+        return got.stdout or None
+
+    def secret_ca() -> str | None:
+        return secret_data("ca.crt")
+
+    def bundles() -> set[str]:
+        values = set()
+        for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+            got = run(
+                env,
+                "kubectl",
+                "get",
+                kind,
+                "vk",
+                "-o",
+                'jsonpath={range .webhooks[*]}{.clientConfig.caBundle}{"\\n"}{end}',
+            )
+            values |= set(got.stdout.splitlines())
+        return values
+
+    webhook = start()
+    try:
+        ca = wait_until(secret_ca, "the webhook's certificate Secret")
+        wait_until(lambda: bundles() == {ca}, "its CA in both webhook configurations")
+        cert = secret_data("tls.crt") or ""
+        assert b"BEGIN CERTIFICATE" in base64.b64decode(cert)
+    finally:
+        webhook.send_signal(signal.SIGTERM)
+        webhook.wait(timeout=30)
+    again = start()
+    try:
+        time.sleep(3)
+        assert again.poll() is None, (tmp_path / "webhook.log").read_text()
+        assert secret_ca() == ca
+        assert bundles() == {ca}
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.wait(timeout=30)
+    log = (tmp_path / "webhook.log").read_text()
+    assert "forbidden" not in log.lower(), log
+    assert log.count("webhook certificate issued") == 1, log
+    assert run(env, "vkctl", "uninstall", "--purge").returncode == 0

@@ -1,0 +1,214 @@
+"""`vkctl install` and `vkctl uninstall`, as liqoctl's: vk's Helm chart installed (or upgraded)
+in the namespace vk with this cluster's identity, and removed again.
+
+Uninstalling is refused while this cluster has peerings (ForeignClusters, or ResourceSlices
+in either role): their virtual nodes, offloaded pods and provider namespaces would be left
+behind with nothing to clean them up. `--purge` also removes the CRDs, and so every vk object
+left (their finalizers first: no controller is left to honour them), and the namespace vk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import click
+
+from vk.api.authentication import ResourceSlice
+from vk.api.constants import VK_NAMESPACE
+from vk.api.core import ForeignCluster, validate_cluster_id
+from vk.api.crds import CUSTOM_RESOURCES
+from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.cli.options import cluster_client, cluster_options
+from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.playground.binaries import BuildError
+from vk.playground.manifests import ChartError, chart_dir, chart_version, ensure_helm, run_helm
+from vk.playground.progress import Progress
+
+RELEASE = "vk"
+CRD_GROUPS = sorted({resource.model.GROUP for resource in CUSTOM_RESOURCES})
+
+
+def helm_cluster_args(kubeconfig: str | None, context: str | None) -> list[str]:
+    return [
+        *([f"--kubeconfig={kubeconfig}"] if kubeconfig else []),
+        *([f"--kube-context={context}"] if context else []),
+        f"--namespace={VK_NAMESPACE}",
+    ]
+
+
+def install_values(cluster_id: str, cluster_labels: dict[str, str], version: str) -> JSON:
+    return {"clusterID": cluster_id, "clusterLabels": cluster_labels, "image": {"tag": version}}
+
+
+@click.command()
+@cluster_options
+@click.option("--cluster-id", required=True, help="This cluster's name among its peers.")
+@click.option(
+    "--cluster-labels",
+    default="",
+    metavar="K=V,...",
+    help="Labels peers select this cluster by (e.g. topology.liqo.io/region=north).",
+)
+@click.option("--version", default=None, help="vk's version (image tag; default: this vkctl's).")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A chart value (repeatable), as helm's --set: e.g. image.repository=ghcr.io/me/vk.",
+)
+@click.option("--timeout", default="5m", show_default=True, help="How long to wait for vk.")
+def install(
+    kubeconfig: str | None,
+    context: str | None,
+    cluster_id: str,
+    cluster_labels: str,
+    version: str | None,
+    overrides: tuple[str, ...],
+    timeout: str,
+) -> None:
+    """Install vk in a cluster, or upgrade it (Helm release `vk` in the namespace vk)."""
+    try:
+        validate_cluster_id(cluster_id)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--cluster-id") from error
+    try:
+        labels = parse_key_values(cluster_labels)
+    except InvalidKeyValues as error:
+        raise click.BadParameter(str(error), param_hint="--cluster-labels") from error
+    progress = Progress()
+    try:
+        helm = ensure_helm(progress)
+        chart = chart_dir()
+        values = install_values(cluster_id, labels, version or chart_version(chart))
+        with progress.step(f"installing vk {values['image']['tag']} as the cluster {cluster_id}"):
+            run_helm(
+                helm,
+                [
+                    "upgrade",
+                    "--install",
+                    RELEASE,
+                    str(chart),
+                    *helm_cluster_args(kubeconfig, context),
+                    "--create-namespace",
+                    "--wait",
+                    f"--timeout={timeout}",
+                    *(f"--set={override}" for override in overrides),
+                ],
+                values,
+            )
+    except (ChartError, BuildError) as error:
+        raise click.ClickException(f"installing vk failed: {error}") from error
+    click.echo(f"vk is installed: the cluster {cluster_id} can peer (vkctl peer).")
+
+
+@click.command()
+@cluster_options
+@click.option("--purge", is_flag=True, help="Also remove the CRDs (every vk object left).")
+@click.option("--force", is_flag=True, help="Uninstall even while peerings are active.")
+@click.option("--timeout", default="5m", show_default=True, help="How long to wait.")
+def uninstall(
+    kubeconfig: str | None, context: str | None, purge: bool, force: bool, timeout: str
+) -> None:
+    """Remove vk from a cluster (refused while it has peerings, unless --force)."""
+    peerings = asyncio.run(_peerings(kubeconfig, context))
+    if peerings and not force:
+        raise click.ClickException(
+            f"this cluster has active peerings ({', '.join(peerings)}): run `vkctl unpeer` "
+            "for each first, or pass --force to leave their virtual nodes, offloaded pods and "
+            "provider namespaces behind"
+        )
+    progress = Progress()
+    try:
+        helm = ensure_helm(progress)
+        with progress.step("uninstalling vk"):
+            installed = run_helm(
+                helm, ["list", "--short", *helm_cluster_args(kubeconfig, context)]
+            ).split()
+            if RELEASE in installed:
+                run_helm(
+                    helm,
+                    [
+                        "uninstall",
+                        RELEASE,
+                        *helm_cluster_args(kubeconfig, context),
+                        "--wait",
+                        f"--timeout={timeout}",
+                    ],
+                )
+    except (ChartError, BuildError) as error:
+        raise click.ClickException(f"uninstalling vk failed: {error}") from error
+    if purge:
+        with progress.step("removing vk's CRDs, their objects and the namespace vk"):
+            asyncio.run(_purge(kubeconfig, context))
+    click.echo("vk is uninstalled" + (" and purged." if purge else " (its CRDs are kept)."))
+
+
+async def _peerings(kubeconfig: str | None, context: str | None) -> list[str]:
+    async with cluster_client(kubeconfig, context) as client:
+        found = []
+        for model in (ForeignCluster, ResourceSlice):
+            try:
+                listed = await client.get(resource_path(model.group_version(), model.PLURAL))
+            except NotFound:  # vk's CRDs are not installed: nothing peered
+                continue
+            for item in listed["items"]:
+                metadata = item["metadata"]
+                where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+                found.append(f"{model.KIND} {where}{metadata['name']}")
+        return found
+
+
+async def _purge(kubeconfig: str | None, context: str | None) -> None:
+    async with cluster_client(kubeconfig, context) as client:
+        for resource in CUSTOM_RESOURCES:
+            await _drop_finalizers(client, resource.model.group_version(), resource.model.PLURAL)
+        names = [f"{r.model.PLURAL}.{r.model.GROUP}" for r in CUSTOM_RESOURCES]
+        paths = [
+            *(
+                resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions", name=n)
+                for n in names
+            ),
+            resource_path("v1", "namespaces", name=VK_NAMESPACE),
+        ]
+        for path in paths:
+            with contextlib.suppress(NotFound):
+                await client.delete(path)
+        await _wait_gone(client, paths)
+
+
+async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) -> None:
+    try:
+        listed = await client.get(resource_path(group_version, plural))
+    except NotFound:
+        return
+    for item in listed["items"]:
+        if not item["metadata"].get("finalizers"):
+            continue
+        metadata = item["metadata"]
+        path = resource_path(
+            group_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
+        )
+        with contextlib.suppress(NotFound):
+            await client.merge_patch(path, {"metadata": {"finalizers": None}})
+
+
+async def _wait_gone(client: KubeClient, paths: list[str], within: float = 120.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    left: list[Any] = list(paths)
+    while left:
+        still = []
+        for path in left:
+            try:
+                await client.get(path)
+                still.append(path)
+            except NotFound:
+                pass
+        left = still
+        if left and loop.time() > deadline:
+            raise click.ClickException(f"still there after {within:.0f}s: {', '.join(left)}")
+        if left:
+            await asyncio.sleep(1)
