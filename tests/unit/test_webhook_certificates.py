@@ -20,6 +20,7 @@ from vk.webhooks.certificates import (
     certificate_usable,
     forge_certificate_secret,
     forge_webhook_certificate,
+    made_by_vk,
     write_certificate_files,
 )
 
@@ -65,6 +66,8 @@ def test_secret_round_trip() -> None:
         "labels": {"app.kubernetes.io/name": "vk", "app.kubernetes.io/component": "webhook"},
     }
     assert certificate_from_secret(secret) == certificate
+    assert made_by_vk(secret)
+    assert not made_by_vk({"metadata": {"labels": {"app.kubernetes.io/name": "mine"}}})
     assert certificate_from_secret({"metadata": {}}) == WebhookCertificate(b"", b"", b"")
 
 

@@ -24,6 +24,7 @@ from vk.playground.launcher import LocalProcessLauncher
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
+from vk.webhooks.certificates import CertificateError
 from vk.webhooks.server import WebhookOptions
 from vk.webhooks.server import main as run_webhook
 
@@ -416,6 +417,8 @@ def webhook(
         sys.exit(run_webhook(options))
     except InvalidKubeconfig as error:
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
+    except CertificateError as error:
+        raise click.ClickException(str(error)) from error
 
 
 def main() -> None:

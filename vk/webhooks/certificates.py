@@ -31,6 +31,12 @@ log = structlog.get_logger("vk.webhooks.certificates")
 VALIDITY = datetime.timedelta(days=365)
 RENEW_BEFORE = datetime.timedelta(days=30)
 CA_KEY, CERT_KEY, PRIVATE_KEY_KEY = "ca.crt", "tls.crt", "tls.key"
+# What marks a Secret as one the webhook made (and may renew).
+SECRET_LABELS = {"app.kubernetes.io/name": "vk", "app.kubernetes.io/component": "webhook"}
+
+
+class CertificateError(RuntimeError):
+    """The certificate Secret cannot be used and is not vk's to replace."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def forge_certificate_secret(name: str, namespace: str, certificate: WebhookCert
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"app.kubernetes.io/name": "vk", "app.kubernetes.io/component": "webhook"},
+            "labels": dict(SECRET_LABELS),
         },
         "type": "kubernetes.io/tls",
         "data": {
@@ -89,6 +95,11 @@ def forge_certificate_secret(name: str, namespace: str, certificate: WebhookCert
             PRIVATE_KEY_KEY: encoded(certificate.key_pem),
         },
     }
+
+
+def made_by_vk(secret: JSON) -> bool:
+    labels = secret["metadata"].get("labels") or {}
+    return all(labels.get(k) == v for k, v in SECRET_LABELS.items())
 
 
 def certificate_from_secret(secret: JSON) -> WebhookCertificate:
@@ -128,6 +139,12 @@ async def ensure_certificate(
             certificate = certificate_from_secret(current)
             if certificate_usable(certificate, service, namespace, now):
                 return certificate
+            if not made_by_vk(current):  # the user's own: theirs to fix, never overwritten
+                raise CertificateError(
+                    f"Secret {namespace}/{secret_name} is not vk's and its certificate does "
+                    f"not cover {', '.join(service_dns_names(service, namespace))} for more "
+                    f"than {RENEW_BEFORE.days} days: renew it, or delete it for vk to make one"
+                )
         fresh = forge_webhook_certificate(service, namespace, now)
         secret = forge_certificate_secret(secret_name, namespace, fresh)
         try:
@@ -140,7 +157,7 @@ async def ensure_certificate(
             continue  # another replica wrote one first: use it
         log.info("webhook certificate issued", secret=secret_name, service=service)
         return fresh
-    raise RuntimeError(f"could not settle the webhook certificate in Secret {secret_name}")
+    raise CertificateError(f"could not settle the webhook certificate in Secret {secret_name}")
 
 
 async def ensure_ca_bundle(client: KubeClient, ca_pem: bytes) -> None:

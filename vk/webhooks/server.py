@@ -41,6 +41,7 @@ from vk.webhooks.admission import (
     quota_user_index,
 )
 from vk.webhooks.certificates import (
+    CertificateError,
     WebhookCertificate,
     ensure_ca_bundle,
     ensure_certificate,
@@ -256,7 +257,7 @@ async def keep_own_certificate(
                 write_certificate_files(certificate, directory)
                 written = certificate
             await ensure_ca_bundle(client, certificate.ca_pem)
-        except ApiError as error:
+        except (ApiError, CertificateError) as error:
             log.warning("cannot check the webhook certificate", error=str(error))
         await asyncio.sleep(interval)
 
