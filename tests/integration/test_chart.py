@@ -28,6 +28,7 @@ from vk.controllers.installation import (
     forge_virtual_storage_class,
 )
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+from vk.playground.binaries import KUBERNETES_VERSION
 from vk.playground.manifests import (
     REPOSITORY,
     ChartError,
@@ -45,6 +46,7 @@ from vk.webhooks.configuration import (
 )
 
 BIN = Path(sys.executable).parent
+KUBE = KUBERNETES_VERSION.lstrip("v")
 VALUES = {"clusterID": "venice", "clusterLabels": {"topology.liqo.io/region": "north"}}
 
 
@@ -77,7 +79,7 @@ def test_chart_refuses_a_missing_cluster_id_and_another_namespace(helm: Path) ->
     with pytest.raises(ChartError, match="must be installed in the namespace vk"):
         run_helm(
             helm,
-            ["template", "vk", str(chart_dir()), "--namespace=default", "--kube-version=1.36.4"],
+            ["template", "vk", str(chart_dir()), "--namespace=default", f"--kube-version={KUBE}"],
             VALUES,
         )
 
@@ -248,7 +250,9 @@ def test_install_then_uninstall_purge_leaves_nothing(bare_cluster: dict[str, str
         env, "kubectl", "-n", "vk", "get", "deploy", "vk-webhook", "-o", "jsonpath={.spec.replicas}"
     )
     assert replicas.stdout == "2"
-    run(env, "vkctl", "info")  # reads the identity as users do
+    info = run(env, "vkctl", "info")  # reads the identity as users do
+    assert info.returncode == 0, info.stderr
+    assert "Cluster ID: scratch" in info.stdout
 
     # A peering blocks it, with the way out in the message.
     run(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import click
 
@@ -21,12 +20,15 @@ from vk.api.core import ForeignCluster, validate_cluster_id
 from vk.api.crds import CUSTOM_RESOURCES
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.cli.options import cluster_client, cluster_options
+from vk.cli.waiting import Deadline, wait_until_gone
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.playground.binaries import BuildError
 from vk.playground.manifests import ChartError, chart_dir, chart_version, ensure_helm, run_helm
 from vk.playground.progress import Progress
 
 RELEASE = "vk"
+CRD_API = "apiextensions.k8s.io/v1"
+PURGE_TIMEOUT = 120.0
 CRD_GROUPS = sorted({resource.model.GROUP for resource in CUSTOM_RESOURCES})
 
 
@@ -142,7 +144,7 @@ def uninstall(
         raise click.ClickException(f"uninstalling vk failed: {error}") from error
     if purge:
         with progress.step("removing vk's CRDs, their objects and the namespace vk"):
-            asyncio.run(_purge(kubeconfig, context))
+            asyncio.run(_purge(kubeconfig, context, progress))
     click.echo("vk is uninstalled" + (" and purged." if purge else " (its CRDs are kept)."))
 
 
@@ -161,22 +163,23 @@ async def _peerings(kubeconfig: str | None, context: str | None) -> list[str]:
         return found
 
 
-async def _purge(kubeconfig: str | None, context: str | None) -> None:
+async def _purge(kubeconfig: str | None, context: str | None, progress: Progress) -> None:
     async with cluster_client(kubeconfig, context) as client:
         for resource in CUSTOM_RESOURCES:
             await _drop_finalizers(client, resource.model.group_version(), resource.model.PLURAL)
-        names = [f"{r.model.PLURAL}.{r.model.GROUP}" for r in CUSTOM_RESOURCES]
-        paths = [
+        gone = [
             *(
-                resource_path("apiextensions.k8s.io/v1", "customresourcedefinitions", name=n)
-                for n in names
+                (f"CRD {r.name}", resource_path(CRD_API, "customresourcedefinitions", name=r.name))
+                for r in CUSTOM_RESOURCES
             ),
-            resource_path("v1", "namespaces", name=VK_NAMESPACE),
+            (f"namespace {VK_NAMESPACE}", resource_path("v1", "namespaces", name=VK_NAMESPACE)),
         ]
-        for path in paths:
+        for _, path in gone:
             with contextlib.suppress(NotFound):
                 await client.delete(path)
-        await _wait_gone(client, paths)
+        deadline = Deadline.after(PURGE_TIMEOUT)
+        for what, path in gone:
+            await wait_until_gone(client, path, what, deadline=deadline, progress=progress)
 
 
 async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) -> None:
@@ -193,22 +196,3 @@ async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) 
         )
         with contextlib.suppress(NotFound):
             await client.merge_patch(path, {"metadata": {"finalizers": None}})
-
-
-async def _wait_gone(client: KubeClient, paths: list[str], within: float = 120.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    left: list[Any] = list(paths)
-    while left:
-        still = []
-        for path in left:
-            try:
-                await client.get(path)
-                still.append(path)
-            except NotFound:
-                pass
-        left = still
-        if left and loop.time() > deadline:
-            raise click.ClickException(f"still there after {within:.0f}s: {', '.join(left)}")
-        if left:
-            await asyncio.sleep(1)

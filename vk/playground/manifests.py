@@ -18,11 +18,10 @@ import yaml
 
 from vk.api.crds import REGENERATE_COMMAND
 from vk.api.crds import main as write_crds
-from vk.playground.binaries import BinaryBuilder, default_cache_dir
+from vk.playground.binaries import KUBERNETES_VERSION, BinaryBuilder, default_cache_dir
 from vk.playground.progress import Progress
 
 REPOSITORY = Path(__file__).resolve().parents[2]
-KUBERNETES_VERSION = "1.36.4"
 # The plain manifests name a placeholder cluster: the header says how to set the real one.
 PLAIN_VALUES: dict[str, Any] = {"clusterID": "my-cluster", "createNamespace": True}
 PLAIN_HEADER = f"""\
@@ -83,7 +82,7 @@ def helm_template(helm: Path, values: Mapping[str, Any], *, chart: Path | None =
             "vk",
             str(chart or chart_dir()),
             "--namespace=vk",
-            f"--kube-version={KUBERNETES_VERSION}",
+            f"--kube-version={KUBERNETES_VERSION.lstrip('v')}",
             "--include-crds",
         ],
         values,
