@@ -12,6 +12,7 @@ exact accounting under bursts and two may overshoot by what they admit at the sa
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
 import ssl
 import tempfile
@@ -242,37 +243,45 @@ def _follow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None
 
 
 async def keep_own_certificate(
-    client: KubeClient, options: WebhookOptions, directory: Path, interval: float
+    client: KubeClient,
+    options: WebhookOptions,
+    directory: Path,
+    certificate: WebhookCertificate,
+    interval: float,
 ) -> None:
-    """Renew the Secret's certificate when due and keep the CA in the webhook configurations;
-    a changed certificate is written to the files the TLS context reloads from."""
+    """Keep the CA of the served `certificate` in the webhook configurations and, every
+    `interval`, renew the Secret's certificate when due; a new certificate is written to the
+    files the TLS context reloads from."""
     assert options.certificate_secret
-    written: WebhookCertificate | None = None
     while True:
         try:
-            certificate = await ensure_certificate(
+            await ensure_ca_bundle(client, certificate.ca_pem)
+            await asyncio.sleep(interval)
+            current = await ensure_certificate(
                 client, options.namespace, options.certificate_secret, options.service_name
             )
-            if certificate != written:
-                write_certificate_files(certificate, directory)
-                written = certificate
-            await ensure_ca_bundle(client, certificate.ca_pem)
+            if current != certificate:
+                write_certificate_files(current, directory)
+                certificate = current
         except (ApiError, CertificateError) as error:
             log.warning("cannot check the webhook certificate", error=str(error))
-        await asyncio.sleep(interval)
+            await asyncio.sleep(interval)
 
 
 async def run_webhook(options: WebhookOptions) -> int:
     client = KubeClient(default_connection(options.kubeconfig), name="home")
     own_certificate: list[Callable[[], Coroutine[Any, Any, None]]] = []
+    own_directory: Path | None = None
     if options.certificate_secret:
-        directory = Path(tempfile.mkdtemp(prefix="vk-webhook-"))
+        directory = own_directory = Path(tempfile.mkdtemp(prefix="vk-webhook-"))
         certificate = await ensure_certificate(
             client, options.namespace, options.certificate_secret, options.service_name
         )
         cert_file, key_file = write_certificate_files(certificate, directory)
         own_certificate.append(
-            lambda: keep_own_certificate(client, options, directory, OWN_CERTIFICATE_INTERVAL)
+            lambda: keep_own_certificate(
+                client, options, directory, certificate, OWN_CERTIFICATE_INTERVAL
+            )
         )
     elif options.tls_cert_file and options.tls_private_key_file:
         cert_file, key_file = options.tls_cert_file, options.tls_private_key_file
@@ -337,6 +346,8 @@ async def run_webhook(options: WebhookOptions) -> int:
             task.cancel()
         await asyncio.gather(stopping, *running, return_exceptions=True)
         await client.close()
+        if own_directory is not None:  # the private key goes with the process
+            shutil.rmtree(own_directory, ignore_errors=True)
         log.info("webhook stopped")
 
 
