@@ -71,6 +71,15 @@ def test_playground_file_refuses_duplicate_names() -> None:
         parse_playground_file("clusters: [{name: a}, {name: a}]")
 
 
+def test_playground_file_may_leave_vk_out_of_a_cluster() -> None:
+    clusters = parse_playground_file("clusters: [{name: a, vk: false}, {name: b}]")
+
+    assert [c.vk for c in clusters] == [False, True]
+    assert [c.to_dict()["vk"] for c in clusters] == [False, True]  # recorded in the state
+    with pytest.raises(InvalidPlaygroundSpec, match="vk must be true or false"):
+        parse_playground_file("clusters: [{name: a, vk: 'no'}]")
+
+
 def test_playground_file_must_list_clusters() -> None:
     with pytest.raises(InvalidPlaygroundSpec, match="clusters:"):
         parse_playground_file("name: a")
