@@ -14,6 +14,8 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY vk ./vk
+# The chart ships in the wheel (share/vk/helm), so `vkctl install` works from the image too.
+COPY deploy/helm ./deploy/helm
 RUN python3 -m venv /opt/vk \
     && /opt/vk/bin/pip wheel --no-cache-dir --wheel-dir /wheels /src \
     && /opt/vk/bin/pip install --no-cache-dir --no-index --find-links /wheels vk \
