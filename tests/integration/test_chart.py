@@ -28,6 +28,7 @@ from vk.controllers.installation import (
     forge_virtual_storage_class,
 )
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+from vk.controllers.virtualkubelet_deployment import parse_pod_placement
 from vk.playground.binaries import KUBERNETES_VERSION
 from vk.playground.manifests import (
     REPOSITORY,
@@ -353,3 +354,31 @@ def test_webhook_keeps_its_own_certificate_with_the_charts_rbac(
     assert "forbidden" not in log.lower(), log
     assert log.count("webhook certificate issued") == 1, log
     assert run(env, "vkctl", "uninstall", "--purge").returncode == 0
+
+
+def test_virtual_kubelet_placement_values_reach_the_launcher_as_flags_it_accepts(
+    helm: Path,
+) -> None:
+    toleration = {"key": "dedicated", "operator": "Equal", "value": "vk", "effect": "NoSchedule"}
+    values = {
+        **VALUES,
+        "virtualKubelet": {"nodeSelector": {"pool": "vk"}, "tolerations": [toleration]},
+    }
+    manager = find(rendered(helm, values), "Deployment", "vk-controller-manager")
+    args = manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    selector = [
+        a.split("=", 1)[1] for a in args if a.startswith("--virtual-kubelet-node-selector=")
+    ]
+    tolerations = [
+        a.split("=", 1)[1] for a in args if a.startswith("--virtual-kubelet-tolerations=")
+    ]
+    assert selector == ["pool=vk"]
+    assert parse_pod_placement({"pool": "vk"}, tolerations[0]) == {
+        "nodeSelector": {"pool": "vk"},
+        "tolerations": [toleration],
+    }
+    plain = find(rendered(helm), "Deployment", "vk-controller-manager")
+    plain_args = plain["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [
+        a for a in plain_args if a.startswith(("--virtual-kubelet-node", "--virtual-kubelet-tol"))
+    ]

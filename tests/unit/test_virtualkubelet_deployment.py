@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from vk.controllers.virtualkubelet_deployment import (
     DEFAULT_RESOURCES,
     deployment_available,
     forge_virtual_kubelet_deployment,
+    parse_pod_placement,
 )
 from vk.controllers.virtualnodes import forge_virtual_kubelet_spec
 
@@ -132,3 +135,40 @@ def test_available_means_the_current_generation_has_an_available_pod() -> None:
     assert not deployment_available(deployment(2, 1, 1))  # the new spec not rolled out yet
     assert not deployment_available(deployment(2, 2, 0))
     assert not deployment_available(None)
+
+
+PLACEMENT = {
+    "nodeSelector": {"dedicated": "vk"},
+    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+}
+
+
+def test_the_launchers_placement_applies_unless_the_template_places_the_pod() -> None:
+    spec = forge_virtual_kubelet_spec(virtual_node(), "venice")
+    pod = forge_virtual_kubelet_deployment(spec, "vk:1", PLACEMENT)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"dedicated": "vk"}
+    assert pod["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]
+
+    own = {"spec": {"template": {"spec": {"nodeSelector": {"zone": "a"}}}}}
+    spec = forge_virtual_kubelet_spec(virtual_node(own), "venice")
+    pod = forge_virtual_kubelet_deployment(spec, "vk:1", PLACEMENT)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"zone": "a"}
+    assert pod["tolerations"] == PLACEMENT["tolerations"]
+
+
+def test_placement_flags_are_parsed_and_bad_tolerations_say_what_is_expected() -> None:
+    placement = parse_pod_placement(
+        {"dedicated": "vk"}, '[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}]'
+    )
+    assert placement == {
+        "nodeSelector": {"dedicated": "vk"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    assert parse_pod_placement({}, None) == {}
+    assert parse_pod_placement({}, "[]") == {}
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_pod_placement({}, "[{key: dedicated}]")
+    with pytest.raises(ValueError, match="a JSON list of tolerations"):
+        parse_pod_placement({}, '{"key": "dedicated"}')
+    with pytest.raises(ValueError, match="a JSON list of tolerations"):
+        parse_pod_placement({}, '[{"key": "dedicated", "nodeName": "x"}]')

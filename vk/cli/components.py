@@ -16,7 +16,7 @@ from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
-from vk.controllers.virtualkubelet_deployment import DeploymentLauncher
+from vk.controllers.virtualkubelet_deployment import DeploymentLauncher, parse_pod_placement
 from vk.controllers.virtualnodes import Launcher
 from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
@@ -280,6 +280,20 @@ def kubelet(
     help="The vk image the virtual kubelets' Deployments run (deployment launcher).",
 )
 @click.option(
+    "--virtual-kubelet-node-selector",
+    default="",
+    metavar="K=V,...",
+    help="The node selector of the virtual kubelets' pods (deployment launcher), unless a "
+    "VirtualNode's template sets one.",
+)
+@click.option(
+    "--virtual-kubelet-tolerations",
+    default=None,
+    metavar="JSON",
+    help="The tolerations of the virtual kubelets' pods, a JSON list as in a pod spec "
+    "(deployment launcher), unless a VirtualNode's template sets them.",
+)
+@click.option(
     "--local-launcher-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
@@ -294,6 +308,8 @@ def controller_manager(
     default_limits_enforcement: str,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
+    virtual_kubelet_node_selector: str,
+    virtual_kubelet_tolerations: str | None,
     local_launcher_dir: Path | None,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
@@ -316,7 +332,19 @@ def controller_manager(
                 param_hint="--virtual-kubelet-image",
             )
         image = virtual_kubelet_image
-        launcher = lambda client: DeploymentLauncher(client, image)  # noqa: E731
+        try:
+            node_selector = parse_key_values(virtual_kubelet_node_selector)
+        except InvalidKeyValues as error:
+            raise click.BadParameter(
+                str(error), param_hint="--virtual-kubelet-node-selector"
+            ) from error
+        try:
+            placement = parse_pod_placement(node_selector, virtual_kubelet_tolerations)
+        except ValueError as error:
+            raise click.BadParameter(
+                str(error), param_hint="--virtual-kubelet-tolerations"
+            ) from error
+        launcher = lambda client: DeploymentLauncher(client, image, placement)  # noqa: E731
 
     options = ManagerOptions(
         kubeconfig=kubeconfig or None,

@@ -16,6 +16,7 @@ the kubelet's pods are gone, so that no kubelet re-creates the Node the controll
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -47,8 +48,36 @@ def _field_env(name: str, field_path: str) -> JSON:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
 
 
-def forge_virtual_kubelet_deployment(spec: VirtualKubeletSpec, image: str) -> JSON:
-    """The Deployment of the virtual kubelet `spec` describes, from `image`."""
+def parse_pod_placement(node_selector: Mapping[str, str], tolerations_json: str | None) -> JSON:
+    """The placement every virtual kubelet pod gets unless its VirtualNode's template sets its
+    own (as Liqo's VkOptionsTemplate does): a node selector, and tolerations as the JSON list
+    of a pod spec. ValueError says what is wrong."""
+    placement: JSON = {}
+    if node_selector:
+        placement["nodeSelector"] = dict(node_selector)
+    if tolerations_json:
+        try:
+            tolerations = json.loads(tolerations_json)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not JSON: {error}") from error
+        fields = {"key", "operator", "value", "effect", "tolerationSeconds"}
+        if not isinstance(tolerations, list) or not all(
+            isinstance(t, dict) and set(t) <= fields for t in tolerations
+        ):
+            raise ValueError(
+                "a JSON list of tolerations, each with key, operator, value, effect or "
+                'tolerationSeconds, e.g. [{"key":"dedicated","operator":"Exists"}]'
+            )
+        if tolerations:
+            placement["tolerations"] = tolerations
+    return placement
+
+
+def forge_virtual_kubelet_deployment(
+    spec: VirtualKubeletSpec, image: str, placement: Mapping[str, Any] | None = None
+) -> JSON:
+    """The Deployment of the virtual kubelet `spec` describes, from `image`; `placement` (node
+    selector, tolerations) applies unless the VirtualNode's template places the pod itself."""
     template = spec.template or {}
     template_metadata = template.get("metadata") or {}
     template_spec = template.get("spec") or {}
@@ -109,6 +138,7 @@ def forge_virtual_kubelet_deployment(spec: VirtualKubeletSpec, image: str) -> JS
             "runAsGroup": RUN_AS_USER,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
+        **(placement or {}),
         **{k: pod_spec[k] for k in TEMPLATE_POD_FIELDS if pod_spec.get(k)},
         "containers": [container],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
@@ -155,11 +185,14 @@ def deployment_available(deployment: Mapping[str, Any] | None) -> bool:
 
 
 class DeploymentLauncher(Launcher):
-    """Runs each virtual kubelet as a Deployment of `image`."""
+    """Runs each virtual kubelet as a Deployment of `image`, placed as `placement` says."""
 
-    def __init__(self, client: KubeClient, image: str) -> None:
+    def __init__(
+        self, client: KubeClient, image: str, placement: Mapping[str, Any] | None = None
+    ) -> None:
         self.client = client
         self.image = image
+        self.placement = dict(placement or {})
         self.applied = AppliedObjects(client)
         self.deployments = Informer(
             client,
@@ -179,7 +212,7 @@ class DeploymentLauncher(Launcher):
         return [self.deployments]
 
     async def ensure(self, spec: VirtualKubeletSpec) -> bool:
-        deployment = forge_virtual_kubelet_deployment(spec, self.image)
+        deployment = forge_virtual_kubelet_deployment(spec, self.image, self.placement)
         path = resource_path(
             "apps/v1", "deployments", namespace=spec.namespace, name=deployment["metadata"]["name"]
         )
