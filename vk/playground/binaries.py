@@ -26,8 +26,45 @@ ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
 METRICS_SERVER_VERSION = "v0.9.0"
 HELM_VERSION = "v3.22.0"
+# Prometheus 3.16 (its Go module numbers v3.x as v0.3xx). Debian's package is built without
+# Kubernetes service discovery, which is how users point Prometheus at vk's pods; this build
+# has that discovery only (the build tags drop the others and their dependencies). It has no
+# web UI (its assets are built with npm, not Go); the HTTP API answers.
+PROMETHEUS_VERSION = "v3.16.0"
+PROMETHEUS_MODULE_VERSION = "v0.316.0"
+PROMETHEUS_BUILD_TAGS = "remove_all_sd,enable_kubernetes_sd"
 
 KUBERNETES_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+# A real node's (`vkctl playground up --real-node`): built only when one is asked for.
+NODE_COMMANDS = ("kubelet", "kube-proxy")
+# The real node's pause image runs this: it holds the pod's namespaces, reaps the zombies of
+# the containers that share its PID namespace, and exits on SIGTERM or SIGINT.
+PAUSE_VERSION = "1"
+PAUSE_SOURCE = """\
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	signals := make(chan os.Signal, 8)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGCHLD)
+	for s := range signals {
+		if s != syscall.SIGCHLD {
+			os.Exit(0)
+		}
+		for {
+			pid, _ := syscall.Wait4(-1, nil, syscall.WNOHANG, nil)
+			if pid <= 0 {
+				break
+			}
+		}
+	}
+}
+"""
 
 
 class BuildError(RuntimeError):
@@ -53,6 +90,16 @@ class Binaries:
     kwok_stages: Path  # kwok v0.8.0 has no built-in stages: these are the module's own YAMLs
     kwok_metrics: Path
     metrics_server: Path
+
+
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What a real node runs beside containerd (a Debian package): the kubelet, kube-proxy, and
+    the pause program of its sandbox image."""
+
+    kubelet: Path
+    kube_proxy: Path
+    pause: Path
 
 
 def version_ldflags(version: str) -> str:
@@ -96,7 +143,10 @@ class BinaryBuilder:
     def ensure_all(self) -> Binaries:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
-            kubernetes = self._ensure(f"kubernetes-{KUBERNETES_VERSION}", self._build_kubernetes)
+            kubernetes = self._ensure(
+                f"kubernetes-{KUBERNETES_VERSION}",
+                lambda out: self._build_kubernetes(out, KUBERNETES_COMMANDS),
+            )
             etcd = self._ensure(f"etcd-{ETCD_VERSION}", self._build_etcd)
             kwok = self._ensure(f"kwok-{KWOK_VERSION}", self._build_kwok)
             metrics_server = self._ensure(
@@ -112,6 +162,27 @@ class BinaryBuilder:
             kwok_metrics=kwok / "metrics",
             metrics_server=metrics_server / "metrics-server",
         )
+
+    def ensure_node(self) -> NodeBinaries:
+        """The kubelet and kube-proxy (from the same wrapper module as the control plane) and
+        the pause program, for a real node."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            node = self._ensure(
+                f"kubernetes-node-{KUBERNETES_VERSION}",
+                lambda out: self._build_kubernetes(out, NODE_COMMANDS),
+            )
+            pause = self._ensure(f"pause-{PAUSE_VERSION}", self._build_pause)
+        return NodeBinaries(
+            kubelet=node / "kubelet", kube_proxy=node / "kube-proxy", pause=pause / "pause"
+        )
+
+    def ensure_prometheus(self) -> Path:
+        """Prometheus with Kubernetes service discovery, for the real-node playground."""
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self._lock():
+            built = self._ensure(f"prometheus-{PROMETHEUS_VERSION}", self._build_prometheus)
+        return built / "prometheus"
 
     def ensure_helm(self) -> Path:
         """helm, for vk's chart (`vkctl install`, the real-node playground and its tests)."""
@@ -185,9 +256,9 @@ class BinaryBuilder:
         self._go(["mod", "edit", "-go=1.26.0"], cwd=src, log_name=name)
         return src
 
-    def _build_kubernetes(self, out: Path) -> None:
+    def _build_kubernetes(self, out: Path, commands: Sequence[str]) -> None:
         name = f"kubernetes-{KUBERNETES_VERSION}"
-        src = self._wrapper_module(name)
+        src = self._wrapper_module(f"{name}-{commands[0]}")
         with self.progress.step(f"reading k8s.io/kubernetes@{KUBERNETES_VERSION}'s go.mod"):
             info = json.loads(
                 self._go(
@@ -207,8 +278,8 @@ class BinaryBuilder:
                 cwd=src,
                 log_name=name,
             )
-        packages = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in KUBERNETES_COMMANDS]
-        with self.progress.step("downloading the control-plane modules"):
+        packages = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in commands]
+        with self.progress.step(f"downloading the modules of {', '.join(commands)}"):
             self._go(
                 ["get", *(f"{p}@{KUBERNETES_VERSION}" for p in packages)],
                 cwd=src,
@@ -216,7 +287,7 @@ class BinaryBuilder:
                 goflags="-mod=mod",
             )
         with self.progress.step(
-            f"compiling {', '.join(KUBERNETES_COMMANDS)} {KUBERNETES_VERSION} (about 4 min cold)"
+            f"compiling {', '.join(commands)} {KUBERNETES_VERSION} (a few minutes cold)"
         ):
             self._go(
                 [
@@ -293,16 +364,35 @@ class BinaryBuilder:
             out,
         )
 
+    def _build_pause(self, out: Path) -> None:
+        name = f"pause-{PAUSE_VERSION}"
+        src = self._wrapper_module(name)
+        (src / "main.go").write_text(PAUSE_SOURCE)
+        with self.progress.step("building the pause program"):
+            self._go(
+                ["build", "-trimpath", "-ldflags=-s -w", "-o", str(out / "pause"), "."],
+                cwd=src,
+                log_name=name,
+            )
+
     def _build_helm(self, out: Path) -> None:
         self._go_install(f"helm-{HELM_VERSION}", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}", out)
 
-    def _go_install(self, name: str, package: str, out: Path) -> None:
+    def _build_prometheus(self, out: Path) -> None:
+        self._go_install(
+            f"prometheus-{PROMETHEUS_VERSION}",
+            f"github.com/prometheus/prometheus/cmd/prometheus@{PROMETHEUS_MODULE_VERSION}",
+            out,
+            tags=PROMETHEUS_BUILD_TAGS,
+        )
+
+    def _go_install(self, name: str, package: str, out: Path, tags: str = "") -> None:
         """A command that `go install` builds as it is (no replaces), stripped, into `out`."""
         src = self.cache_dir / "src" / name
         src.mkdir(parents=True, exist_ok=True)
         with self.progress.step(f"building {name}"):
             self._go(
-                ["install", "-trimpath", "-ldflags=-s -w", package],
+                ["install", "-trimpath", f"-tags={tags}", "-ldflags=-s -w", package],
                 cwd=src,
                 log_name=name,
                 extra_env={"GOBIN": str(out)},
