@@ -76,7 +76,7 @@ def test_playground_file_may_leave_vk_out_of_a_cluster() -> None:
 
     assert [c.vk for c in clusters] == [False, True]
     assert [c.to_dict()["vk"] for c in clusters] == [False, True]  # recorded in the state
-    with pytest.raises(InvalidPlaygroundSpec, match="vk must be true or false"):
+    with pytest.raises(InvalidPlaygroundSpec, match="vk and realNode must be true or false"):
         parse_playground_file("clusters: [{name: a, vk: 'no'}]")
 
 

@@ -20,6 +20,7 @@ from vk.playground.spec import (
     parse_cluster_flag,
     parse_playground_file,
     validate_clusters,
+    with_real_node,
 )
 
 PLAYGROUND_ERRORS = (PlaygroundError, BuildError, InvalidPlaygroundSpec)
@@ -55,9 +56,21 @@ def playground() -> None:
     is_flag=True,
     help="Bare clusters, vk not installed: to try `vkctl install` (or Helm) on.",
 )
+@click.option(
+    "--real-node",
+    is_flag=True,
+    help="Give the consumer a real node (kubelet and containerd, in a network namespace; needs "
+    "root and Debian's containerd, runc, containernetworking-plugins, iptables, debootstrap "
+    "and buildah), build vk's image from the Dockerfile, and install vk there with its Helm "
+    "chart: vk and its virtual kubelets run as pods, scraped by a Prometheus.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
 def up(
-    config_file: Path | None, cluster_flags: tuple[str, ...], without_vk: bool, quiet: bool
+    config_file: Path | None,
+    cluster_flags: tuple[str, ...],
+    without_vk: bool,
+    real_node: bool,
+    quiet: bool,
 ) -> None:
     """Build the binaries (once) and start the clusters; repair a running playground."""
     try:
@@ -70,6 +83,8 @@ def up(
             clusters = validate_clusters(tuple(parse_cluster_flag(f) for f in cluster_flags))
         if without_vk:
             clusters = tuple(dataclasses.replace(c, vk=False) for c in clusters or DEFAULT_CLUSTERS)
+        if real_node:
+            clusters = validate_clusters(with_real_node(clusters or DEFAULT_CLUSTERS))
         pg = Playground(progress=Progress(quiet=quiet))
         pg.up(clusters)
         if not quiet:

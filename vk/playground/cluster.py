@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import hashlib
 import json
 import os
@@ -25,6 +26,8 @@ from typing import Any
 
 import aiohttp
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 import vk
 from vk.api.constants import VK_NAMESPACE
@@ -33,7 +36,9 @@ from vk.controllers.installation import forge_installation
 from vk.kube.client import KubeClient, NotFound, object_path, resource_path
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
-from vk.playground.binaries import Binaries
+from vk.playground.binaries import Binaries, NodeBinaries
+from vk.playground.images import NodeImages
+from vk.playground.manifests import chart_dir, run_helm
 from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, write_cluster_pki
 from vk.playground.processes import (
     free_port,
@@ -43,6 +48,29 @@ from vk.playground.processes import (
     read_pid,
     start_daemon,
     stop_processes,
+)
+from vk.playground.prometheus import prometheus_args, prometheus_config, prometheus_rbac
+from vk.playground.realnode import (
+    CONTAINERD_METRICS_PORT,
+    KUBE_PROXY_HEALTHZ_PORT,
+    KUBELET_HEALTHZ_PORT,
+    NODE_ADDRESS,
+    REAL_NODE_LABEL,
+    REAL_NODE_TAINT,
+    NodeNetwork,
+    NodePaths,
+    cni_conflist,
+    containerd_args,
+    containerd_config,
+    ensure_network,
+    import_images,
+    in_namespace,
+    kube_proxy_args,
+    kube_proxy_configuration,
+    kubelet_args,
+    kubelet_configuration,
+    node_certificates,
+    node_name,
 )
 from vk.playground.spec import ClusterSpec
 from vk.webhooks.configuration import (
@@ -65,6 +93,9 @@ COMPONENTS = (
 # Started once the API server is up, side by side; vk's once it is installed.
 DEPENDENT_COMPONENTS = COMPONENTS[2:-2]
 VK_COMPONENTS = COMPONENTS[-2:]
+# The real node's, in this order, and Prometheus, which scrapes vk's pods there; vk itself runs
+# as pods of the node then, not as processes.
+NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy", "prometheus")
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -75,6 +106,7 @@ PORT_NAMES = (
     "metrics-server",
     "vk-webhook",
     "vk-controller-manager",
+    "prometheus",
 )
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # metrics-server scrapes a node's resource metrics at this path (kwok serves every node's
@@ -137,6 +169,72 @@ class ClusterPaths:
     def fingerprint(self, component: str) -> Path:
         return self.root / "run" / f"{component}.fingerprint"
 
+    @property
+    def node(self) -> NodePaths:
+        return NodePaths(self.root)
+
+    @property
+    def audit_policy(self) -> Path:
+        return self.root / "audit-policy.yaml"
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log (a real-node cluster's): vk's pods' requests, JSON lines."""
+        return self.root / "logs" / "audit.log"
+
+    @property
+    def prometheus_config(self) -> Path:
+        return self.root / "prometheus" / "prometheus.yml"
+
+    @property
+    def prometheus_data(self) -> Path:
+        return self.root / "prometheus" / "data"
+
+
+def audit_policy() -> dict[str, Any]:
+    """Metadata of every request made as a ServiceAccount, kube-system's controllers aside: who
+    asked for what, and the answer's status code."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "None", "userGroups": ["system:serviceaccounts:kube-system"]},
+            {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+            {"level": "None"},
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """What a cluster's real node is made of: built binaries and images, its network, and helm
+    to install vk's chart."""
+
+    binaries: NodeBinaries
+    images: NodeImages
+    network: NodeNetwork
+    helm: Path
+    prometheus: Path
+
+
+def playground_chart_values(spec: ClusterSpec, image: str, api_server_url: str) -> dict[str, Any]:
+    """vk's chart for a real-node cluster: the playground's image (imported, never pulled), and
+    every vk pod, the virtual kubelets' too, on the real node."""
+    repository, tag = image.rsplit(":", 1)
+    placement = {
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+        "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
+    }
+    return {
+        "clusterID": spec.name,
+        "clusterLabels": dict(spec.labels),
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "controllerManager": {**placement, "apiServerURL": api_server_url},
+        "webhook": placement,
+        "virtualKubelet": placement,
+    }
+
 
 def etcd_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
     client = f"http://127.0.0.1:{ports['etcd']}"
@@ -155,12 +253,45 @@ def etcd_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) ->
     ]
 
 
-def apiserver_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+def apiserver_args(
+    binaries: Binaries,
+    paths: ClusterPaths,
+    ports: dict[str, int],
+    host_address: str | None = None,
+    audit: bool = False,
+) -> list[str]:
+    """On loopback; or, in a playground with a real node, on `host_address` (which the node's
+    pods reach): then the `kubernetes` Service's endpoints name it, and the API server calls
+    webhooks and aggregated APIs at their pods' addresses (no kube-proxy out here). `audit`
+    logs every request of a ServiceAccount outside kube-system (the RBAC proof of vk's pods)."""
     pki = paths.pki
+    if host_address is None:
+        addressing = [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            "--endpoint-reconciler-type=none",
+        ]
+    else:
+        addressing = [
+            f"--bind-address={host_address}",
+            f"--advertise-address={host_address}",
+            "--endpoint-reconciler-type=lease",
+            "--enable-aggregator-routing=true",
+        ]
+    auditing = (
+        [
+            f"--audit-policy-file={paths.audit_policy}",
+            f"--audit-log-path={paths.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-maxsize=200",
+        ]
+        if audit
+        else []
+    )
     return [
         str(binaries.kube_apiserver),
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        *addressing,
+        *auditing,
         f"--secure-port={ports['apiserver']}",
         f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
         f"--tls-cert-file={pki.path('apiserver.crt')}",
@@ -172,7 +303,6 @@ def apiserver_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
-        "--endpoint-reconciler-type=none",
         "--allow-privileged=true",
         f"--kubelet-client-certificate={pki.path('apiserver-kubelet-client.crt')}",
         f"--kubelet-client-key={pki.path('apiserver-kubelet-client.key')}",
@@ -188,7 +318,7 @@ def apiserver_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int
     ]
 
 
-def secure_component_flags(kubeconfig: Path, port: int) -> list[str]:
+def secure_component_flags(kubeconfig: Path, port: int, address: str = "127.0.0.1") -> list[str]:
     """The flags every component built on the generic API server takes alike: its identity
     (also for delegated authentication and authorization), its port on loopback, and health
     and metrics open to the playground's probes."""
@@ -196,7 +326,7 @@ def secure_component_flags(kubeconfig: Path, port: int) -> list[str]:
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
+        f"--bind-address={address}",
         f"--secure-port={port}",
         "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
     ]
@@ -299,13 +429,15 @@ def kwok_args(
 
 
 def metrics_server_args(
-    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]
+    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int], address: str = "127.0.0.1"
 ) -> list[str]:
+    """On loopback; or where a real-node playground's API servers listen, since they reach
+    aggregated APIs at their Services' endpoints then (and an endpoint is never loopback)."""
     pki = paths.pki
     return [
         str(binaries.metrics_server),
         *secure_component_flags(
-            paths.component_kubeconfig("metrics-server"), ports["metrics-server"]
+            paths.component_kubeconfig("metrics-server"), ports["metrics-server"], address
         ),
         f"--tls-cert-file={pki.path('metrics-server-serving.crt')}",
         f"--tls-private-key-file={pki.path('metrics-server-serving.key')}",
@@ -318,10 +450,13 @@ def metrics_server_args(
     ]
 
 
-def metrics_server_objects(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+def metrics_server_objects(
+    port: int, ca_pem: bytes, host_address: str | None = None
+) -> list[dict[str, Any]]:
     """What the metrics-server manifests install, for a metrics-server on this machine: its
     RBAC (bound to its client certificate's user), and the APIService behind `kubectl top`,
-    reached through an ExternalName Service (an Endpoints address may not be loopback)."""
+    reached through an ExternalName Service (an endpoint may not be loopback); with a real
+    node, through a Service whose EndpointSlice names `host_address`."""
     user = {"kind": "User", "name": "metrics-server", "apiGroup": "rbac.authorization.k8s.io"}
 
     def role_ref(kind: str, name: str) -> dict[str, str]:
@@ -382,12 +517,7 @@ def metrics_server_objects(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
             "roleRef": role_ref("Role", "extension-apiserver-authentication-reader"),
             "subjects": [user],
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": "metrics-server", "namespace": "kube-system"},
-            "spec": {"type": "ExternalName", "externalName": "localhost"},
-        },
+        *metrics_server_service(port, host_address),
         {
             "apiVersion": "apiregistration.k8s.io/v1",
             "kind": "APIService",
@@ -400,6 +530,42 @@ def metrics_server_objects(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
                 "groupPriorityMinimum": 100,
                 "versionPriority": 100,
             },
+        },
+    ]
+
+
+def metrics_server_service(port: int, host_address: str | None) -> list[dict[str, Any]]:
+    metadata = {"name": "metrics-server", "namespace": "kube-system"}
+    if host_address is None:
+        return [
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": metadata,
+                "spec": {"type": "ExternalName", "externalName": "localhost"},
+            }
+        ]
+    service_port = {"name": "https", "port": port, "protocol": "TCP"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata,
+            "spec": {"ports": [{**service_port, "targetPort": port}]},
+        },
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                **metadata,
+                "labels": {
+                    "kubernetes.io/service-name": "metrics-server",
+                    "endpointslice.kubernetes.io/managed-by": "playground.vk.io",
+                },
+            },
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [host_address], "conditions": {"ready": True}}],
+            "ports": [service_port],
         },
     ]
 
@@ -531,8 +697,12 @@ class ComponentStatus:
 
 
 def cluster_components(spec: ClusterSpec) -> tuple[str, ...]:
-    """What runs for the cluster: everything, or all but vk's own processes."""
-    return COMPONENTS if spec.vk else tuple(c for c in COMPONENTS if c not in VK_COMPONENTS)
+    """What runs for the cluster as processes: everything, or all but vk's own; with the real
+    node, its components instead of vk's (vk runs as pods there)."""
+    base = tuple(c for c in COMPONENTS if c not in VK_COMPONENTS)
+    if spec.real_node:
+        return base + NODE_COMPONENTS
+    return COMPONENTS if spec.vk else base
 
 
 def component_status(spec: ClusterSpec, paths: ClusterPaths) -> list[ComponentStatus]:
@@ -547,11 +717,22 @@ def component_status(spec: ClusterSpec, paths: ClusterPaths) -> list[ComponentSt
 class ClusterRuntime:
     """Starts, repairs, checks and describes one cluster of the playground."""
 
-    def __init__(self, spec: ClusterSpec, root: Path, binaries: Binaries, pod_cidr: str) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        root: Path,
+        binaries: Binaries,
+        pod_cidr: str,
+        *,
+        host_address: str | None = None,
+        node: RealNode | None = None,
+    ) -> None:
         self.spec = spec
         self.paths = ClusterPaths(root)
         self.binaries = binaries
         self.pod_cidr = pod_cidr
+        self.host_address = host_address
+        self.node = node
         self.marker = str(root)  # every command line names a file under root
 
     # -- state ---------------------------------------------------------------------------
@@ -575,22 +756,20 @@ class ClusterRuntime:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.ports()['apiserver']}"
+        return f"https://{self.host_address or '127.0.0.1'}:{self.ports()['apiserver']}"
 
     # -- files -----------------------------------------------------------------------------
 
     def _write_files(self) -> None:
         pki = write_cluster_pki(self.paths.pki.root, self.spec.name)
         ca = pki.ca_crt.read_bytes()
-        admin = forge_kubeconfig(
-            self.spec.name,
-            self.server,
+        self._write_kubeconfig(
+            self.paths.kubeconfig,
             ca,
-            pki.path("admin.crt").read_bytes(),
-            pki.path("admin.key").read_bytes(),
+            pki.path("admin.crt"),
+            pki.path("admin.key"),
             f"{self.spec.name}-admin",
         )
-        _write_private(self.paths.kubeconfig, yaml.safe_dump(admin, sort_keys=False))
         for component in (
             "kube-controller-manager",
             "kube-scheduler",
@@ -599,17 +778,12 @@ class ClusterRuntime:
             "vk-controller-manager",
             "vk-webhook",
         ):
-            document = forge_kubeconfig(
-                self.spec.name,
-                self.server,
-                ca,
-                pki.path(f"{component}.crt").read_bytes(),
-                pki.path(f"{component}.key").read_bytes(),
-                component,
-            )
-            _write_private(
+            self._write_kubeconfig(
                 self.paths.component_kubeconfig(component),
-                yaml.safe_dump(document, sort_keys=False),
+                ca,
+                pki.path(f"{component}.crt"),
+                pki.path(f"{component}.key"),
+                component,
             )
         kwok_dir = self.paths.kwok_dir
         (kwok_dir / "exec").mkdir(parents=True, exist_ok=True)
@@ -627,6 +801,56 @@ class ClusterRuntime:
                 kwok_documents(self.spec.name, kwok_dir, stages, metrics), sort_keys=False
             )
         )
+        if self.node is not None:
+            self._write_node_files(self.node, pki)
+
+    def _write_kubeconfig(self, path: Path, ca: bytes, cert: Path, key: Path, user: str) -> None:
+        document = forge_kubeconfig(
+            self.spec.name, self.server, ca, cert.read_bytes(), key.read_bytes(), user
+        )
+        _write_private(path, yaml.safe_dump(document, sort_keys=False))
+
+    def _write_node_files(self, node: RealNode, pki: ClusterPki) -> None:
+        paths = self.paths.node
+        ca = pki.ca_crt.read_bytes()
+        for directory in (paths.cni_config_dir, paths.cni_data_dir, paths.pod_logs):
+            directory.mkdir(parents=True, exist_ok=True)
+        paths.pki("").mkdir(parents=True, exist_ok=True)
+        if not paths.pki("kube-proxy.crt").exists():
+            ca_cert = x509.load_pem_x509_certificate(ca)
+            ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+            now = datetime.datetime.now(datetime.UTC)
+            for stem, issued in node_certificates(ca_cert, ca_key, self.spec.name, now).items():
+                _write_private(paths.pki(f"{stem}.key"), issued.key_pem.decode())
+                _write_private(paths.pki(f"{stem}.crt"), issued.cert_pem.decode())
+        for kubeconfig, stem, user in (
+            (
+                paths.kubelet_kubeconfig,
+                "kubelet-client",
+                f"system:node:{node_name(self.spec.name)}",
+            ),
+            (paths.kube_proxy_kubeconfig, "kube-proxy", "system:kube-proxy"),
+        ):
+            self._write_kubeconfig(
+                kubeconfig, ca, paths.pki(f"{stem}.crt"), paths.pki(f"{stem}.key"), user
+            )
+        paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
+        paths.containerd_config.write_text(containerd_config(paths, node.images.pause_image))
+        (paths.cni_config_dir / "10-vk-playground.conflist").write_text(
+            json.dumps(cni_conflist(paths), indent=2) + "\n"
+        )
+        paths.kubelet_config.write_text(
+            yaml.safe_dump(kubelet_configuration(paths, pki.ca_crt), sort_keys=False)
+        )
+        paths.kube_proxy_config.write_text(
+            yaml.safe_dump(kube_proxy_configuration(paths, self.spec.name), sort_keys=False)
+        )
+        self.paths.audit_policy.write_text(yaml.safe_dump(audit_policy(), sort_keys=False))
+        self.paths.prometheus_config.parent.mkdir(parents=True, exist_ok=True)
+        config = prometheus_config(
+            self.server, pki.ca_crt, pki.path("prometheus.crt"), pki.path("prometheus.key")
+        )
+        self.paths.prometheus_config.write_text(yaml.safe_dump(config, sort_keys=False))
 
     # -- starting --------------------------------------------------------------------------
 
@@ -634,16 +858,41 @@ class ClusterRuntime:
         ports = self.ports()
         builders: dict[str, Callable[[], list[str]]] = {
             "etcd": lambda: etcd_args(self.binaries, self.paths, ports),
-            "kube-apiserver": lambda: apiserver_args(self.binaries, self.paths, ports),
+            "kube-apiserver": lambda: apiserver_args(
+                self.binaries,
+                self.paths,
+                ports,
+                self.host_address,
+                audit=self.node is not None,
+            ),
             "kube-controller-manager": lambda: controller_manager_args(
                 self.binaries, self.paths, ports
             ),
             "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
-            "metrics-server": lambda: metrics_server_args(self.binaries, self.paths, ports),
+            "metrics-server": lambda: metrics_server_args(
+                self.binaries, self.paths, ports, self.host_address or "127.0.0.1"
+            ),
             "vk-controller-manager": lambda: vk_controller_manager_args(self.paths, ports),
             "vk-webhook": lambda: vk_webhook_args(self.paths, ports),
         }
+        if self.node is not None:
+            node, paths = self.node, self.paths.node
+            builders |= {
+                "containerd": lambda: in_namespace(node.network, containerd_args(paths)),
+                "kubelet": lambda: in_namespace(
+                    node.network, kubelet_args(node.binaries, paths, self.spec.name)
+                ),
+                "kube-proxy": lambda: in_namespace(
+                    node.network, kube_proxy_args(node.binaries, paths)
+                ),
+                "prometheus": lambda: prometheus_args(
+                    node.prometheus,
+                    self.paths.prometheus_config,
+                    self.paths.prometheus_data,
+                    ports["prometheus"],
+                ),
+            }
         return builders[component]()
 
     def _health_probe(self, component: str) -> tuple[str, ssl.SSLContext | bool]:
@@ -664,16 +913,26 @@ class ClusterRuntime:
             "kube-scheduler": (f"https://127.0.0.1:{ports['scheduler']}/healthz", insecure),
             "kwok": (f"https://127.0.0.1:{ports['kwok']}/healthz", insecure),
             # /readyz waits for a first scrape (15 s): alive is enough to go on.
-            "metrics-server": (f"https://127.0.0.1:{ports['metrics-server']}/livez", insecure),
+            "metrics-server": (
+                f"https://{self.host_address or '127.0.0.1'}:{ports['metrics-server']}/livez",
+                insecure,
+            ),
             "vk-controller-manager": (
                 f"http://127.0.0.1:{ports['vk-controller-manager']}/healthz",
                 False,
             ),
             "vk-webhook": (f"https://127.0.0.1:{ports['vk-webhook']}/readyz", insecure),
+            "containerd": (f"http://{NODE_ADDRESS}:{CONTAINERD_METRICS_PORT}/v1/metrics", False),
+            "kubelet": (f"http://{NODE_ADDRESS}:{KUBELET_HEALTHZ_PORT}/healthz", False),
+            "kube-proxy": (f"http://{NODE_ADDRESS}:{KUBE_PROXY_HEALTHZ_PORT}/livez", False),
+            "prometheus": (f"http://127.0.0.1:{ports['prometheus']}/-/ready", False),
         }
         return probes[component]
 
-    def _port_of(self, component: str) -> int:
+    def _port_of(self, component: str) -> int | None:
+        """The component's port on this machine's loopback (None: the node's, in its namespace)."""
+        if component in ("containerd", "kubelet", "kube-proxy"):
+            return None
         key = {
             "kube-apiserver": "apiserver",
             "kube-controller-manager": "controller-manager",
@@ -684,8 +943,16 @@ class ClusterRuntime:
     def _fingerprint(self, component: str, args: list[str]) -> str:
         """What the component runs with: its command line and the config file it reads."""
         digest = hashlib.sha256("\0".join(args).encode())
-        if component == "kwok":
-            digest.update((self.paths.kwok_dir / "kwok.yaml").read_bytes())
+        config_files = {
+            "kwok": self.paths.kwok_dir / "kwok.yaml",
+            "kube-apiserver": self.paths.audit_policy,
+            "containerd": self.paths.node.containerd_config,
+            "kubelet": self.paths.node.kubelet_config,
+            "kube-proxy": self.paths.node.kube_proxy_config,
+            "prometheus": self.paths.prometheus_config,
+        }
+        if config_files.get(component, Path("/nonexistent")).exists():
+            digest.update(config_files[component].read_bytes())
         if component.startswith("vk-"):
             digest.update(vk_source_digest().encode())
         return digest.hexdigest()
@@ -707,7 +974,9 @@ class ClusterRuntime:
         if pid is None or not running:
             port = self._port_of(component)
             # A process stopped (or dead) a moment ago may still hold its port: wait for it.
-            if not await _port_released(port, within=10.0 if pid is not None else 0.0):
+            if port is not None and not await _port_released(
+                port, within=10.0 if pid is not None else 0.0
+            ):
                 raise PlaygroundError(
                     f"{self.spec.name}: port {port} for {component} is taken by another process; "
                     f"free it, or run `vkctl playground down` and `up` again to pick new ports"
@@ -764,6 +1033,9 @@ class ClusterRuntime:
         """Brings the cluster to a usable state: starts what does not run, then makes sure its
         nodes and identity exist. Safe to call on a running cluster."""
         self.ports()
+        if self.node is not None:
+            # Before the API server, which listens on the veth's address.
+            await asyncio.to_thread(ensure_network, self.node.network)
         self._write_files()
         started = []
         for component in ("etcd", "kube-apiserver"):
@@ -772,7 +1044,9 @@ class ClusterRuntime:
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             # Before metrics-server starts: it reads the authentication ConfigMap at start-up.
             for document in metrics_server_objects(
-                self.ports()["metrics-server"], self.paths.pki.ca_crt.read_bytes()
+                self.ports()["metrics-server"],
+                self.paths.pki.ca_crt.read_bytes(),
+                self.host_address,
             ):
                 await client.apply(object_path(document), document)
         rest = DEPENDENT_COMPONENTS
@@ -782,12 +1056,23 @@ class ClusterRuntime:
         restart = bool(started)
         results = await asyncio.gather(*(self._ensure_component(c, restart=restart) for c in rest))
         started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
+        if self.node is not None:
+            started += await self._start_node(self.node, restart)
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             await self._ensure_objects(client)
-            if self.spec.vk:
+            if self.node is not None:
+                await self._apply_crds(client)
+                for document in prometheus_rbac():
+                    await client.apply(object_path(document), document)
+            elif self.spec.vk:
                 await self._install_vk(client)
             await self._wait_usable(client)
-        if self.spec.vk:
+        if self.node is not None:
+            with_helm = await self._install_chart(self.node)
+            if await self._ensure_component("prometheus", restart=restart):
+                started.append("prometheus")
+            started.append(with_helm)
+        elif self.spec.vk:
             started += await self._start_vk(restart)
         what = f"started {', '.join(started)}" if started else "already running"
         report(f"{self.spec.name}: ready at {self.server} ({what})")
@@ -816,8 +1101,41 @@ class ClusterRuntime:
                 resource_path("v1", "nodes", name=name), kwok_node(name, self.spec.node_capacity)
             )
 
-    async def _install_vk(self, client: KubeClient) -> None:
-        """vk's CRDs (Established before anything uses them) and its installation objects."""
+    async def _start_node(self, node: RealNode, restart: bool) -> list[str]:
+        """containerd with the images imported, then the kubelet and kube-proxy."""
+        started = []
+        if await self._ensure_component("containerd", restart=restart):
+            started.append("containerd")
+        await asyncio.to_thread(import_images, self.paths.node, node.images)
+        for component in ("kubelet", "kube-proxy"):
+            if await self._ensure_component(component, restart=restart):
+                started.append(component)
+        return started
+
+    async def _install_chart(self, node: RealNode) -> str:
+        """vk from its chart, as `vkctl install` installs it, waiting for its pods."""
+        values = playground_chart_values(self.spec, node.images.vk_image, self.server)
+        await asyncio.to_thread(
+            run_helm,
+            node.helm,
+            [
+                "upgrade",
+                "--install",
+                "vk",
+                str(chart_dir()),
+                "--namespace=vk",
+                "--create-namespace",
+                "--wait",
+                "--timeout=5m",
+                f"--kubeconfig={self.paths.kubeconfig}",
+            ],
+            values,
+        )
+        return f"vk from its chart ({node.images.vk_image})"
+
+    async def _apply_crds(self, client: KubeClient) -> None:
+        """vk's CRDs, Established before anything uses them (helm leaves CRDs alone on an
+        upgrade: they are applied first, as the README says to upgrade)."""
         crds = crd_manifests()
         for crd in crds:
             await client.apply(object_path(crd), crd)
@@ -834,6 +1152,10 @@ class ClusterRuntime:
 
         apiserver_log = self.paths.log("kube-apiserver")
         await _wait_for(established, f"{self.spec.name}: vk's CRDs", apiserver_log)
+
+    async def _install_vk(self, client: KubeClient) -> None:
+        """vk's CRDs and its installation objects, vk's processes to be started next."""
+        await self._apply_crds(client)
         for document in [
             *forge_installation(self.spec.name, dict(self.spec.labels)),
             *vk_webhook_rbac(),
@@ -843,6 +1165,8 @@ class ClusterRuntime:
     async def _wait_usable(self, client: KubeClient) -> None:
         """Nodes Ready and the default ServiceAccount there: the cluster can run pods."""
         names = set(node_names(self.spec))
+        if self.node is not None:
+            names.add(node_name(self.spec.name))
 
         async def nodes_ready() -> bool:
             nodes = (await client.get(resource_path("v1", "nodes")))["items"]
@@ -858,7 +1182,7 @@ class ClusterRuntime:
             except NotFound:
                 return False
 
-        await _wait_for(nodes_ready, f"{self.spec.name}: kwok nodes Ready", self.paths.log("kwok"))
+        await _wait_for(nodes_ready, f"{self.spec.name}: nodes Ready", self.paths.log("kwok"))
         await _wait_for(
             default_service_account,
             f"{self.spec.name}: the default ServiceAccount",

@@ -27,6 +27,8 @@ from vk.kube.pki import (
     private_key_pem,
     public_key_pem,
 )
+from vk.playground.prometheus import PROMETHEUS_USER
+from vk.playground.realnode import HOST_ADDRESS
 from vk.webhooks.configuration import WEBHOOK_ROLE as WEBHOOK
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
@@ -69,6 +71,8 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
         controller_manager_user(),
         ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
     ),
+    # The real node's Prometheus (pod discovery only; see vk.playground.prometheus).
+    "prometheus": (PROMETHEUS_USER, ()),
     "vk-webhook": (
         f"system:serviceaccount:{VK_NAMESPACE}:{WEBHOOK}",
         ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
@@ -98,7 +102,8 @@ def issue_leaves(
                 "kubernetes.default.svc",
                 "kubernetes.default.svc.cluster.local",
             ),
-            ip_addresses=("127.0.0.1", KUBERNETES_SERVICE_IP),
+            # HOST_ADDRESS: where a real-node playground's API servers listen.
+            ip_addresses=("127.0.0.1", KUBERNETES_SERVICE_IP, HOST_ADDRESS),
         ),
         # The kubelet API that kwok serves for the simulated nodes (all on 127.0.0.1).
         "kwok-serving": issue(

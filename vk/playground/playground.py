@@ -11,17 +11,28 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.binaries import BinaryBuilder, default_cache_dir
 from vk.playground.cluster import (
     COMPONENTS,
+    NODE_COMPONENTS,
     ClusterPaths,
     ClusterRuntime,
     ComponentStatus,
     PlaygroundError,
+    RealNode,
     component_status,
 )
+from vk.playground.images import ImageBuilder
 from vk.playground.processes import processes_with, read_pid, stop_processes
 from vk.playground.progress import Progress
+from vk.playground.realnode import (
+    HOST_ADDRESS,
+    RealNodeError,
+    check_tools,
+    node_network,
+    remove_node,
+)
 from vk.playground.spec import DEFAULT_CLUSTERS, ClusterSpec, cluster_spec, validate_clusters
 
 
@@ -102,19 +113,45 @@ class Playground:
                 f"{self.root}: run `vkctl playground down` first to start a different one"
             )
         wanted = validate_clusters(clusters or recorded or DEFAULT_CLUSTERS)
-        binaries = BinaryBuilder(default_cache_dir(), self.progress).ensure_all()
+        builder = BinaryBuilder(default_cache_dir(), self.progress)
+        binaries = builder.ensure_all()
+        real_node: RealNode | None = None
+        if any(c.real_node for c in wanted):
+            try:
+                check_tools()
+            except RealNodeError as error:
+                raise PlaygroundError(str(error)) from error
+            node_binaries = builder.ensure_node()
+            real_node = RealNode(
+                binaries=node_binaries,
+                images=ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause),
+                network=node_network(self.root),
+                helm=builder.ensure_helm(),
+                prometheus=builder.ensure_prometheus(),
+            )
         self.progress.info(f"binaries cached in {default_cache_dir()}")
         self.root.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(
             json.dumps({"clusters": [c.to_dict() for c in wanted]}, indent=2) + "\n"
         )
         runtimes = [
-            ClusterRuntime(spec, self.root / spec.name, binaries, pod_cidr(index))
+            ClusterRuntime(
+                spec,
+                self.root / spec.name,
+                binaries,
+                pod_cidr(index),
+                # With a real node, every API server listens where the node's pods reach it.
+                host_address=HOST_ADDRESS if real_node else None,
+                node=real_node if spec.real_node else None,
+            )
             for index, spec in enumerate(wanted)
         ]
         names = ", ".join(c.name for c in wanted)
         with self.progress.step(f"starting clusters {names}"):
-            asyncio.run(self._up_all(runtimes))
+            try:
+                asyncio.run(self._up_all(runtimes))
+            except RealNodeError as error:
+                raise PlaygroundError(str(error)) from error
         return wanted
 
     async def _up_all(self, runtimes: list[ClusterRuntime]) -> None:
@@ -124,8 +161,9 @@ class Playground:
         statuses = []
         for spec in self.clusters():
             paths = self.paths(spec.name)
-            ports = json.loads(paths.ports_file.read_text()) if paths.ports_file.exists() else {}
-            server = f"https://127.0.0.1:{ports['apiserver']}" if ports else None
+            server = None
+            if paths.kubeconfig.exists():
+                server = load_kubeconfig_file(paths.kubeconfig).server
             statuses.append(
                 ClusterStatus(spec, server, paths.kubeconfig, component_status(spec, paths))
             )
@@ -138,7 +176,7 @@ class Playground:
     def stop_component(self, cluster: str, component: str) -> None:
         """Stops one component of one cluster (as scaling its Deployment to zero would);
         `up` starts it again."""
-        if component not in COMPONENTS:
+        if component not in COMPONENTS + NODE_COMPONENTS:
             raise PlaygroundError(f"no component {component}: one of {', '.join(COMPONENTS)}")
         paths = self.paths(cluster)
         pid = read_pid(paths.pid(component))
@@ -155,5 +193,9 @@ class Playground:
         left = processes_with(marker)
         if left:
             raise PlaygroundError(f"processes {left} did not stop; kill them and run down again")
+        # The real node's pods, mounts, cgroups and network. Its namespace is the first thing
+        # `up` makes for it: if there is none, nothing of a real node is ours to remove.
+        if Path(node_network(self.root).namespace_path).exists():
+            remove_node(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
         return len(pids)

@@ -7,6 +7,7 @@ The default is the tutorial's: venice (the consumer, region north), florence and
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +37,9 @@ class ClusterSpec:
     # vk installed and running (its controller manager and webhook as processes); without it
     # the cluster is a bare one to try `vkctl install` on.
     vk: bool = True
+    # A real node (kubelet and containerd) beside the kwok ones, and vk installed with its Helm
+    # chart, running as pods there (`vkctl playground up --real-node`; one cluster at most).
+    real_node: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +49,7 @@ class ClusterSpec:
             "labels": dict(self.labels),
             "nodeCapacity": dict(self.node_capacity),
             "vk": self.vk,
+            "realNode": self.real_node,
         }
 
 
@@ -80,8 +85,9 @@ def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
     if not isinstance(labels, dict) or not isinstance(capacity, dict):
         raise InvalidPlaygroundSpec(f"cluster {name}: labels and nodeCapacity must be mappings")
     vk = data.get("vk", True)
-    if not isinstance(vk, bool):
-        raise InvalidPlaygroundSpec(f"cluster {name}: vk must be true or false")
+    real_node = data.get("realNode", False)
+    if not isinstance(vk, bool) or not isinstance(real_node, bool):
+        raise InvalidPlaygroundSpec(f"cluster {name}: vk and realNode must be true or false")
     return ClusterSpec(
         name,
         role,
@@ -89,6 +95,7 @@ def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
         {str(k): str(v) for k, v in labels.items()},
         {str(k): str(v) for k, v in capacity.items()},
         vk,
+        real_node,
     )
 
 
@@ -128,4 +135,19 @@ def validate_clusters(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, .
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidPlaygroundSpec(f"cluster names must be unique: {', '.join(duplicates)}")
+    real_nodes = [c.name for c in clusters if c.real_node]
+    if len(real_nodes) > 1:
+        raise InvalidPlaygroundSpec(
+            f"one cluster at most has the real node (asked for {', '.join(real_nodes)})"
+        )
+    if any(c.real_node and not c.vk for c in clusters):
+        raise InvalidPlaygroundSpec(
+            "the real node's cluster runs vk (from its chart): drop vk: false"
+        )
     return clusters
+
+
+def with_real_node(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
+    """The clusters with the real node on the consumer (the first cluster, if none is one)."""
+    chosen = next((c.name for c in clusters if c.role == "consumer"), clusters[0].name)
+    return tuple(dataclasses.replace(c, real_node=c.name == chosen) for c in clusters)

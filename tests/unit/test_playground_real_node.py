@@ -1,0 +1,133 @@
+"""The real node's pure parts: names, the configuration of its daemons, the API servers' and
+metrics-server's addressing with a real node, vk's chart values, and the images' inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vk.playground.binaries import Binaries
+from vk.playground.cluster import (
+    ClusterPaths,
+    apiserver_args,
+    cluster_components,
+    metrics_server_service,
+    playground_chart_values,
+)
+from vk.playground.images import DEFAULT_DEBIAN_MIRROR, debian_mirror, source_digest
+from vk.playground.realnode import (
+    HOST_ADDRESS,
+    NODE_POD_CIDR,
+    NodePaths,
+    cni_conflist,
+    containerd_config,
+    in_namespace,
+    node_network,
+)
+from vk.playground.spec import (
+    DEFAULT_CLUSTERS,
+    InvalidPlaygroundSpec,
+    validate_clusters,
+    with_real_node,
+)
+
+BINARIES = Binaries(*(Path(f"/bin/{n}") for n in "abcdefgh"))
+
+
+def test_the_consumer_gets_the_real_node_and_only_one_cluster_may() -> None:
+    clusters = with_real_node(DEFAULT_CLUSTERS)
+    assert [c.name for c in clusters if c.real_node] == ["venice"]
+    venice = clusters[0]
+    assert "kubelet" in cluster_components(venice)
+    assert "vk-controller-manager" not in cluster_components(venice)  # a pod there
+    assert "kubelet" not in cluster_components(clusters[1])
+    twice = (venice, clusters[1].__class__(**{**clusters[1].__dict__, "real_node": True}))
+    with pytest.raises(InvalidPlaygroundSpec, match="one cluster at most"):
+        validate_clusters(twice)
+
+
+def test_network_names_fit_linux_interface_names_and_follow_the_playground() -> None:
+    one = node_network(Path("/tmp/a"))
+    assert one == node_network(Path("/tmp/a"))
+    assert one != node_network(Path("/tmp/b"))
+    assert len(one.host_link) <= 15
+    assert len(one.node_link) <= 15
+    assert in_namespace(one, ["kubelet"])[:3] == ["nsenter", f"--net={one.namespace_path}", "--"]
+
+
+def test_containerd_keeps_everything_under_the_node_and_restricts_oom_score_adj() -> None:
+    paths = NodePaths(Path("/pg/venice"))
+    config = containerd_config(paths, "localhost/vk-pause:1")
+    assert 'sandbox_image = "localhost/vk-pause:1"' in config
+    assert "restrict_oom_score_adj = true" in config
+    assert "netns_mounts_under_state_dir = true" in config
+    assert 'root = "/pg/venice/node/containerd/root"' in config
+    bridge = cni_conflist(paths)["plugins"][0]
+    assert bridge["ipam"]["ranges"] == [[{"subnet": NODE_POD_CIDR, "gateway": "10.202.0.1"}]]
+    assert bridge["ipam"]["dataDir"] == "/pg/venice/node/cni/ipam"
+
+
+def test_api_servers_listen_where_the_node_reaches_them_and_audit_service_accounts() -> None:
+    paths = ClusterPaths(Path("/pg/venice"))
+    ports = {"apiserver": 6443, "etcd": 2379}
+    plain = apiserver_args(BINARIES, paths, ports)
+    assert "--bind-address=127.0.0.1" in plain
+    assert "--endpoint-reconciler-type=none" in plain
+    assert not [a for a in plain if a.startswith("--audit")]
+    real = apiserver_args(BINARIES, paths, ports, HOST_ADDRESS, audit=True)
+    assert f"--bind-address={HOST_ADDRESS}" in real
+    assert f"--advertise-address={HOST_ADDRESS}" in real
+    assert "--endpoint-reconciler-type=lease" in real
+    assert "--enable-aggregator-routing=true" in real
+    assert f"--audit-log-path={paths.audit_log}" in real
+
+
+def test_metrics_server_is_reached_through_an_endpoint_slice_with_a_real_node() -> None:
+    [external] = metrics_server_service(4443, None)
+    assert external["spec"]["type"] == "ExternalName"
+    service, endpoints = metrics_server_service(4443, HOST_ADDRESS)
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 4443, "protocol": "TCP", "targetPort": 4443}
+    ]
+    assert endpoints["metadata"]["labels"]["kubernetes.io/service-name"] == "metrics-server"
+    assert endpoints["endpoints"][0]["addresses"] == [HOST_ADDRESS]
+
+
+def test_the_chart_puts_every_vk_pod_on_the_real_node_with_the_local_image() -> None:
+    venice = with_real_node(DEFAULT_CLUSTERS)[0]
+    values = playground_chart_values(venice, "localhost/vk:dev-abc", "https://10.201.0.1:6443")
+    assert values["image"] == {
+        "repository": "localhost/vk",
+        "tag": "dev-abc",
+        "pullPolicy": "Never",
+    }
+    assert values["clusterID"] == "venice"
+    for component in ("controllerManager", "webhook", "virtualKubelet"):
+        assert values[component]["nodeSelector"] == {"playground.vk.io/real-node": "true"}
+        assert values[component]["tolerations"][0]["effect"] == "NoSchedule"
+    assert values["controllerManager"]["apiServerURL"] == "https://10.201.0.1:6443"
+
+
+def test_the_debian_mirror_comes_from_apts_sources() -> None:
+    one_line = "deb http://mirror.example/debian bookworm main\n"
+    deb822 = "Types: deb\nURIs: https://deb.example.org/debian/\nSuites: bookworm\n"
+    assert debian_mirror([one_line]) == "http://mirror.example/debian"
+    assert debian_mirror([deb822]) == "https://deb.example.org/debian"
+    assert debian_mirror(["# nothing\n"]) == DEFAULT_DEBIAN_MIRROR
+
+
+def test_the_image_digest_follows_what_the_dockerfile_copies(tmp_path: Path) -> None:
+    for name in ("Dockerfile", "pyproject.toml", "README.md"):
+        (tmp_path / name).write_text(name)
+    (tmp_path / "vk").mkdir()
+    (tmp_path / "deploy" / "helm").mkdir(parents=True)
+    (tmp_path / "deploy" / "helm" / "Chart.yaml").write_text("name: vk\n")
+    (tmp_path / "vk" / "a.py").write_text("a = 1\n")
+    before = source_digest(tmp_path)
+    (tmp_path / "vk" / "__pycache__").mkdir()
+    (tmp_path / "vk" / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    (tmp_path / "tests.txt").write_text("not copied")
+    assert source_digest(tmp_path) == before
+    (tmp_path / "vk" / "a.py").write_text("a = 2\n")
+    assert source_digest(tmp_path) != before

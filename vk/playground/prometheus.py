@@ -1,0 +1,94 @@
+"""Prometheus for the real-node playground, configured as users configure it for a cluster: it
+discovers pods through the consumer API server's Kubernetes service discovery and scrapes those
+annotated `prometheus.io/scrape: "true"` (vk's controller manager, webhook and virtual
+kubelets) at their `prometheus.io/port` and `prometheus.io/path`. It is built from Go modules:
+Debian's package lacks Kubernetes service discovery.
+
+It authenticates with a client certificate of its own (PROMETHEUS_USER), allowed by
+`prometheus_rbac` to list and watch pods and nothing else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+PROMETHEUS_USER = "vk-playground-prometheus"
+SCRAPE_INTERVAL = "5s"
+
+
+def prometheus_config(server: str, ca: Path, cert: Path, key: Path) -> dict[str, Any]:
+    tls = {"ca_file": str(ca), "cert_file": str(cert), "key_file": str(key)}
+    return {
+        "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
+        "scrape_configs": [
+            {
+                "job_name": "kubernetes-pods",
+                "kubernetes_sd_configs": [{"role": "pod", "api_server": server, "tls_config": tls}],
+                "relabel_configs": [
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_scrape"],
+                        "action": "keep",
+                        "regex": "true",
+                    },
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_annotation_prometheus_io_path"],
+                        "action": "replace",
+                        "target_label": "__metrics_path__",
+                        "regex": "(.+)",
+                    },
+                    {
+                        "source_labels": [
+                            "__address__",
+                            "__meta_kubernetes_pod_annotation_prometheus_io_port",
+                        ],
+                        "action": "replace",
+                        "regex": "([^:]+)(?::\\d+)?;(\\d+)",
+                        "replacement": "$1:$2",
+                        "target_label": "__address__",
+                    },
+                    {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                    {
+                        "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+                        "target_label": "app",
+                    },
+                ],
+            }
+        ],
+    }
+
+
+def prometheus_args(binary: Path, config: Path, data: Path, port: int) -> list[str]:
+    return [
+        str(binary),
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=1d",
+        "--log.format=json",
+    ]
+
+
+def prometheus_rbac() -> list[dict[str, Any]]:
+    """What Kubernetes pod discovery needs: list and watch pods, cluster-wide."""
+    name = PROMETHEUS_USER
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+        },
+    ]
