@@ -23,10 +23,17 @@ from vk.cli.options import cluster_client, cluster_options
 from vk.cli.waiting import Deadline, wait_until_gone
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.playground.binaries import BuildError
-from vk.playground.manifests import ChartError, chart_dir, chart_version, ensure_helm, run_helm
+from vk.playground.manifests import (
+    RELEASE,
+    ChartError,
+    chart_dir,
+    chart_version,
+    ensure_helm,
+    install_chart,
+    run_helm,
+)
 from vk.playground.progress import Progress
 
-RELEASE = "vk"
 CRD_API = "apiextensions.k8s.io/v1"
 PURGE_TIMEOUT = 120.0
 CRD_GROUPS = sorted({resource.model.GROUP for resource in CUSTOM_RESOURCES})
@@ -83,23 +90,14 @@ def install(
     progress = Progress()
     try:
         helm = ensure_helm(progress)
-        chart = chart_dir()
-        values = install_values(cluster_id, labels, version or chart_version(chart))
+        values = install_values(cluster_id, labels, version or chart_version(chart_dir()))
         with progress.step(f"installing vk {values['image']['tag']} as the cluster {cluster_id}"):
-            run_helm(
+            install_chart(
                 helm,
-                [
-                    "upgrade",
-                    "--install",
-                    RELEASE,
-                    str(chart),
-                    *helm_cluster_args(kubeconfig, context),
-                    "--create-namespace",
-                    "--wait",
-                    f"--timeout={timeout}",
-                    *(f"--set={override}" for override in overrides),
-                ],
                 values,
+                helm_cluster_args(kubeconfig, context),
+                timeout=timeout,
+                overrides=overrides,
             )
     except (ChartError, BuildError) as error:
         raise click.ClickException(f"installing vk failed: {error}") from error

@@ -26,8 +26,6 @@ from typing import Any
 
 import aiohttp
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 import vk
 from vk.api.constants import VK_NAMESPACE
@@ -38,8 +36,8 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.images import NodeImages
-from vk.playground.manifests import chart_dir, run_helm
-from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, write_cluster_pki
+from vk.playground.manifests import install_chart
+from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, load_ca, write_cluster_pki
 from vk.playground.processes import (
     free_port,
     is_running,
@@ -96,6 +94,8 @@ VK_COMPONENTS = COMPONENTS[-2:]
 # The real node's, in this order, and Prometheus, which scrapes vk's pods there; vk itself runs
 # as pods of the node then, not as processes.
 NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy", "prometheus")
+# Those in the node's network namespace: their ports are not this machine's.
+IN_NODE_NAMESPACE = NODE_COMPONENTS[:3]
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -755,8 +755,13 @@ class ClusterRuntime:
         return ports
 
     @property
+    def address(self) -> str:
+        """Where the API server and metrics-server listen: loopback, or the real node's host."""
+        return self.host_address or "127.0.0.1"
+
+    @property
     def server(self) -> str:
-        return f"https://{self.host_address or '127.0.0.1'}:{self.ports()['apiserver']}"
+        return f"https://{self.address}:{self.ports()['apiserver']}"
 
     # -- files -----------------------------------------------------------------------------
 
@@ -817,8 +822,7 @@ class ClusterRuntime:
             directory.mkdir(parents=True, exist_ok=True)
         paths.pki("").mkdir(parents=True, exist_ok=True)
         if not paths.pki("kube-proxy.crt").exists():
-            ca_cert = x509.load_pem_x509_certificate(ca)
-            ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+            ca_cert, ca_key = load_ca(pki.root, "ca")
             now = datetime.datetime.now(datetime.UTC)
             for stem, issued in node_certificates(ca_cert, ca_key, self.spec.name, now).items():
                 _write_private(paths.pki(f"{stem}.key"), issued.key_pem.decode())
@@ -871,7 +875,7 @@ class ClusterRuntime:
             "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),
             "metrics-server": lambda: metrics_server_args(
-                self.binaries, self.paths, ports, self.host_address or "127.0.0.1"
+                self.binaries, self.paths, ports, self.address
             ),
             "vk-controller-manager": lambda: vk_controller_manager_args(self.paths, ports),
             "vk-webhook": lambda: vk_webhook_args(self.paths, ports),
@@ -914,7 +918,7 @@ class ClusterRuntime:
             "kwok": (f"https://127.0.0.1:{ports['kwok']}/healthz", insecure),
             # /readyz waits for a first scrape (15 s): alive is enough to go on.
             "metrics-server": (
-                f"https://{self.host_address or '127.0.0.1'}:{ports['metrics-server']}/livez",
+                f"https://{self.address}:{ports['metrics-server']}/livez",
                 insecure,
             ),
             "vk-controller-manager": (
@@ -931,7 +935,7 @@ class ClusterRuntime:
 
     def _port_of(self, component: str) -> int | None:
         """The component's port on this machine's loopback (None: the node's, in its namespace)."""
-        if component in ("containerd", "kubelet", "kube-proxy"):
+        if component in IN_NODE_NAMESPACE:
             return None
         key = {
             "kube-apiserver": "apiserver",
@@ -951,8 +955,9 @@ class ClusterRuntime:
             "kube-proxy": self.paths.node.kube_proxy_config,
             "prometheus": self.paths.prometheus_config,
         }
-        if config_files.get(component, Path("/nonexistent")).exists():
-            digest.update(config_files[component].read_bytes())
+        config = config_files.get(component)
+        if config is not None and config.exists():  # the audit policy: a real node's only
+            digest.update(config.read_bytes())
         if component.startswith("vk-"):
             digest.update(vk_source_digest().encode())
         return digest.hexdigest()
@@ -1107,7 +1112,7 @@ class ClusterRuntime:
         if await self._ensure_component("containerd", restart=restart):
             started.append("containerd")
         await asyncio.to_thread(import_images, self.paths.node, node.images)
-        for component in ("kubelet", "kube-proxy"):
+        for component in IN_NODE_NAMESPACE[1:]:
             if await self._ensure_component(component, restart=restart):
                 started.append(component)
         return started
@@ -1116,20 +1121,7 @@ class ClusterRuntime:
         """vk from its chart, as `vkctl install` installs it, waiting for its pods."""
         values = playground_chart_values(self.spec, node.images.vk_image, self.server)
         await asyncio.to_thread(
-            run_helm,
-            node.helm,
-            [
-                "upgrade",
-                "--install",
-                "vk",
-                str(chart_dir()),
-                "--namespace=vk",
-                "--create-namespace",
-                "--wait",
-                "--timeout=5m",
-                f"--kubeconfig={self.paths.kubeconfig}",
-            ],
-            values,
+            install_chart, node.helm, values, [f"--kubeconfig={self.paths.kubeconfig}"]
         )
         return f"vk from its chart ({node.images.vk_image})"
 

@@ -16,12 +16,14 @@ from typing import Any
 
 import yaml
 
+from vk.api.constants import VK_NAMESPACE
 from vk.api.crds import REGENERATE_COMMAND
 from vk.api.crds import main as write_crds
 from vk.playground.binaries import KUBERNETES_VERSION, BinaryBuilder, default_cache_dir
 from vk.playground.progress import Progress
 
 REPOSITORY = Path(__file__).resolve().parents[2]
+RELEASE = "vk"
 # The plain manifests name a placeholder cluster: the header says how to set the real one.
 PLAIN_VALUES: dict[str, Any] = {"clusterID": "my-cluster", "createNamespace": True}
 PLAIN_HEADER = f"""\
@@ -84,6 +86,35 @@ def helm_template(helm: Path, values: Mapping[str, Any], *, chart: Path | None =
             "--namespace=vk",
             f"--kube-version={KUBERNETES_VERSION.lstrip('v')}",
             "--include-crds",
+        ],
+        values,
+    )
+
+
+def install_chart(
+    helm: Path,
+    values: Mapping[str, Any],
+    cluster_args: Sequence[str],
+    *,
+    timeout: str = "5m",
+    overrides: Sequence[str] = (),
+) -> None:
+    """`helm upgrade --install` of the release `vk` in the namespace vk, waiting for its pods:
+    install and upgrade are one command. `cluster_args` say which cluster (--kubeconfig,
+    --kube-context); `overrides` are --set values."""
+    run_helm(
+        helm,
+        [
+            "upgrade",
+            "--install",
+            RELEASE,
+            str(chart_dir()),
+            f"--namespace={VK_NAMESPACE}",
+            *cluster_args,
+            "--create-namespace",
+            "--wait",
+            f"--timeout={timeout}",
+            *(f"--set={override}" for override in overrides),
         ],
         values,
     )

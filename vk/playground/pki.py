@@ -144,7 +144,7 @@ def issue_leaves(
     return leaves
 
 
-def _load_ca(root: Path, stem: str) -> tuple[x509.Certificate, Key]:
+def load_ca(root: Path, stem: str) -> tuple[x509.Certificate, Key]:
     cert = x509.load_pem_x509_certificate((root / f"{stem}.crt").read_bytes())
     key = serialization.load_pem_private_key((root / f"{stem}.key").read_bytes(), None)
     assert isinstance(key, ec.EllipticCurvePrivateKey)
@@ -173,14 +173,14 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
         }
         existing: set[str] = set()
     else:
-        ca, ca_key = _load_ca(root, "ca")
+        ca, ca_key = load_ca(root, "ca")
         if not pki.path("front-proxy-ca.key").exists():  # made before the key was kept
             front_proxy_ca, front_proxy_key = build_ca(f"{cluster_name}-front-proxy-ca", now)
             files["front-proxy-ca.crt"] = front_proxy_ca.public_bytes(serialization.Encoding.PEM)
             files["front-proxy-ca.key"] = private_key_pem(front_proxy_key)
             pki.path("front-proxy-client.crt").unlink(missing_ok=True)
         else:
-            front_proxy_ca, front_proxy_key = _load_ca(root, "front-proxy-ca")
+            front_proxy_ca, front_proxy_key = load_ca(root, "front-proxy-ca")
         existing = {p.stem for p in root.glob("*.crt")}
     for stem, issued in issue_leaves(ca, ca_key, front_proxy_ca, front_proxy_key, now).items():
         if stem not in existing:
