@@ -43,6 +43,7 @@ from vk.playground.playground import Playground
 from vk.playground.realnode import (
     HOST_ADDRESS,
     KUBEPODS,
+    NODE_ADDRESS,
     NODE_POD_CIDR,
     cgroup_dirs,
     mounts_under,
@@ -137,7 +138,7 @@ def node_ready(clusters: Clusters, name: str) -> bool:
 def test_vk_runs_as_pods_of_its_image_on_the_real_node(real: Clusters) -> None:
     node = get_json(real, CONSUMER, "node", REAL_NODE)
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
-    assert node["status"]["addresses"][0]["address"] == "10.201.0.2"
+    assert node["status"]["addresses"][0]["address"] == NODE_ADDRESS
     image = vk_image(real)
     assert image.startswith("localhost/vk:dev-")
     for component in ("vk-controller-manager", "vk-webhook"):

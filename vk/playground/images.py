@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vk.playground.binaries import BuildError
+from vk.playground.manifests import REPOSITORY
 from vk.playground.progress import Progress
 
-REPOSITORY = Path(__file__).resolve().parents[2]
 DEBIAN_SUITE = "bookworm"
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 BASE_IMAGE = f"localhost/vk-base:{DEBIAN_SUITE}"

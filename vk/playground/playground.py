@@ -176,8 +176,9 @@ class Playground:
     def stop_component(self, cluster: str, component: str) -> None:
         """Stops one component of one cluster (as scaling its Deployment to zero would);
         `up` starts it again."""
-        if component not in COMPONENTS + NODE_COMPONENTS:
-            raise PlaygroundError(f"no component {component}: one of {', '.join(COMPONENTS)}")
+        known = COMPONENTS + NODE_COMPONENTS
+        if component not in known:
+            raise PlaygroundError(f"no component {component}: one of {', '.join(known)}")
         paths = self.paths(cluster)
         pid = read_pid(paths.pid(component))
         if pid is not None:
