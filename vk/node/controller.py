@@ -124,6 +124,9 @@ class NodeController:
                 self._dirty.set()
 
     async def _ping_loop(self) -> None:
+        # The Events are on the VirtualNode: a problem found before the VirtualNode is in the
+        # cache would be noted as told and never said.
+        await self.virtual_nodes.synced.wait()
         while True:
             problem = await self.ping(self.options.ping_timeout)
             if problem != self.provider_problem:
@@ -236,10 +239,11 @@ class NodeController:
         """An Event on the VirtualNode, once per change of what there is to say on `topic`."""
         if self._reported.get(topic) == message:
             return
-        self._reported[topic] = message
         virtual_node = self.virtual_nodes.store.get(self.virtual_node_key)
-        if virtual_node is not None:
-            await self.events.record(virtual_node, event_type, reason, message)
+        if virtual_node is None:  # nothing to put it on: the next call may say it
+            return
+        self._reported[topic] = message
+        await self.events.record(virtual_node, event_type, reason, message)
 
 
 def _missing(node: JSON, metadata: JSON) -> bool:
