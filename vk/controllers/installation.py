@@ -87,10 +87,8 @@ def forge_controller_manager_cluster_role() -> JSON:
             _rule([""], ["namespaces"], ALL_VERBS),
             # Slice keys and kubeconfigs (consumer), control-plane kubeconfigs (replication).
             _rule([""], ["secrets"], ALL_VERBS),
-            # The virtual kubelets' ServiceAccounts, one per VirtualNode (with tokens for the
-            # local launcher of the playground).
+            # The virtual kubelets' ServiceAccounts, one per VirtualNode.
             _rule([""], ["serviceaccounts"], ALL_VERBS),
-            _rule([""], ["serviceaccounts/token"], ["create"]),
             # Virtual nodes: cordoned, drained (pods evicted through the Eviction API) and
             # deleted with their VirtualNode; a node name taken by a real Node is detected.
             _rule([""], ["nodes"], ["get", "list", "watch", "patch", "delete"]),

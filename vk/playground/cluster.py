@@ -36,6 +36,7 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.images import NodeImages
+from vk.playground.launcher import forge_local_launcher_rbac
 from vk.playground.manifests import install_chart
 from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, load_ca, write_cluster_pki
 from vk.playground.processes import (
@@ -1150,6 +1151,7 @@ class ClusterRuntime:
         await self._apply_crds(client)
         for document in [
             *forge_installation(self.spec.name, dict(self.spec.labels)),
+            *forge_local_launcher_rbac(),
             *vk_webhook_rbac(),
         ]:
             await client.apply(object_path(document), document)

@@ -20,13 +20,43 @@ from pathlib import Path
 
 import yaml
 
-from vk.api.constants import virtual_kubelet_service_account
+from vk.api.constants import VK_NAMESPACE, virtual_kubelet_service_account
+from vk.controllers.installation import CONTROLLER_MANAGER, LABELS
 from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
-from vk.kube.client import KubeClient, resource_path
+from vk.kube.client import JSON, KubeClient, resource_path
 from vk.playground.processes import free_port, is_running, read_pid, start_daemon, stop_processes
 
 TOKEN_SECONDS = 3600
 TOKEN_REFRESH = TOKEN_SECONDS / 2
+LOCAL_LAUNCHER_ROLE = f"{CONTROLLER_MANAGER}-local-launcher"
+
+
+def forge_local_launcher_rbac() -> list[JSON]:
+    """What this launcher needs beyond the controller manager's installation (the chart's
+    rules): minting each virtual kubelet's token, which a pod's kubelet does on real clusters."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": LOCAL_LAUNCHER_ROLE, "labels": LABELS},
+            "rules": [
+                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": LOCAL_LAUNCHER_ROLE, "labels": LABELS},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": LOCAL_LAUNCHER_ROLE,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE}
+            ],
+        },
+    ]
 
 
 def forge_home_kubeconfig(server: str, ca_file: Path, token_file: Path) -> dict[str, object]:
