@@ -1,4 +1,4 @@
-"""Quantities parse as Kubernetes parses them."""
+"""Quantities parse as Kubernetes parses them, and are written as people write them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,29 @@ def test_quantities_parse_as_kubernetes_does(text: str | int, value: Decimal) ->
 def test_what_is_not_a_quantity_says_so(text: str) -> None:
     with pytest.raises(InvalidQuantity, match="not a Kubernetes quantity"):
         parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "shown"),
+    [
+        ("cpu", Decimal(4), "4"),
+        ("cpu", Decimal("0.25"), "250m"),
+        ("cpu", Decimal("3.5"), "3500m"),
+        ("cpu", Decimal("0.0001"), "100u"),
+        ("cpu", Decimal(2048), "2048"),  # counts get no suffix
+        ("pods", Decimal(110), "110"),
+        ("nvidia.com/gpu", Decimal(2000), "2000"),
+        ("memory", Decimal(8 * 2**30), "8Gi"),
+        ("memory", Decimal(1536 * 2**20), "1536Mi"),
+        ("memory", Decimal(10**9), "1G"),  # binary where it divides, else decimal
+        ("memory", Decimal(100), "100"),
+        ("memory", Decimal(0), "0"),
+        ("ephemeral-storage", Decimal(20 * 2**30), "20Gi"),
+        ("hugepages-2Mi", Decimal(4 * 2**20), "4Mi"),
+    ],
+)
+def test_quantities_are_written_as_people_write_them(
+    resource: str, value: Decimal, shown: str
+) -> None:
+    assert format_quantity(resource, value) == shown
+    assert parse_quantity(shown) == value

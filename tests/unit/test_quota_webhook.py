@@ -56,7 +56,6 @@ from vk.webhooks.quota import (
     review_creator_stamp,
     review_creator_update,
     review_pod,
-    show_quantity,
 )
 from vk.webhooks.server import WebhookServer, serving_ssl_context
 
@@ -207,23 +206,6 @@ def test_usage_counts_each_pod_holding_resources_once() -> None:
         "cpu": D("1.5"),
         "pods": D(2),
     }
-
-
-@pytest.mark.parametrize(
-    ("name", "value", "shown"),
-    [
-        ("cpu", D("3.5"), "3500m"),
-        ("cpu", D(4), "4"),
-        ("cpu", D("0.0001"), "100u"),
-        ("memory", D(8 * 2**30), "8Gi"),
-        ("memory", D(1536 * 2**20), "1536Mi"),
-        ("memory", D(10**9), "1G"),
-        ("memory", D(100), "100"),
-        ("pods", D(110), "110"),
-    ],
-)
-def test_quantities_are_shown_as_people_write_them(name: str, value: Decimal, shown: str) -> None:
-    assert show_quantity(name, value) == shown
 
 
 # --- What a Quota admits --------------------------------------------------------------------

@@ -13,7 +13,6 @@ import pytest
 from vk.api.identity import ClusterIdentity
 from vk.cli.info import (
     controller_manager_state,
-    format_quantity,
     format_report,
     local_report,
     peer_report,
@@ -79,26 +78,6 @@ def test_finished_pods_use_nothing() -> None:
         pod(phase="Failed", containers=[container(cpu="8")]),
     ]
     assert used_resources(pods) == {"cpu": "1500m", "memory": "128Mi", "pods": "2"}
-
-
-@pytest.mark.parametrize(
-    ("resource", "value", "shown"),
-    [
-        ("cpu", Decimal(4), "4"),
-        ("cpu", Decimal("0.25"), "250m"),
-        ("cpu", Decimal(2048), "2048"),
-        ("pods", Decimal(110), "110"),
-        ("memory", Decimal(8 * 2**30), "8Gi"),
-        ("memory", Decimal(1536 * 2**20), "1536Mi"),
-        ("memory", Decimal(10**9), "1000000000"),
-        ("ephemeral-storage", Decimal(20 * 2**30), "20Gi"),
-        ("nvidia.com/gpu", Decimal(2), "2"),
-    ],
-)
-def test_sums_print_as_kubernetes_writes_quantities(
-    resource: str, value: Decimal, shown: str
-) -> None:
-    assert format_quantity(resource, value) == shown
 
 
 def test_resource_lists_add_up_whatever_their_units() -> None:

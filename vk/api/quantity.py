@@ -4,6 +4,7 @@ Exact (Decimal), so sums of requests against a Quota never drift."""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 
 from vk.api.meta import QUANTITY_RE
@@ -21,6 +22,10 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+
+
+# Counted in bytes: written with binary suffixes where they divide (8Gi), as people do.
+_BYTES = re.compile(r"^(memory|storage|ephemeral-storage|hugepages-.*)$")
 
 
 class InvalidQuantity(ValueError):
@@ -41,3 +46,25 @@ def parse_quantity(value: int | str) -> Decimal:
         return Decimal(value)  # plain or with an exponent: 1e3, 12E-1
     except InvalidOperation as error:
         raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity") from error
+
+
+def format_quantity(resource: str, value: Decimal) -> str:
+    """A quantity of `resource` as people write it: `500m` or `4` CPUs, `110` pods, `8Gi` or
+    `1G` of memory (bytes get the largest suffix that divides them, binary first)."""
+    if value != value.to_integral_value():
+        for suffix in ("m", "u", "n"):
+            scaled = value / _DECIMAL[suffix]
+            if scaled == scaled.to_integral_value():
+                return f"{int(scaled)}{suffix}"
+        return str(value)
+    whole = int(value)
+    if whole == 0 or not _BYTES.match(resource):
+        return str(whole)
+    for suffix, factor in sorted(_BINARY.items(), key=lambda item: -item[1]):
+        if whole % factor == 0:
+            return f"{whole // factor}{suffix}"
+    for suffix in ("E", "P", "T", "G", "M", "k"):
+        factor = int(_DECIMAL[suffix])
+        if whole % factor == 0:
+            return f"{whole // factor}{suffix}"
+    return str(whole)

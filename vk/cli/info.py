@@ -30,7 +30,7 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.api.identity import ClusterIdentity
-from vk.api.quantity import parse_quantity
+from vk.api.quantity import format_quantity, parse_quantity
 from vk.cli.options import cluster_client, cluster_options, output_option, render
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
@@ -45,26 +45,8 @@ from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.webhooks.quota import pod_usage
 
 CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
-# Shown with binary suffixes (8Gi); everything else is counted (4, 500m, 110).
-_BYTES = re.compile(r"^(memory|storage|ephemeral-storage|hugepages-.*)$")
-_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 # --- Resources -----------------------------------------------------------------------------
-
-
-def format_quantity(resource: str, value: Decimal) -> str:
-    """A sum as Kubernetes would write it: `8Gi` of memory, `1500m` or `4` CPUs, `110` pods."""
-    if value == value.to_integral_value():
-        whole = int(value)
-        if _BYTES.match(resource):
-            for suffix, factor in _BINARY:
-                if whole >= factor and whole % factor == 0:
-                    return f"{whole // factor}{suffix}"
-        return str(whole)
-    millis = value * 1000
-    if millis == millis.to_integral_value():
-        return f"{int(millis)}m"
-    return str(value)
 
 
 def sum_resources(lists: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from vk.api.constants import CREATOR_USER_LABEL, POD_TERMINAL_PHASES, TENANT_GROUP_PREFIX
 from vk.api.offloading import LimitsEnforcement, Quota
-from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
 
 JSON = dict[str, Any]
 Resources = dict[str, Decimal]
@@ -210,26 +210,6 @@ def pods_usage(pods: Iterable[Mapping[str, Any]]) -> Resources:
 # --- The decision ---------------------------------------------------------------------------
 
 
-def show_quantity(name: str, value: Decimal) -> str:
-    """A quantity as a person writes it: `500m`, `4`, `8Gi`, `110`."""
-    if value != value.to_integral_value():
-        for suffix, factor in (("m", Decimal("1e3")), ("u", Decimal("1e6")), ("n", Decimal("1e9"))):
-            scaled = value * factor
-            if scaled == scaled.to_integral_value():
-                return f"{int(scaled)}{suffix}"
-        return str(value)
-    whole = int(value)
-    if name in ("cpu", PODS) or whole < 1000:
-        return str(whole)
-    for suffix, power in (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if whole % 2**power == 0:
-            return f"{whole // 2**power}{suffix}"
-    for suffix, exponent in (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)):
-        if whole % 10**exponent == 0:
-            return f"{whole // 10**exponent}{suffix}"
-    return str(whole)
-
-
 def _quota_name(quota: Quota) -> str:
     return f"{quota.metadata.namespace}/{quota.metadata.name}"
 
@@ -264,8 +244,8 @@ def _review_limits(pod: Mapping[str, Any], quota: Quota, mode: LimitsEnforcement
                 problems.append(f"{kind} {name} sets no {resource} limit")
             elif mode == LimitsEnforcement.HARD and requests[resource] != limits[resource]:
                 problems.append(
-                    f"{kind} {name} requests {show_quantity(resource, requests[resource])} "
-                    f"{resource} but limits it to {show_quantity(resource, limits[resource])}"
+                    f"{kind} {name} requests {format_quantity(resource, requests[resource])} "
+                    f"{resource} but limits it to {format_quantity(resource, limits[resource])}"
                 )
     if problems:
         return deny(f"{'; '.join(problems)}: {where}")
@@ -316,9 +296,9 @@ def review_pod(
         already = used.get(resource, Decimal(0))
         if already + asked[resource] > granted[resource]:
             exceeded.append(
-                f"{resource}: asks {show_quantity(resource, asked[resource])}, "
-                f"{show_quantity(resource, already)} used, "
-                f"{show_quantity(resource, granted[resource])} allowed"
+                f"{resource}: asks {format_quantity(resource, asked[resource])}, "
+                f"{format_quantity(resource, already)} used, "
+                f"{format_quantity(resource, granted[resource])} allowed"
             )
     if exceeded:
         return deny(
