@@ -6,8 +6,11 @@ import datetime
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from vk.kube.pki import certificate_matches_key, load_private_key
 from vk.kubelet.auth import User
+from vk.kubelet.server import forge_self_signed
 from vk.kubelet.tls import user_from_certificate
 from vk.playground.pki import build_ca, issue
 
@@ -57,3 +60,18 @@ def test_no_certificate_or_garbage_is_nobody() -> None:
     assert user_from_certificate(None, [CA], NOW) is None
     assert user_from_certificate(b"", [CA], NOW) is None
     assert user_from_certificate(b"not a certificate", [CA], NOW) is None
+
+
+def test_a_self_signed_serving_certificate_names_the_node_as_the_kubelet_does() -> None:
+    cert_pem, key_pem = forge_self_signed("naples", "10.201.0.7")
+    cert = x509.load_pem_x509_certificate(cert_pem)
+
+    assert cert.issuer == cert.subject
+    assert cert.subject.rfc4514_string() == "CN=system:node:naples,O=system:nodes"
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["naples"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["10.201.0.7"]
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert list(usages) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    cert.verify_directly_issued_by(cert)  # it signs itself, with the key it comes with
+    assert certificate_matches_key(cert_pem, load_private_key(key_pem))

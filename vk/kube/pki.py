@@ -178,13 +178,66 @@ def issue(
 ) -> Issued:
     """A leaf certificate signed by `ca`, for serving, for client authentication, or both."""
     key = new_private_key()
+    builder = _leaf(
+        key,
+        subject_name(common_name, organizations),
+        ca.subject,
+        now,
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
+        server=server,
+        client=client,
+        validity=validity,
+    )
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
+
+
+def issue_self_signed(
+    common_name: str,
+    now: datetime.datetime,
+    *,
+    organizations: tuple[str, ...] = (),
+    dns_names: tuple[str, ...] = (),
+    ip_addresses: tuple[str, ...] = (),
+) -> Issued:
+    """A serving certificate that signs itself (a kubelet with no CA to ask)."""
+    key = new_private_key()
+    subject = subject_name(common_name, organizations)
+    builder = _leaf(
+        key,
+        subject,
+        subject,
+        now,
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
+        server=True,
+        client=False,
+        validity=VALIDITY,
+    )
+    cert = builder.sign(key, hashes.SHA256())
+    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
+
+
+def _leaf(
+    key: PrivateKey,
+    subject: x509.Name,
+    issuer: x509.Name,
+    now: datetime.datetime,
+    *,
+    dns_names: tuple[str, ...],
+    ip_addresses: tuple[str, ...],
+    server: bool,
+    client: bool,
+    validity: datetime.timedelta,
+) -> x509.CertificateBuilder:
     usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if server else []) + (
         [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     )
     builder = (
         x509.CertificateBuilder()
-        .subject_name(subject_name(common_name, organizations))
-        .issuer_name(ca.subject)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -196,5 +249,4 @@ def issue(
     alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
     if alt_names:
         builder = builder.add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-    cert = builder.sign(ca_key, hashes.SHA256())
-    return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
+    return builder

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import ipaddress
 import json
 import ssl
 from collections.abc import Callable, Coroutine
@@ -23,12 +22,10 @@ from urllib.parse import urlsplit
 
 import structlog
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from vk.kube.client import JSON, ApiError
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
+from vk.kube.pki import issue_self_signed
 from vk.kubelet.auth import KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.routes import (
@@ -64,39 +61,14 @@ RELAY_CHUNK = 256 * 1024
 def forge_self_signed(node_name: str, node_ip: str) -> tuple[bytes, bytes]:
     """A serving certificate for `--certificate-type self-signed` (CN system:node:<node>,
     SANs the node name and IP, as the kubelet's own)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}"),
-        ]
+    issued = issue_self_signed(
+        f"system:node:{node_name}",
+        datetime.datetime.now(datetime.UTC),
+        organizations=("system:nodes",),
+        dns_names=(node_name,),
+        ip_addresses=(node_ip,),
     )
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName(node_name), x509.IPAddress(ipaddress.ip_address(node_ip))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return (
-        cert.public_bytes(serialization.Encoding.PEM),
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ),
-    )
+    return issued.cert_pem, issued.key_pem
 
 
 def server_ssl_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str) -> ssl.SSLContext:
