@@ -141,7 +141,6 @@ class BinaryBuilder:
         self.logs_dir = cache_dir / "logs"
 
     def ensure_all(self) -> Binaries:
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             kubernetes = self._ensure(
                 f"kubernetes-{KUBERNETES_VERSION}",
@@ -166,7 +165,6 @@ class BinaryBuilder:
     def ensure_node(self) -> NodeBinaries:
         """The kubelet and kube-proxy (from the same wrapper module as the control plane) and
         the pause program, for a real node."""
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             node = self._ensure(
                 f"kubernetes-node-{KUBERNETES_VERSION}",
@@ -179,20 +177,19 @@ class BinaryBuilder:
 
     def ensure_prometheus(self) -> Path:
         """Prometheus with Kubernetes service discovery, for the real-node playground."""
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             built = self._ensure(f"prometheus-{PROMETHEUS_VERSION}", self._build_prometheus)
         return built / "prometheus"
 
     def ensure_helm(self) -> Path:
         """helm, for vk's chart (`vkctl install`, the real-node playground and its tests)."""
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
         with self._lock():
             return self._ensure(f"helm-{HELM_VERSION}", self._build_helm) / "helm"
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
         # Two `playground up` at once (a user and a test run) must not build the same thing twice.
+        self.logs_dir.mkdir(parents=True, exist_ok=True)  # the cache directory too
         with open(self.cache_dir / "build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
