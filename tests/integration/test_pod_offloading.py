@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -356,6 +357,99 @@ def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload: Offloaded)
     local = setup.pods("venice", namespace, "app=once")[0]
     terminated = local["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+
+
+def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload: Offloaded) -> None:
+    """The provider's ShadowPod controller, alone: a Pod deleted or evicted there is made again
+    within seconds, one finished by its containers never runs again; the virtual kubelet back
+    re-creates nothing."""
+    setup, namespace, remote = workload
+    template = setup.deployment("kept", namespace, 1)["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Never"
+    names = ("deleted", "evicted", "finished", "untouched")
+    setup.apply(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": {"app": "kept"}},
+                "spec": template["spec"],
+            }
+            for name in names
+        ]
+    )
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 4, "4 remote pods Running"
+    )
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
+    first = setup.replicas[0]
+    first.signal(signal.SIGKILL)
+    first.wait()
+
+    def provider(*args: str) -> Any:
+        return setup.clusters.kubectl("naples", *args)
+
+    def remote_uid(name: str) -> str | None:
+        found = {p["metadata"]["name"]: p for p in setup.pods("naples", remote, OWNERSHIP)}
+        return found[name]["metadata"]["uid"] if name in found else None
+
+    def shadow_phase(name: str) -> str | None:
+        shadow = json.loads(provider("get", "shadowpod", name, "-n", remote, "-o", "json").stdout)
+        return (shadow.get("status") or {}).get("phase")
+
+    provider("delete", "pod", "deleted", "-n", remote, "--wait=false")
+    wait_until(
+        lambda: remote_uid("deleted") not in (None, before["deleted"]),
+        "the deleted pod made again by the provider",
+        timeout=5,
+    )
+    evicted = {"status": {"phase": "Failed", "reason": "Evicted", "message": "node pressure"}}
+    provider(
+        "patch", "pod", "evicted", "-n", remote, "--subresource=status", "--type=merge",
+        "-p", json.dumps(evicted),
+    )  # fmt: skip
+    wait_until(
+        lambda: remote_uid("evicted") not in (None, before["evicted"]),
+        "the evicted pod made again by the provider",
+        timeout=5,
+    )
+    provider(
+        "patch", "pod", "finished", "-n", remote, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"phase": "Succeeded"}}),
+    )  # fmt: skip
+    wait_until(lambda: shadow_phase("finished") == "Succeeded", "the ShadowPod Succeeded")
+    provider("delete", "pod", "finished", "-n", remote, "--wait=true")
+    time.sleep(3)  # a re-creation takes well under a second: none came
+    assert remote_uid("finished") is None
+    assert shadow_phase("finished") == "Succeeded"
+
+    during = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
+    setup.start(first.identity)
+    wait_until(setup.ready, "the virtual node Ready again")
+
+    def local_phases() -> dict[str, str]:
+        return {
+            p["metadata"]["name"]: p["status"].get("phase", "")
+            for p in setup.pods("venice", namespace, "app=kept")
+        }
+
+    wait_until(
+        lambda: (
+            local_phases()
+            == {
+                "deleted": "Running",
+                "evicted": "Running",
+                "finished": "Succeeded",
+                "untouched": "Running",
+            }
+        ),
+        "the local pods showing what the provider kept",
+        explain=lambda: str(local_phases()),
+    )
+    time.sleep(2)
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
+    assert after == during  # the virtual kubelet back re-created nothing
+    assert after["untouched"] == before["untouched"]
 
 
 def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload: Offloaded) -> None:

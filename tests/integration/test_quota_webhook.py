@@ -1,7 +1,7 @@
-"""Quota enforcement on the provider (issue 6): `vk webhook`, installed in naples by the
-playground and registered with its kube-apiserver, stamps the pods a consumer's identity
-creates and denies those its Quota does not admit; the API server passes the reason on to the
-creator.
+"""Quota enforcement on the provider (issue 6, on ShadowPods since issue 18): `vk webhook`,
+installed in naples by the playground and registered with its kube-apiserver, stamps the
+ShadowPods a consumer's identity creates and denies those its Quota does not admit; the API
+server passes the reason on to the creator.
 
 The consumer's identity is impersonated (`kubectl --as USER --as-group vk-tenant:venice`): the
 API server hands the webhook the same userInfo as for the slice's client certificate. The
@@ -22,6 +22,7 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
+from vk.controllers.provider_namespacemaps import VIRTUAL_KUBELET_REMOTE_ROLE
 
 PROVIDER, CONSUMER = "naples", "venice"
 GROUP = tenant_group(CONSUMER)
@@ -55,7 +56,7 @@ class QuotaWebhook:
         )
 
     def dry_run(self, user: str) -> Any:
-        """A pod asking for nothing, created as `user` with a server-side dry run."""
+        """A ShadowPod asking for nothing, created as `user` with a server-side dry run."""
         return self.as_tenant(
             user, "create", "--dry-run=server", "-o", "json", "-f", "-", input=self.pod("probe")
         )
@@ -66,10 +67,10 @@ class QuotaWebhook:
             container["resources"] = {**({"requests": requests} if requests else {}), **resources}
         return yaml.safe_dump(
             {
-                "apiVersion": "v1",
-                "kind": "Pod",
+                "apiVersion": "offloading.liqo.io/v1beta1",
+                "kind": "ShadowPod",
                 "metadata": {"name": name, "namespace": self.namespace},
-                "spec": {"containers": [container]},
+                "spec": {"pod": {"containers": [container]}},
             }
         )
 
@@ -77,7 +78,7 @@ class QuotaWebhook:
         return self.as_tenant(user, "create", "-f", "-", input=self.pod(name, **kwargs))
 
     def creator(self, name: str) -> str:
-        out = self.kubectl("get", "pod", name, "-n", self.namespace, "-o", "json").stdout
+        out = self.kubectl("get", "shadowpod", name, "-n", self.namespace, "-o", "json").stdout
         return str(json.loads(out)["metadata"].get("labels", {}).get(CREATOR_USER_LABEL, ""))
 
 
@@ -90,11 +91,17 @@ def webhook(installed: Clusters) -> Iterator[QuotaWebhook]:
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     setup = QuotaWebhook(installed, namespace)
     # A twin namespace, as the provider makes one for venice, where venice's slices may
-    # create pods.
+    # create ShadowPods.
     setup.kubectl("create", "namespace", namespace)
     setup.kubectl("label", "namespace", namespace, f"{REMOTE_CLUSTER_ID_LABEL}={CONSUMER}")
     setup.kubectl(
-        "create", "rolebinding", "tenant", "-n", namespace, "--clusterrole=edit", f"--group={GROUP}"
+        "create",
+        "rolebinding",
+        "tenant",
+        "-n",
+        namespace,
+        f"--clusterrole={VIRTUAL_KUBELET_REMOTE_ROLE}",
+        f"--group={GROUP}",
     )
     try:
         probe = new_user()
@@ -128,10 +135,10 @@ def test_a_pod_beyond_the_quota_is_denied_and_deleting_one_gives_its_share_back(
 
     second = webhook.create(user, "second", requests={"cpu": "600m"})
     assert second.returncode != 0
-    assert 'admission webhook "pod-quota.validate.liqo.io" denied the request' in second.stderr
+    assert 'admission webhook "shadowpod.validate.liqo.io" denied the request' in second.stderr
     assert "cpu: asks 600m, 600m used, 1 allowed" in second.stderr
 
-    webhook.kubectl("delete", "pod", "first", "-n", webhook.namespace, "--wait=false")
+    webhook.kubectl("delete", "shadowpod", "first", "-n", webhook.namespace, "--wait=false")
     wait_until(
         lambda: webhook.create(user, "second", requests={"cpu": "600m"}).returncode == 0,
         "the deleted pod's cpu given back",
@@ -175,19 +182,19 @@ def test_the_stamp_can_be_neither_removed_nor_forged(webhook: QuotaWebhook) -> N
     webhook.quota(user, {"cpu": "4", "memory": "8Gi", "pods": "10"})
     assert webhook.create(user, "immutable").returncode == 0
     removed = webhook.kubectl(
-        "label", "pod", "immutable", "-n", webhook.namespace, f"{CREATOR_USER_LABEL}-", check=False
+        "label",
+        "shadowpod",
+        "immutable",
+        "-n",
+        webhook.namespace,
+        f"{CREATOR_USER_LABEL}-",
+        check=False,
     )
     assert removed.returncode != 0
     assert "is immutable" in removed.stderr
 
-    forged = webhook.kubectl(
-        "run",
-        "forged",
-        "-n",
-        webhook.namespace,
-        f"--image={PAUSE}",
-        f"--labels={CREATOR_USER_LABEL}={user}",
-        check=False,
-    )
-    assert forged.returncode != 0
-    assert "set only by the provider's quota webhook" in forged.stderr
+    forged = yaml.safe_load(webhook.pod("forged"))
+    forged["metadata"]["labels"] = {CREATOR_USER_LABEL: user}
+    refused = webhook.kubectl("create", "-f", "-", input=json.dumps(forged), check=False)
+    assert refused.returncode != 0
+    assert "set only by the provider's quota webhook" in refused.stderr

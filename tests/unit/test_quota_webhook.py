@@ -1,5 +1,6 @@
 """The provider's Quota enforcement: what a pod asks for, what a Quota admits, the creator stamp,
-and the webhook's AdmissionReview answers (over plain caches, and over real HTTPS)."""
+and the webhook's AdmissionReview answers on ShadowPods (over plain caches, and over real
+HTTPS)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from cryptography.hazmat.primitives import serialization
 from vk.api.constants import (
     CREATOR_USER_LABEL,
     NODENAME_LABEL,
+    POD_SECURITY_ENFORCE_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    SHADOW_POD_FINALIZER,
     resource_slice_user,
     tenant_group,
 )
@@ -33,7 +37,7 @@ from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
     OffloadingAdmission,
-    QuotaAdmission,
+    ShadowPodAdmission,
     forge_review_response,
     quota_user_index,
 )
@@ -58,6 +62,7 @@ from vk.webhooks.quota import (
     review_pod,
 )
 from vk.webhooks.server import WebhookServer, serving_ssl_context
+from vk.webhooks.shadowpods import TenantPodPolicy
 
 JSON = dict[str, Any]
 D = Decimal
@@ -510,6 +515,16 @@ def test_an_admitted_pod_counts_until_seen_and_never_twice() -> None:
 # --- The admission handlers over the caches -------------------------------------------------
 
 
+def as_shadow_pod(the_pod: JSON) -> JSON:
+    """The ShadowPod a virtual kubelet writes for `the_pod`."""
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "ShadowPod",
+        "metadata": the_pod["metadata"],
+        "spec": {"pod": the_pod["spec"]},
+    }
+
+
 def review(
     the_pod: JSON,
     *,
@@ -518,38 +533,54 @@ def review(
     operation: str = "CREATE",
     old: JSON | None = None,
     dry_run: bool = False,
+    namespace: str = "shop-venice",
 ) -> JSON:
+    """The AdmissionReview request of the ShadowPod asking for `the_pod`."""
     request: JSON = {
         "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "namespace": "shop-venice",
+        "kind": {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"},
+        "resource": {"group": "offloading.liqo.io", "version": "v1beta1", "resource": "shadowpods"},
+        "namespace": namespace,
         "name": the_pod["metadata"].get("name", ""),
         "operation": operation,
         "userInfo": {"username": user, "groups": GROUPS if groups is None else groups},
-        "object": the_pod,
+        "object": as_shadow_pod(the_pod),
         "dryRun": dry_run,
     }
     if old is not None:
-        request["oldObject"] = old
+        request["oldObject"] = as_shadow_pod(old)
     return request
 
 
-class Webhook:
-    """A QuotaAdmission over hand-filled caches, and a clock."""
+def twin_namespace(name: str, consumer: str = "venice", level: str | None = None) -> JSON:
+    labels = {REMOTE_CLUSTER_ID_LABEL: consumer}
+    if level is not None:
+        labels[POD_SECURITY_ENFORCE_LABEL] = level
+    return {"metadata": {"name": name, "labels": labels}}
 
-    def __init__(self, *quotas: JSON, enforcement_enabled: bool = True) -> None:
+
+class Webhook:
+    """A ShadowPodAdmission over hand-filled caches (venice's twin namespace shop-venice, at
+    Pod Security level baseline), and a clock."""
+
+    def __init__(
+        self, *quotas: JSON, enforcement_enabled: bool = True, policy: TenantPodPolicy | None = None
+    ) -> None:
         self.quotas = Store({USER_INDEX: quota_user_index})
         for q in quotas:
             self.quotas.upsert(q)
+        self.namespaces = Store()
+        self.namespaces.upsert(twin_namespace("shop-venice", level="baseline"))
         self.ledger = UsageLedger()
         self.now = 1000.0
         self.synced = True
-        self.admission = QuotaAdmission(
+        self.admission = ShadowPodAdmission(
             self.quotas,
+            self.namespaces,
             self.ledger,
             enforcement_enabled=enforcement_enabled,
             synced=lambda: self.synced,
+            policy=policy,
             clock=lambda: self.now,
         )
 
@@ -561,6 +592,8 @@ class Webhook:
             for op in mutated.patch:
                 if op["path"] == "/metadata/labels":
                     the_pod["metadata"]["labels"] = op["value"]
+                elif op["path"] == "/metadata/finalizers":
+                    the_pod["metadata"]["finalizers"] = op["value"]
                 else:
                     the_pod["metadata"]["labels"][CREATOR_USER_LABEL] = op["value"]
         return mutated, self.admission.validate(review(the_pod, **kwargs))
@@ -571,7 +604,8 @@ def test_a_tenants_pod_is_stamped_and_admitted_within_its_quota() -> None:
     mutated, validated = webhook.create(pod(container(requests=SMALL)))
     assert mutated.decision.allowed
     assert mutated.patch == [
-        {"op": "add", "path": "/metadata/labels", "value": {CREATOR_USER_LABEL: USER}}
+        {"op": "add", "path": "/metadata/labels", "value": {CREATOR_USER_LABEL: USER}},
+        {"op": "add", "path": "/metadata/finalizers", "value": [SHADOW_POD_FINALIZER]},
     ]
     assert validated.decision == Decision(True)
 
@@ -691,44 +725,149 @@ def test_the_answer_echoes_the_uid_and_denies_with_a_403() -> None:
     assert "status" not in stamped_answer
 
 
+def test_the_probe_is_refused_naming_each_field_and_the_level() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    probe = pod(
+        {**container(), "securityContext": {"privileged": True}},
+        hostNetwork=True,
+        hostPID=True,
+        volumes=[{"name": "root", "hostPath": {"path": "/"}}],
+    )
+    denied = webhook.create(probe)[1].decision
+    assert not denied.allowed
+    for field in ("privileged", "hostNetwork", "hostPID", "hostPath"):
+        assert field in denied.message
+    assert '"baseline"' in denied.message
+    # The provider's own administrators are not its tenants: Pod Security admission alone
+    # judges their pods.
+    admins = webhook.create(probe, user="kubernetes-admin", groups=["system:masters"])[1]
+    assert admins.decision.allowed
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ({"nodeName": "naples-control-plane"}, "spec.nodeName is 'naples-control-plane'"),
+        (
+            {"priorityClassName": "system-node-critical"},
+            "spec.priorityClassName 'system-node-critical' (the provider allows none)",
+        ),
+        (
+            {
+                "tolerations": [
+                    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}
+                ]
+            },
+            "tolerates 'node-role.kubernetes.io/control-plane'",
+        ),
+        ({"tolerations": [{"operator": "Exists"}]}, "tolerates 'every taint (no key)'"),
+        ({"schedulerName": "mine"}, "spec.schedulerName 'mine' (allowed: default-scheduler)"),
+        ({"runtimeClassName": "kata"}, "spec.runtimeClassName 'kata' (the provider allows none)"),
+    ],
+)
+def test_the_provider_decides_where_tenants_pods_run(spec: JSON, says: str) -> None:
+    denied = Webhook(quota_json(GRANTED)).create(pod(container(), **spec))[1].decision
+    assert not denied.allowed
+    assert says in denied.message
+    assert "the provider decides where its tenants' pods run" in denied.message
+
+
+def test_what_the_provider_lists_and_what_every_pod_carries_is_allowed() -> None:
+    policy = TenantPodPolicy(
+        priority_classes=frozenset({"tenant-high", "system-node-critical"}),
+        scheduler_names=frozenset({"bin-packing"}),
+        runtime_classes=frozenset({"kata"}),
+        toleration_keys=frozenset({"pool.example.com/tenants"}),
+    )
+    webhook = Webhook(quota_json(GRANTED), policy=policy)
+    every_pod_gets = [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    allowed = pod(
+        container(),
+        priorityClassName="tenant-high",
+        schedulerName="bin-packing",
+        runtimeClassName="kata",
+        tolerations=[
+            *every_pod_gets,
+            {"key": "pool.example.com/tenants", "operator": "Exists"},
+            {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists"},
+        ],
+    )
+    assert webhook.create(allowed)[1].decision.allowed
+    # Listed or not, the system classes stay the provider's.
+    critical = webhook.create(pod(container(), name="c", priorityClassName="system-node-critical"))
+    assert not critical[1].decision.allowed
+    # The lifecycle taints only for NoExecute: tolerating them at scheduling is the provider's.
+    early = {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}
+    assert not webhook.create(pod(container(), name="e", tolerations=[early]))[1].decision.allowed
+
+
+def test_a_tenant_asks_for_pods_only_in_its_own_twin_namespaces() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    webhook.namespaces.upsert(twin_namespace("shop-florence", consumer="florence"))
+    webhook.namespaces.upsert(
+        {"metadata": {"name": "liqo-tenant-venice", "labels": {
+            REMOTE_CLUSTER_ID_LABEL: "venice", "liqo.io/tenant-namespace": "true"}}}
+    )  # fmt: skip
+    for namespace in ("shop-florence", "liqo-tenant-venice", "kube-system"):
+        the_pod = pod(container())
+        the_pod["metadata"]["namespace"] = namespace
+        denied = webhook.create(the_pod, namespace=namespace)[1].decision
+        assert not denied.allowed, namespace
+        says = "not known" if namespace == "kube-system" else "not a namespace this provider made"
+        assert says in denied.message
+
+
+def test_updates_keep_to_the_rules_too() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "1")
+    new = json.loads(json.dumps(old))
+    new["spec"]["tolerations"] = [{"key": "node-role.kubernetes.io/control-plane"}]
+    denied = webhook.admission.validate(review(new, operation="UPDATE", old=old))
+    assert not denied.decision.allowed
+    assert "tolerates 'node-role.kubernetes.io/control-plane'" in denied.decision.message
+    new["spec"]["tolerations"] = []
+    new["metadata"]["labels"]["app"] = "web"
+    assert webhook.admission.validate(review(new, operation="UPDATE", old=old)).decision.allowed
+
+
 # --- The webhook configurations -------------------------------------------------------------
 
 
-def test_the_configurations_fail_closed_on_the_twin_namespaces_only() -> None:
+def test_the_configurations_fail_closed_and_shadow_pods_reserve_nothing_on_dry_runs() -> None:
     mutating, validating = forge_webhook_configurations("https://10.0.0.5:9443/", b"PEM")
     assert mutating["kind"] == "MutatingWebhookConfiguration"
     assert validating["kind"] == "ValidatingWebhookConfiguration"
     webhooks = mutating["webhooks"] + validating["webhooks"]
     for hook in webhooks:
         assert hook["failurePolicy"] == "Fail"
-        assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
         assert hook["clientConfig"]["caBundle"] == base64.b64encode(b"PEM").decode()
-    stamp, place, quota_hook, immutable, offloading = webhooks
-    for hook in (stamp, place, quota_hook, immutable):
-        assert hook["rules"][0]["resources"] == ["pods"]
+    stamp, place, shadow_pods, offloading = webhooks
     # The offloading webhooks: pods of offloaded namespaces, and NamespaceOffloadings.
+    assert place["rules"][0]["resources"] == ["pods"]
     assert place["clientConfig"]["url"] == f"https://10.0.0.5:9443{PLACE_POD_PATH}"
     assert place["rules"][0]["operations"] == ["CREATE"]
     assert place["namespaceSelector"] == {"matchLabels": {"liqo.io/scheduling-enabled": "true"}}
     assert offloading["rules"][0]["resources"] == ["namespaceoffloadings"]
     assert offloading["rules"][0]["apiGroups"] == ["offloading.liqo.io"]
     assert offloading["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert place["sideEffects"] == offloading["sideEffects"] == "None"
+    # The provider's: every ShadowPod, wherever it is (a stamp counts usage anywhere), and no
+    # Pod (consumers create none).
+    for hook in (stamp, shadow_pods):
+        assert hook["rules"][0]["apiGroups"] == ["offloading.liqo.io"]
+        assert hook["rules"][0]["resources"] == ["shadowpods"]
+        assert hook["sideEffects"] == "NoneOnDryRun"
+        assert "namespaceSelector" not in hook
+        assert "objectSelector" not in hook
     assert stamp["clientConfig"]["url"] == f"https://10.0.0.5:9443{MUTATE_PATH}"
-    assert quota_hook["clientConfig"]["url"] == f"https://10.0.0.5:9443{VALIDATE_PATH}"
-    assert stamp["rules"][0]["operations"] == quota_hook["rules"][0]["operations"] == ["CREATE"]
-    twins = {
-        "matchExpressions": [
-            {"key": "liqo.io/remote-cluster-id", "operator": "Exists"},
-            {"key": "liqo.io/tenant-namespace", "operator": "DoesNotExist"},
-        ]
-    }
-    assert stamp["namespaceSelector"] == quota_hook["namespaceSelector"] == twins
-    assert immutable["rules"][0]["operations"] == ["UPDATE"]
-    assert immutable["objectSelector"] == {
-        "matchExpressions": [{"key": CREATOR_USER_LABEL, "operator": "Exists"}]
-    }
+    assert shadow_pods["clientConfig"]["url"] == f"https://10.0.0.5:9443{VALIDATE_PATH}"
+    assert stamp["rules"][0]["operations"] == ["CREATE"]
+    assert shadow_pods["rules"][0]["operations"] == ["CREATE", "UPDATE"]
 
 
 def test_the_configurations_can_point_at_a_service() -> None:
@@ -741,13 +880,15 @@ def test_the_configurations_can_point_at_a_service() -> None:
     }
 
 
-def test_the_webhook_reads_quotas_pods_and_namespace_offloadings_only() -> None:
+def test_the_webhook_reads_quotas_shadow_pods_namespaces_and_offloadings_only() -> None:
     rules = forge_webhook_cluster_role()["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
         ("quotas", "list"),
         ("quotas", "watch"),
-        ("pods", "list"),
-        ("pods", "watch"),
+        ("shadowpods", "list"),
+        ("shadowpods", "watch"),
+        ("namespaces", "list"),
+        ("namespaces", "watch"),
         ("namespaceoffloadings", "list"),
         ("namespaceoffloadings", "watch"),
     }
@@ -822,7 +963,7 @@ async def test_the_server_answers_admission_reviews_over_https(
                 assert response.status == 503
             async with session.get(base + "/metrics") as response:
                 metrics = await response.text()
-            assert 'vk_webhook_admissions_total{result="denied",webhook="validate-pod-quota"}' in (
+            assert 'vk_webhook_admissions_total{result="denied",webhook="validate-shadowpod"}' in (
                 metrics
             )
     finally:

@@ -175,3 +175,32 @@ CONTROL_PLANE_ROLE = "vk-control-plane"
 def control_plane_request_name(consumer_cluster_id: str) -> str:
     """The CSR `vkctl peer` makes on a provider for a consumer's control-plane identity."""
     return f"{CONTROL_PLANE_ROLE}-{consumer_cluster_id}"
+
+
+# --- ShadowPods (provider) -----------------------------------------------------------------
+
+# On a ShadowPod: the provider deletes its Pod before the ShadowPod goes (honouring the
+# grace period below), so the pod counts in its Quota until it is gone. The webhook adds it at
+# creation; the ShadowPod controller adds it to a ShadowPod that bypassed the webhook.
+SHADOW_POD_FINALIZER = "shadowpod.vk.io/pod-gone"
+# On a ShadowPod being deleted: the grace period the consumer's deletion asked for, when it is
+# not the pod's own (a custom resource's deletion keeps no grace period of its own). Not
+# carried to the Pod.
+DELETION_GRACE_ANNOTATION = "shadowpod.vk.io/deletion-grace-period-seconds"
+# On every Pod the ShadowPod controller makes ("true"): what its informer watches, instead of
+# every pod of the cluster.
+SHADOW_POD_OWNED_LABEL = "shadowpod.vk.io/owned"
+
+# --- Pod Security (provider) ---------------------------------------------------------------
+
+# The API server's Pod Security admission reads these labels on a namespace: the provider
+# stamps its tenants' twin namespaces with its chosen level, so no Pod breaking it runs there,
+# whoever creates it.
+POD_SECURITY_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+POD_SECURITY_ENFORCE_VERSION_LABEL = "pod-security.kubernetes.io/enforce-version"
+POD_SECURITY_WARN_LABEL = "pod-security.kubernetes.io/warn"
+POD_SECURITY_WARN_VERSION_LABEL = "pod-security.kubernetes.io/warn-version"
+# The Pod Security Standards' levels, least to most restrictive, and the provider's default for
+# its tenants' twin namespaces.
+POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+DEFAULT_TENANT_POD_SECURITY = "baseline"

@@ -25,6 +25,7 @@ from vk.api.offloading import (
     NamespaceMap,
     NamespaceOffloading,
     Quota,
+    ShadowPod,
     VirtualNode,
     VirtualNodeConditionType,
 )
@@ -148,6 +149,11 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
             AGE,
             PrinterColumn("User", ".spec.user", priority=1),
         ),
+    ),
+    CustomResource(
+        ShadowPod,
+        short_names=("shp", "shpod"),
+        columns=(PrinterColumn("Status", ".status.phase"), AGE),
     ),
     CustomResource(
         ForeignCluster,

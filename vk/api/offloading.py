@@ -1,8 +1,10 @@
-"""`offloading.liqo.io/v1beta1`: VirtualNode, NamespaceOffloading, NamespaceMap and Quota.
+"""`offloading.liqo.io/v1beta1`: VirtualNode, NamespaceOffloading, NamespaceMap, Quota and
+ShadowPod.
 
 VirtualNode asks for a virtual kubelet (and its Node); NamespaceOffloading says where a namespace
 is extended; NamespaceMap carries the resulting namespace mappings to each provider; Quota is the
-provider's limit on what a consumer may run.
+provider's limit on what a consumer may run; ShadowPod is a consumer's request for a pod, which
+the provider checks and turns into the Pod itself.
 """
 
 from __future__ import annotations
@@ -331,3 +333,57 @@ class Quota(KubeObject):
     PLURAL: ClassVar[str] = "quotas"
 
     spec: QuotaSpec
+
+
+# --- ShadowPod -----------------------------------------------------------------------------
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class ShadowPodConditionType(StrEnum):
+    # Whether the provider created the Pod: False says why there is none (Pod Security, a name
+    # taken, a spec the API server refused). Liqo's status has the phase alone.
+    POD_CREATED = "PodCreated"
+
+
+class ShadowPodCondition(KubeModel):
+    """What the ShadowPod's phase cannot say."""
+
+    type: ShadowPodConditionType
+    status: ConditionStatus
+    last_transition_time: Time | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class ShadowPodSpec(KubeModel):
+    """The pod the consumer asks the provider to run."""
+
+    pod: LooseObject
+    """A core/v1 PodSpec."""
+
+
+class ShadowPodStatus(KubeModel):
+    """The state of the Pod the provider made of it."""
+
+    phase: PodPhase | None = None
+    conditions: list[ShadowPodCondition] | None = None
+
+
+class ShadowPod(KubeObject):
+    """A consumer's offloaded pod as it asks for it: the provider admits it within the
+    consumer's Quota and rules, and runs it as the Pod of the same name that it owns."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "ShadowPod"
+    PLURAL: ClassVar[str] = "shadowpods"
+
+    spec: ShadowPodSpec
+    status: ShadowPodStatus = Field(default_factory=ShadowPodStatus)

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
+from vk.api.constants import DEFAULT_TENANT_POD_SECURITY, POD_SECURITY_LEVELS
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
@@ -27,6 +28,7 @@ from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
 from vk.webhooks.certificates import CertificateError
 from vk.webhooks.server import WebhookOptions
 from vk.webhooks.server import main as run_webhook
+from vk.webhooks.shadowpods import TenantPodPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -265,6 +267,14 @@ def kubelet(
     help="The limitsEnforcement of the Quotas this provider creates.",
 )
 @click.option(
+    "--tenant-pod-security",
+    type=click.Choice(list(POD_SECURITY_LEVELS)),
+    default=DEFAULT_TENANT_POD_SECURITY,
+    show_default=True,
+    help="The Pod Security Standard level enforced on the pods consumers offload here (the "
+    "pod-security.kubernetes.io/enforce label of their twin namespaces).",
+)
+@click.option(
     "--virtual-kubelet-launcher",
     type=click.Choice(["none", "deployment", "local"]),
     default="none",
@@ -306,6 +316,7 @@ def controller_manager(
     api_server_url: str | None,
     default_node_resources: str,
     default_limits_enforcement: str,
+    tenant_pod_security: str,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -353,6 +364,7 @@ def controller_manager(
         api_server_url=api_server_url,
         default_node_resources=resources,
         default_limits_enforcement=LimitsEnforcement(default_limits_enforcement),
+        tenant_pod_security=tenant_pod_security,
         launcher=launcher,
     )
     try:
@@ -372,8 +384,9 @@ def controller_manager(
     "--listen-address",
     default=":9443",
     show_default=True,
-    help="Address of the HTTPS server: the admission endpoints (/mutate-pod-quota, "
-    "/validate-pod-quota), /healthz, /readyz and /metrics.",
+    help="Address of the HTTPS server: the admission endpoints (/mutate-shadowpod, "
+    "/validate-shadowpod, /mutate-pod-offloading, /validate-namespaceoffloading), /healthz, "
+    "/readyz and /metrics.",
 )
 @click.option(
     "--tls-cert-file",
@@ -409,6 +422,32 @@ def controller_manager(
     "Enforce the Quotas (`--enable-resource-enforcement=false` turns it off: pods are still "
     "stamped with their creator, and a cordoned Quota still admits nothing).",
 )
+@click.option(
+    "--tenant-priority-classes",
+    default="",
+    metavar="NAME,...",
+    help="Priority classes consumers' pods may name (never system-node-critical or "
+    "system-cluster-critical).",
+)
+@click.option(
+    "--tenant-scheduler-names",
+    default="",
+    metavar="NAME,...",
+    help="Schedulers consumers' pods may name, besides default-scheduler.",
+)
+@click.option(
+    "--tenant-runtime-classes",
+    default="",
+    metavar="NAME,...",
+    help="Runtime classes consumers' pods may name.",
+)
+@click.option(
+    "--tenant-tolerations",
+    default="",
+    metavar="KEY,...",
+    help="Taint keys consumers' pods may tolerate, besides the virtual-node taint and the "
+    "NoExecute not-ready/unreachable ones every pod gets.",
+)
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
 def webhook(
     kubeconfig: str | None,
@@ -420,10 +459,16 @@ def webhook(
     namespace: str,
     metrics_address: str,
     enable_resource_enforcement: bool,
+    tenant_priority_classes: str,
+    tenant_scheduler_names: str,
+    tenant_runtime_classes: str,
+    tenant_tolerations: str,
     log_level: str,
 ) -> None:
-    """The provider's admission webhook: stamps the pods a consumer's identity creates with
-    that identity and denies those its Quota does not admit."""
+    """vk's admission webhook. Provider: stamps the ShadowPods a consumer's identity creates
+    with that identity and admits them only within the provider's rules (namespace, scheduling
+    fields, Pod Security level) and the consumer's Quota. Consumer: places the pods of
+    offloaded namespaces and validates NamespaceOffloadings."""
     if not certificate_secret and not (tls_cert_file and tls_private_key_file):
         raise click.UsageError(
             "give --tls-cert-file and --tls-private-key-file, or --certificate-secret NAME "
@@ -439,6 +484,12 @@ def webhook(
         namespace=namespace,
         metrics_address=metrics_address or None,
         enforcement_enabled=enable_resource_enforcement,
+        policy=TenantPodPolicy(
+            priority_classes=_names(tenant_priority_classes),
+            scheduler_names=_names(tenant_scheduler_names),
+            runtime_classes=_names(tenant_runtime_classes),
+            toleration_keys=_names(tenant_tolerations),
+        ),
         log_level=log_level,
     )
     try:
@@ -447,6 +498,11 @@ def webhook(
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
     except CertificateError as error:
         raise click.ClickException(str(error)) from error
+
+
+def _names(value: str) -> frozenset[str]:
+    """A comma-separated flag value as a set of names."""
+    return frozenset(name.strip() for name in value.split(",") if name.strip())
 
 
 def main() -> None:

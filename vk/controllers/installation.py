@@ -62,6 +62,7 @@ def forge_controller_manager_cluster_role() -> JSON:
                     "foreignclusters",
                     "namespaceoffloadings",
                     "tenants",
+                    "shadowpods",
                 ],
                 ALL_VERBS,
             ),
@@ -74,11 +75,14 @@ def forge_controller_manager_cluster_role() -> JSON:
                     "foreignclusters/status",
                     "namespaceoffloadings/status",
                     "tenants/status",
+                    "shadowpods/status",
                     "resourceslices/finalizers",
                     "namespacemaps/finalizers",
                     "virtualnodes/finalizers",
                     "namespaceoffloadings/finalizers",
                     "tenants/finalizers",
+                    # The Pods made of ShadowPods are owned by them, blocking their deletion.
+                    "shadowpods/finalizers",
                 ],
                 ["get", "update", "patch"],
             ),
@@ -92,7 +96,9 @@ def forge_controller_manager_cluster_role() -> JSON:
             # Virtual nodes: cordoned, drained (pods evicted through the Eviction API) and
             # deleted with their VirtualNode; a node name taken by a real Node is detected.
             _rule([""], ["nodes"], ["get", "list", "watch", "patch", "delete"]),
-            _rule([""], ["pods"], READ),
+            # The Pods consumers ask for with ShadowPods (provider): made, kept in line with
+            # them, deleted with them; read for drains too. Pod Security admission checks each.
+            _rule([""], ["pods"], ALL_VERBS),
             _rule([""], ["pods/eviction"], ["create"]),
             # Conditions explained to users.
             _rule([""], ["events"], ["get", "create", "patch"]),

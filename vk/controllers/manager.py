@@ -7,8 +7,9 @@ both roles:
   Deployment each, or a local process in the playground) and their serving-certificate
   approver, the ForeignClusters, and namespace offloading (which providers get which namespace);
 - provider: the answer to what consumers replicate here: ResourceSlices (identity, resources,
-  Quota), NamespaceMaps (twin namespaces, and the consumer's rights in them) and Tenants
-  (everything made for a consumer, removed when its Tenant is deleted).
+  Quota), NamespaceMaps (twin namespaces, their Pod Security level, and the consumer's rights
+  in them), ShadowPods (the Pods consumers ask for) and Tenants (everything made for a
+  consumer, removed when its Tenant is deleted).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from dataclasses import dataclass, field
 import structlog
 import uvloop
 
-from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
+from vk.api.constants import (
+    CLUSTER_IDENTITY_CONFIGMAP,
+    DEFAULT_TENANT_POD_SECURITY,
+    VK_NAMESPACE,
+)
 from vk.api.identity import ClusterIdentity, parse_cluster_identity
 from vk.api.offloading import LimitsEnforcement
 from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
@@ -35,6 +40,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderResourceSlices,
     ProviderSettings,
 )
+from vk.controllers.provider_shadowpods import ProviderShadowPods
 from vk.controllers.replication import Replicator
 from vk.controllers.tenants import Tenants
 from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
@@ -55,6 +61,8 @@ class ManagerOptions:
     api_server_url: str | None = None
     default_node_resources: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     default_limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+    # The Pod Security Standard level of the twin namespaces of this provider's tenants.
+    tenant_pod_security: str = DEFAULT_TENANT_POD_SECURITY
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
 
@@ -93,7 +101,8 @@ async def run_manager(options: ManagerOptions) -> int:
             Replicator(client, cluster.cluster_id).run(),
             ConsumerResourceSlices(client, cluster.cluster_id).run(),
             ProviderResourceSlices(client, settings).run(),
-            ProviderNamespaceMaps(client).run(),
+            ProviderNamespaceMaps(client, options.tenant_pod_security).run(),
+            ProviderShadowPods(client).run(),
             ForeignClusters(client).run(),
             Tenants(client).run(),
             NamespaceOffloadings(client, cluster.cluster_id).run(),

@@ -1,10 +1,12 @@
 """The provider's answer to a consumer's NamespaceMap (its replicated copy): the twin namespaces.
 
-For each desired mapping, the namespace is created (marked as this map's), the consumer's
-ResourceSlice identities get in it the rights a virtual kubelet needs, and the mapping is
-reported Accepted. A namespace of that name that vk did not create for this map is never
-touched: the mapping stays in CreationLoopBackOff, with an Event saying why. A mapping removed
-deletes its namespace (Terminating until it is gone); the map's deletion waits for all of them.
+For each desired mapping, the namespace is created (marked as this map's, and labelled with the
+provider's Pod Security level for its tenants, which the API server enforces on every Pod
+there), the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs,
+and the mapping is reported Accepted. A namespace of that name that vk did not create for this
+map is never touched: the mapping stays in CreationLoopBackOff, with an Event saying why. A
+mapping removed deletes its namespace (Terminating until it is gone); the map's deletion waits
+for all of them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,17 @@ from typing import Any
 
 import structlog
 
-from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, REPLICATED_LABEL, tenant_group
-from vk.api.offloading import MappingPhase, NamespaceMap
+from vk.api.constants import (
+    DEFAULT_TENANT_POD_SECURITY,
+    POD_SECURITY_ENFORCE_LABEL,
+    POD_SECURITY_ENFORCE_VERSION_LABEL,
+    POD_SECURITY_WARN_LABEL,
+    POD_SECURITY_WARN_VERSION_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    REPLICATED_LABEL,
+    tenant_group,
+)
+from vk.api.offloading import MappingPhase, NamespaceMap, ShadowPod
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
@@ -32,18 +43,22 @@ RETRY = 2.0
 
 
 def forge_virtual_kubelet_remote_role() -> JSON:
-    """What a consumer's virtual kubelets may do in its twin namespaces (bound there only)."""
+    """What a consumer's virtual kubelets may do in its twin namespaces (bound there only).
+    Never Pods: a tenant asks for them with ShadowPods, which the provider checks and turns
+    into Pods itself."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": VIRTUAL_KUBELET_REMOTE_ROLE},
         "rules": [
-            # The offloaded pods: created, followed, deleted; their status read back.
+            # The offloaded pods, asked for, changed and withdrawn as ShadowPods...
             {
-                "apiGroups": [""],
-                "resources": ["pods"],
+                "apiGroups": [ShadowPod.GROUP],
+                "resources": [ShadowPod.PLURAL],
                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
             },
+            # ...and the Pods the provider made of them followed, their status read back.
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
             # kubectl logs, exec, attach, port-forward relayed from the consumer (WebSocket
             # upgrades need create since 1.35, SPDY ones get).
@@ -81,13 +96,31 @@ def forge_virtual_kubelet_remote_role() -> JSON:
     }
 
 
-def forge_twin_namespace(name: str, consumer: str, namespace_map_key: str, local: str) -> JSON:
+def pod_security_labels(level: str) -> dict[str, str]:
+    """The labels making the API server enforce Pod Security `level` in a namespace (and warn
+    at it, so that kubectl users see why), at the server's own latest version of the
+    standards."""
+    return {
+        POD_SECURITY_ENFORCE_LABEL: level,
+        POD_SECURITY_ENFORCE_VERSION_LABEL: "latest",
+        POD_SECURITY_WARN_LABEL: level,
+        POD_SECURITY_WARN_VERSION_LABEL: "latest",
+    }
+
+
+def forge_twin_namespace(
+    name: str,
+    consumer: str,
+    namespace_map_key: str,
+    local: str,
+    pod_security: str = DEFAULT_TENANT_POD_SECURITY,
+) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
             "name": name,
-            "labels": {REMOTE_CLUSTER_ID_LABEL: consumer},
+            "labels": {REMOTE_CLUSTER_ID_LABEL: consumer, **pod_security_labels(pod_security)},
             "annotations": {
                 MANAGED_BY_ANNOTATION: namespace_map_key,
                 ORIGINAL_NAME_ANNOTATION: local,
@@ -126,8 +159,9 @@ def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
 class ProviderNamespaceMaps(Reconciler):
     name = "provider-namespacemaps"
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(self, client: KubeClient, pod_security: str = DEFAULT_TENANT_POD_SECURITY) -> None:
         self.client = client
+        self.pod_security = pod_security
         self.maps = Informer(
             client,
             NamespaceMap.group_version(),
@@ -229,14 +263,23 @@ class ProviderNamespaceMaps(Reconciler):
                 await self.events.record(namespace_map, WARNING, "CreationLoopBackOff", reason)
             return MappingPhase.CREATION_LOOP_BACK_OFF.value
         self._refused.pop((key, remote), None)
+        wanted_labels = pod_security_labels(self.pod_security)
         if existing is None:
             with contextlib.suppress(AlreadyExists):  # the informer is behind: next round
                 await self.client.create(
                     resource_path("v1", "namespaces"),
-                    forge_twin_namespace(remote, consumer, key, local),
+                    forge_twin_namespace(remote, consumer, key, local, self.pod_security),
                 )
         elif existing["metadata"].get("deletionTimestamp"):
             return MappingPhase.TERMINATING.value  # a mapping removed and added back: wait
+        elif any(
+            (existing["metadata"].get("labels") or {}).get(k) != v for k, v in wanted_labels.items()
+        ):
+            # Made by an older vk, or under another level: the provider's level now.
+            await self.client.merge_patch(
+                resource_path("v1", "namespaces", name=remote),
+                {"metadata": {"labels": wanted_labels}},
+            )
         binding = forge_tenant_binding(remote, consumer)
         await self.applied.apply(
             resource_path(

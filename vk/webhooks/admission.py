@@ -1,11 +1,14 @@
 """AdmissionReview in, AdmissionReview out: the handlers of `vk webhook`, over the caches.
 
-Provider: `QuotaAdmission.mutate` stamps a consumer identity's new pod with its creator;
-`validate` applies the Quota rules of `vk.webhooks.quota` to it (and keeps the stamp immutable
-on updates). Consumer: `OffloadingAdmission` places the pods of offloaded namespaces and
-validates NamespaceOffloadings (`vk.webhooks.offloading`). All read only the informers' caches
-(and the usage ledger): no API call per admission. Until the caches hold a first complete list
-they deny what they cannot judge, asking to retry.
+Provider: `ShadowPodAdmission.mutate` stamps a consumer identity's new ShadowPod with its creator
+and the finalizer that keeps it until its Pod is gone; `validate` admits it only in a twin
+namespace of that consumer, within the provider's scheduling rules (`vk.webhooks.shadowpods`),
+its Pod Security level (`vk.webhooks.podsecurity`, the twin namespace's label) and the Quota
+(`vk.webhooks.quota`), and keeps the stamp immutable on updates. Consumer: `OffloadingAdmission`
+places the pods of offloaded namespaces and validates NamespaceOffloadings
+(`vk.webhooks.offloading`). All read only the informers' caches (and the usage ledger): no API
+call per admission. Until the caches hold a first complete list they deny what they cannot
+judge, asking to retry.
 """
 
 from __future__ import annotations
@@ -20,11 +23,17 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from vk.api.constants import NAMESPACE_OFFLOADING_NAME
+from vk.api.constants import (
+    NAMESPACE_OFFLOADING_NAME,
+    POD_SECURITY_ENFORCE_LABEL,
+    SHADOW_POD_FINALIZER,
+)
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
 from vk.kube.informer import Store
+from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
+from vk.webhooks.podsecurity import parse_level, pod_security_message, pod_security_violations
 from vk.webhooks.quota import (
     ALLOWED,
     JSON,
@@ -39,6 +48,7 @@ from vk.webhooks.quota import (
     review_creator_update,
     review_pod,
 )
+from vk.webhooks.shadowpods import TenantPodPolicy, review_namespace, review_scheduling
 
 log = structlog.get_logger("vk.webhooks.admission")
 
@@ -48,8 +58,8 @@ NOT_READY_OFFLOADING = (
     "vk's webhook is starting and has not read the NamespaceOffloadings yet: retry in a few seconds"
 )
 NOT_READY = (
-    "the provider's quota webhook is starting and has not read the Quotas and pods yet: "
-    "retry in a few seconds"
+    "the provider's ShadowPod webhook is starting and has not read the Quotas, ShadowPods and "
+    "namespaces yet: retry in a few seconds"
 )
 
 
@@ -84,70 +94,131 @@ def forge_review_response(uid: str, answer: Answer) -> JSON:
     return {"apiVersion": ADMISSION_API, "kind": "AdmissionReview", "response": response}
 
 
-def _pod_key(request: Mapping[str, Any], pod: Mapping[str, Any]) -> str:
-    """`namespace/name`; a pod named by generateName has no name yet: the request's uid
-    stands for it (its reservation then lapses by age, never seen in the cache)."""
+def forge_finalizer_patch(obj: Mapping[str, Any], finalizer: str) -> list[JSON]:
+    """The JSONPatch adding `finalizer` to `obj` (empty when it has it)."""
+    finalizers = (obj.get("metadata") or {}).get("finalizers")
+    if not finalizers:
+        return [{"op": "add", "path": "/metadata/finalizers", "value": [finalizer]}]
+    if finalizer in finalizers:
+        return []
+    return [{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}]
+
+
+def review_pod_security(pod: Mapping[str, Any], namespace_labels: Mapping[str, str]) -> Decision:
+    """Pod Security admission's verdict on `pod` in a namespace with `namespace_labels`, given
+    on the ShadowPod before any Pod exists; the namespace's label stays the enforcement."""
+    level_label = namespace_labels.get(POD_SECURITY_ENFORCE_LABEL)
+    if not level_label:
+        return ALLOWED
+    try:
+        level = parse_level(level_label)
+    except ValueError:
+        return ALLOWED  # the API server judges a label it does not know; so does it here
     metadata = pod.get("metadata") or {}
+    violations = pod_security_violations(
+        pod.get("spec") or {}, level, metadata.get("annotations") or {}
+    )
+    return deny(pod_security_message(violations, level)) if violations else ALLOWED
+
+
+def _object_key(request: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
+    """`namespace/name`; an object named by generateName has no name yet: the request's uid
+    stands for it (its reservation then lapses by age, never seen in the cache)."""
+    metadata = obj.get("metadata") or {}
     namespace = request.get("namespace") or metadata.get("namespace") or ""
     name = metadata.get("name") or request.get("name")
     return f"{namespace}/{name or (metadata.get('generateName') or '') + request.get('uid', '')}"
 
 
-class QuotaAdmission:
-    """The pod-quota handlers of one `vk webhook` process. `quotas` is the Quota cache
-    (indexed by USER_INDEX), `ledger` the usage of the stamped pods, `synced()` whether both
-    caches hold a complete list."""
+class ShadowPodAdmission:
+    """The ShadowPod handlers of one `vk webhook` process. `quotas` is the Quota cache (indexed
+    by USER_INDEX), `namespaces` the cache of the namespaces made for consumers, `ledger` the
+    usage of the stamped ShadowPods, `synced()` whether the caches hold a complete list."""
 
     def __init__(
         self,
         quotas: Store,
+        namespaces: Store,
         ledger: UsageLedger,
         *,
         enforcement_enabled: bool,
         synced: Callable[[], bool],
+        policy: TenantPodPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quotas = quotas
+        self.namespaces = namespaces
         self.ledger = ledger
         self.enforcement_enabled = enforcement_enabled
         self.synced = synced
+        self.policy = policy or TenantPodPolicy()
         self.clock = clock
 
-    def _requester(self, request: Mapping[str, Any]) -> tuple[str, bool, list[JSON]]:
-        """(user, whether it is a consumer identity, the Quotas naming it)."""
+    def _requester(self, request: Mapping[str, Any]) -> tuple[str, list[str], bool, list[JSON]]:
+        """(user, groups, whether it is a consumer identity, the Quotas naming it)."""
         user_info = request.get("userInfo") or {}
         user = str(user_info.get("username", ""))
+        groups = [str(g) for g in user_info.get("groups") or []]
         quotas = sorted(
             self.quotas.by_index(USER_INDEX, user),
             key=lambda q: (q["metadata"].get("namespace", ""), q["metadata"]["name"]),
         )
-        return user, is_tenant_identity(user_info.get("groups") or [], bool(quotas)), quotas
+        return user, groups, is_tenant_identity(groups, bool(quotas)), quotas
 
     def mutate(self, request: Mapping[str, Any]) -> Answer:
         if request.get("operation") != "CREATE":
             return Answer(ALLOWED)
         if not self.synced():
             return Answer(deny(NOT_READY))
-        user, tenant, _ = self._requester(request)
+        user, _, tenant, _ = self._requester(request)
         if not tenant:
-            return Answer(ALLOWED)  # not a consumer's pod: never touched
-        return Answer(ALLOWED, forge_creator_patch(request.get("object") or {}, user) or None)
+            return Answer(ALLOWED)  # not a consumer's: never touched
+        shadow_pod = request.get("object") or {}
+        patch = forge_creator_patch(shadow_pod, user) + forge_finalizer_patch(
+            shadow_pod, SHADOW_POD_FINALIZER
+        )
+        return Answer(ALLOWED, patch or None)
+
+    def _review_tenant_pod(
+        self, request: Mapping[str, Any], pod: Mapping[str, Any], groups: list[str]
+    ) -> Decision:
+        """The provider's rules on a consumer's pod: its namespace, its scheduling fields, its
+        Pod Security level."""
+        namespace = str(request.get("namespace") or "")
+        found = self.namespaces.get(namespace)
+        labels = None if found is None else (found["metadata"].get("labels") or {})
+        for decision in (
+            review_namespace(namespace, labels, groups),
+            review_scheduling(pod.get("spec") or {}, self.policy),
+            review_pod_security(pod, labels or {}),
+        ):
+            if not decision.allowed:
+                return decision
+        return ALLOWED
 
     def validate(self, request: Mapping[str, Any]) -> Answer:
         operation = request.get("operation")
+        pod = shadow_pod_as_pod(request.get("object") or {})
         if operation == "UPDATE":
-            return Answer(
-                review_creator_update(request.get("oldObject") or {}, request.get("object") or {})
-            )
+            old = shadow_pod_as_pod(request.get("oldObject") or {})
+            decision = review_creator_update(old, pod)
+            if not decision.allowed:
+                return Answer(decision)
+            if not self.synced():
+                return Answer(deny(NOT_READY))
+            _, groups, tenant, _ = self._requester(request)
+            return Answer(self._review_tenant_pod(request, pod, groups) if tenant else ALLOWED)
         if operation != "CREATE":
             return Answer(ALLOWED)
         if not self.synced():
             return Answer(deny(NOT_READY))
-        pod: Mapping[str, Any] = request.get("object") or {}
-        user, tenant, quotas = self._requester(request)
+        user, groups, tenant, quotas = self._requester(request)
         stamped = review_creator_stamp(pod, user, tenant)
         if not stamped.allowed or not tenant:
             return Answer(stamped)
+        rules = self._review_tenant_pod(request, pod, groups)
+        if not rules.allowed:
+            return Answer(rules)
         if not quotas:
             if not self.enforcement_enabled:
                 return Answer(ALLOWED)
@@ -158,7 +229,7 @@ class QuotaAdmission:
                 )
             )
         creator = creator_label_value(user)
-        key = _pod_key(request, pod)
+        key = _object_key(request, pod)
         now = self.clock()
         used = self.ledger.used(creator, now, excluding=key)
         try:

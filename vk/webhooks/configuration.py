@@ -5,10 +5,10 @@ The offloading webhooks are called for pods created in namespaces labelled
 `liqo.io/scheduling-enabled=true` (the offloaded ones, as the NamespaceOffloading controller
 labels them), and for NamespaceOffloadings.
 
-The quota webhooks are called for pods created in the namespaces a provider made for its
-consumers (the twin namespaces: `liqo.io/remote-cluster-id` set, not a tenant namespace), which
-are the only namespaces where a consumer's identity may create pods; the rest of the cluster
-never waits on them. The stamp's immutability is checked wherever a stamped pod is.
+The ShadowPod webhooks are called for every ShadowPod created or updated: a consumer's identity
+may write them only in its twin namespaces (RBAC, and the webhook checks it again), and a stamp
+that counts usage is guarded wherever it is. They fail closed whatever the other webhooks do,
+and have no side effects on a dry run. Pods are never sent to them: consumers create none.
 """
 
 from __future__ import annotations
@@ -17,37 +17,23 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from vk.api.constants import (
-    CREATOR_USER_LABEL,
-    REMOTE_CLUSTER_ID_LABEL,
-    SCHEDULING_ENABLED_LABEL,
-    TENANT_NAMESPACE_LABEL,
-)
-from vk.api.offloading import NamespaceOffloading, Quota
+from vk.api.constants import SCHEDULING_ENABLED_LABEL
+from vk.api.offloading import NamespaceOffloading, Quota, ShadowPod
 
 JSON = dict[str, Any]
 
 CONFIGURATION_NAME = "vk"
-MUTATE_PATH = "/mutate-pod-quota"
-VALIDATE_PATH = "/validate-pod-quota"
+MUTATE_PATH = "/mutate-shadowpod"
+VALIDATE_PATH = "/validate-shadowpod"
 PLACE_POD_PATH = "/mutate-pod-offloading"
 VALIDATE_OFFLOADING_PATH = "/validate-namespaceoffloading"
-STAMP_WEBHOOK = "pod-quota.mutate.liqo.io"
-QUOTA_WEBHOOK = "pod-quota.validate.liqo.io"
-IMMUTABLE_STAMP_WEBHOOK = "pod-creator.validate.liqo.io"
+STAMP_WEBHOOK = "shadowpod.mutate.liqo.io"
+SHADOW_POD_WEBHOOK = "shadowpod.validate.liqo.io"
 PLACE_POD_WEBHOOK = "pod.mutate.liqo.io"
 OFFLOADING_WEBHOOK = "namespaceoffloading.validate.liqo.io"
 WEBHOOK_ROLE = "vk-webhook"
 TIMEOUT_SECONDS = 5
-
-# The twin namespaces: labelled with their consumer, unlike other namespaces, and not the tenant
-# namespaces, which carry the same label.
-TWIN_NAMESPACES: JSON = {
-    "matchExpressions": [
-        {"key": REMOTE_CLUSTER_ID_LABEL, "operator": "Exists"},
-        {"key": TENANT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
-    ]
-}
+SHADOW_PODS = (ShadowPod.GROUP, ShadowPod.VERSION, ShadowPod.PLURAL)
 
 
 @dataclass(frozen=True)
@@ -104,27 +90,25 @@ def _webhook(
 def forge_webhook_configurations(
     server: str | ServiceReference, ca_bundle: bytes
 ) -> tuple[JSON, JSON]:
-    """The MutatingWebhookConfiguration (the quota stamp, and the placement of pods in
-    offloaded namespaces, on CREATE) and the ValidatingWebhookConfiguration (the Quota on
-    CREATE; the stamp's immutability on UPDATE of a pod that has it or would get it;
-    NamespaceOffloadings) of the webhook at `server`: a base URL (`https://10.0.0.5:9443`) or a
-    Service; `ca_bundle` is the PEM that signed its serving certificate. All fail closed: a pod
-    is not admitted unchecked, nor placed against its namespace's policy."""
+    """The MutatingWebhookConfiguration (the creator stamp and finalizer of ShadowPods, and the
+    placement of pods in offloaded namespaces, on CREATE) and the ValidatingWebhookConfiguration
+    (ShadowPods on CREATE and UPDATE; NamespaceOffloadings) of the webhook at `server`: a base
+    URL (`https://10.0.0.5:9443`) or a Service; `ca_bundle` is the PEM that signed its serving
+    certificate. All fail closed: a pod is not admitted unchecked, nor placed against its
+    namespace's policy."""
     stamp = {
-        **_webhook(STAMP_WEBHOOK, server, MUTATE_PATH, ca_bundle, ["CREATE"]),
-        "namespaceSelector": TWIN_NAMESPACES,
+        **_webhook(STAMP_WEBHOOK, server, MUTATE_PATH, ca_bundle, ["CREATE"], SHADOW_PODS),
+        # Reserves nothing: the validation does, and not on a dry run.
+        "sideEffects": "NoneOnDryRun",
         # The stamp is set once; a later webhook that changed it is caught by the validation.
         "reinvocationPolicy": "Never",
     }
-    quota = {
-        **_webhook(QUOTA_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["CREATE"]),
-        "namespaceSelector": TWIN_NAMESPACES,
-    }
-    # Usage is counted by the stamp wherever the pod is, so it is guarded everywhere; the
-    # selector matches if the old or the new pod has it, so adding and removing are both seen.
-    immutable = {
-        **_webhook(IMMUTABLE_STAMP_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["UPDATE"]),
-        "objectSelector": {"matchExpressions": [{"key": CREATOR_USER_LABEL, "operator": "Exists"}]},
+    shadow_pods = {
+        **_webhook(
+            SHADOW_POD_WEBHOOK, server, VALIDATE_PATH, ca_bundle, ["CREATE", "UPDATE"], SHADOW_PODS
+        ),
+        # Its Quota reservation is a side effect, which a dry run does not make.
+        "sideEffects": "NoneOnDryRun",
     }
     place = {
         **_webhook(PLACE_POD_WEBHOOK, server, PLACE_POD_PATH, ca_bundle, ["CREATE"]),
@@ -149,21 +133,26 @@ def forge_webhook_configurations(
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": CONFIGURATION_NAME},
-        "webhooks": [quota, immutable, offloading],
+        "webhooks": [shadow_pods, offloading],
     }
     return mutating, validating
 
 
 def forge_webhook_cluster_role() -> JSON:
-    """What `vk webhook` reads, through its informers: every Quota, the stamped pods, and
-    every NamespaceOffloading."""
+    """What `vk webhook` reads, through its informers: every Quota, the stamped ShadowPods, the
+    namespaces made for consumers, and every NamespaceOffloading."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": WEBHOOK_ROLE},
         "rules": [
             {"apiGroups": [Quota.GROUP], "resources": [Quota.PLURAL], "verbs": ["list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": [ShadowPod.GROUP],
+                "resources": [ShadowPod.PLURAL],
+                "verbs": ["list", "watch"],
+            },
+            {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
             {
                 "apiGroups": [NamespaceOffloading.GROUP],
                 "resources": [NamespaceOffloading.PLURAL],

@@ -1,6 +1,7 @@
 """`vk webhook`: vk's admission webhook process, in every cluster. HTTPS (aiohttp) serving the
-AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas, of
-the stamped pods (provider) and of the NamespaceOffloadings (consumer), with `/healthz`,
+AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas, the
+stamped ShadowPods and the namespaces made for consumers (provider) and of the
+NamespaceOffloadings (consumer), with `/healthz`,
 `/readyz` and `/metrics` on the same port (and, if asked, on a plain-HTTP metrics port as the
 other daemons have).
 
@@ -18,7 +19,7 @@ import ssl
 import tempfile
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +28,18 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
-from vk.api.constants import CREATOR_USER_LABEL
-from vk.api.offloading import NamespaceOffloading, Quota
+from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL
+from vk.api.offloading import NamespaceOffloading, Quota, ShadowPod
 from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import DELETED, Informer, object_key
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
+from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
     OffloadingAdmission,
-    QuotaAdmission,
+    ShadowPodAdmission,
     forge_review_response,
     quota_user_index,
 )
@@ -55,6 +57,7 @@ from vk.webhooks.configuration import (
     VALIDATE_PATH,
 )
 from vk.webhooks.quota import UsageLedger
+from vk.webhooks.shadowpods import TenantPodPolicy
 
 log = structlog.get_logger("vk.webhooks.server")
 
@@ -94,7 +97,7 @@ class WebhookServer:
 
     def __init__(
         self,
-        admission: QuotaAdmission,
+        admission: ShadowPodAdmission,
         offloading: OffloadingAdmission,
         address: str,
         context: ssl.SSLContext,
@@ -132,10 +135,10 @@ class WebhookServer:
             await runner.cleanup()
 
     async def _mutate(self, request: web.Request) -> web.Response:
-        return await self._review(request, "mutate-pod-quota", self.admission.mutate)
+        return await self._review(request, "mutate-shadowpod", self.admission.mutate)
 
     async def _validate(self, request: web.Request) -> web.Response:
-        return await self._review(request, "validate-pod-quota", self.admission.validate)
+        return await self._review(request, "validate-shadowpod", self.admission.validate)
 
     async def _place_pod(self, request: web.Request) -> web.Response:
         return await self._review(request, "mutate-pod-offloading", self.offloading.place_pod)
@@ -229,15 +232,17 @@ class WebhookOptions:
     listen_address: str = ":9443"
     metrics_address: str | None = None
     enforcement_enabled: bool = True
+    # What tenants' pods may name besides the defaults (scheduling fields).
+    policy: TenantPodPolicy = field(default_factory=TenantPodPolicy)
     log_level: str = "info"
 
 
-def _follow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None]:
-    def handle(event: str, pod: JSON, _: JSON | None) -> None:
+def _follow_shadow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None]:
+    def handle(event: str, shadow_pod: JSON, _: JSON | None) -> None:
         if event == DELETED:
-            ledger.forget(object_key(pod))
+            ledger.forget(object_key(shadow_pod))
         else:
-            ledger.observe(pod)
+            ledger.observe(shadow_pod_as_pod(shadow_pod))
 
     return handle
 
@@ -293,22 +298,32 @@ async def run_webhook(options: WebhookOptions) -> int:
     quotas = Informer(
         client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
     )
-    pods = Informer(client, "v1", "pods", label_selector=CREATOR_USER_LABEL)
+    shadow_pods = Informer(
+        client, ShadowPod.group_version(), ShadowPod.PLURAL, label_selector=CREATOR_USER_LABEL
+    )
     ledger = UsageLedger()
-    pods.add_handler(_follow_pods(ledger))
+    shadow_pods.add_handler(_follow_shadow_pods(ledger))
+    # Tenant and twin namespaces: whose they are, and their Pod Security level.
+    namespaces = Informer(client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL)
     offloadings = Informer(client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL)
 
     def synced() -> bool:
-        return all(i.synced.is_set() for i in (quotas, pods, offloadings))
+        return all(i.synced.is_set() for i in (quotas, shadow_pods, namespaces, offloadings))
 
-    admission = QuotaAdmission(
-        quotas.store, ledger, enforcement_enabled=options.enforcement_enabled, synced=synced
+    admission = ShadowPodAdmission(
+        quotas.store,
+        namespaces.store,
+        ledger,
+        enforcement_enabled=options.enforcement_enabled,
+        synced=synced,
+        policy=options.policy,
     )
     offloading = OffloadingAdmission(offloadings.store, synced=offloadings.synced.is_set)
     server = WebhookServer(admission, offloading, options.listen_address, context, healthy=synced)
     running = [
         asyncio.create_task(quotas.run(), name="quotas"),
-        asyncio.create_task(pods.run(), name="pods"),
+        asyncio.create_task(shadow_pods.run(), name="shadowpods"),
+        asyncio.create_task(namespaces.run(), name="namespaces"),
         asyncio.create_task(offloadings.run(), name="namespaceoffloadings"),
         asyncio.create_task(server.run(), name="server"),
         asyncio.create_task(

@@ -1,7 +1,8 @@
-"""The Pod vk runs in a provider for a consumer pod, and the consumer pod's status from it.
+"""The pod vk asks a provider to run for a consumer pod, and the consumer pod's status from it.
 
-The virtual kubelet offloads each pod bound to its node as a plain Pod in the provider (DESIGN
-§4.6) and reports that Pod's status as the local pod's. The rules are Liqo's
+The virtual kubelet offloads each pod bound to its node as a ShadowPod in the provider (DESIGN
+§4.6), which the provider turns into the Pod of the same name, and reports that Pod's status as
+the local pod's. The rules are Liqo's
 (`pkg/virtualKubelet/forge/pods.go`, `meta.go`) unless a docstring says otherwise, so a pod
 offloaded by vk looks in the provider as one offloaded by Liqo. Objects are the API's own JSON.
 """
@@ -18,6 +19,7 @@ from vk.api.constants import (
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from vk.api.offloading import ShadowPod
 from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
 
@@ -234,52 +236,73 @@ def remote_pod_needs_update(
     node_name: str,
     offloading_patch: Mapping[str, Any] | None = None,
 ) -> JSON | None:
-    """A JSON merge patch bringing the remote Pod in line with a changed local pod, or None.
-
-    Metadata: local labels and annotations that are new or changed are set (the ownership
-    labels always win); keys are never removed, because the provider's own controllers add
-    labels and annotations to its pods (a CNI's, a mesh's) that vk cannot tell from ones it
-    reflected and must not strip. So a label removed locally stays remotely; Liqo, too, never
-    removes the keys a pod was created with.
-
-    Spec: what Kubernetes lets change on a live pod and the local pod can have changed:
-    container and init-container images, activeDeadlineSeconds, and tolerations (added ones,
-    or a changed tolerationSeconds; the provider's additions are kept). Liqo forges the spec
-    only at creation and so ignores such changes (reference §8); vk propagates them. List
-    fields are sent whole, built on the remote's own lists, since a merge patch replaces lists.
-    """
+    """A JSON merge patch bringing the remote pod (a ShadowPod seen as a pod,
+    `shadow_pod_as_pod`) in line with a changed local pod, or None: `live_pod_patch` of what
+    the local pod now asks for. Liqo forges the spec only at creation and so ignores such
+    changes (reference §8); vk propagates them."""
     patch = offloading_patch or {}
     local_metadata = local_pod.get("metadata") or {}
-    remote_metadata = remote_pod.get("metadata") or {}
     local_spec = local_pod.get("spec") or {}
-    remote_spec = remote_pod.get("spec") or {}
+    desired: JSON = {
+        "metadata": {
+            "labels": _remote_labels(
+                local_metadata, local_cluster_id, remote_cluster_id, node_name, patch
+            ),
+            "annotations": _remote_annotations(local_metadata, patch),
+        },
+        "spec": {
+            **{key: local_spec[key] for key in _LIVE_SPEC_FIELDS if key in local_spec},
+            "tolerations": _remote_tolerations(local_spec, patch),
+        },
+    }
+    return live_pod_patch(desired, remote_pod)
+
+
+# What Kubernetes lets change on a live pod, and a desired pod may ask for besides tolerations.
+_LIVE_SPEC_FIELDS = ("containers", "initContainers", "activeDeadlineSeconds")
+
+
+def live_pod_patch(desired_pod: Mapping[str, Any], live_pod: Mapping[str, Any]) -> JSON | None:
+    """A JSON merge patch bringing `live_pod` in line with `desired_pod` in what a live pod may
+    change, or None when nothing differs. The virtual kubelet uses it for its ShadowPods, the
+    provider's ShadowPod controller for the Pods it makes of them.
+
+    Metadata: desired labels and annotations that are new or changed are set; keys are never
+    removed, because the provider's own controllers add labels and annotations to its pods (a
+    CNI's, a mesh's) that cannot be told from reflected ones and must not be stripped. So a
+    label removed locally stays remotely; Liqo, too, never removes the keys a pod was created
+    with.
+
+    Spec: container and init-container images, activeDeadlineSeconds, and tolerations (added
+    ones, or a changed tolerationSeconds; the live pod's others are kept). List fields are sent
+    whole, built on the live pod's own lists, since a merge patch replaces lists."""
+    desired_metadata = desired_pod.get("metadata") or {}
+    live_metadata = live_pod.get("metadata") or {}
+    desired_spec = desired_pod.get("spec") or {}
+    live_spec = live_pod.get("spec") or {}
 
     metadata_patch: JSON = {}
-    desired_labels = _remote_labels(
-        local_metadata, local_cluster_id, remote_cluster_id, node_name, patch
-    )
-    if changed := _changed_keys(desired_labels, remote_metadata.get("labels") or {}):
-        metadata_patch["labels"] = changed
-    desired_annotations = _remote_annotations(local_metadata, patch)
-    if changed := _changed_keys(desired_annotations, remote_metadata.get("annotations") or {}):
-        metadata_patch["annotations"] = changed
+    for key in ("labels", "annotations"):
+        changed = _changed_keys(desired_metadata.get(key) or {}, live_metadata.get(key) or {})
+        if changed:
+            metadata_patch[key] = changed
 
     spec_patch: JSON = {}
     for key in ("containers", "initContainers"):
-        images = {c["name"]: c.get("image") for c in local_spec.get(key) or []}
-        remote_containers = remote_spec.get(key) or []
+        images = {c["name"]: c.get("image") for c in desired_spec.get(key) or []}
+        live_containers = live_spec.get(key) or []
         if any(
-            images.get(c["name"]) and images[c["name"]] != c.get("image") for c in remote_containers
+            images.get(c["name"]) and images[c["name"]] != c.get("image") for c in live_containers
         ):
             spec_patch[key] = [
                 {**copy.deepcopy(c), "image": images.get(c["name"]) or c.get("image")}
-                for c in remote_containers
+                for c in live_containers
             ]
-    deadline = local_spec.get("activeDeadlineSeconds")
-    if deadline is not None and deadline != remote_spec.get("activeDeadlineSeconds"):
+    deadline = desired_spec.get("activeDeadlineSeconds")
+    if deadline is not None and deadline != live_spec.get("activeDeadlineSeconds"):
         spec_patch["activeDeadlineSeconds"] = deadline
     tolerations = _tolerations_update(
-        remote_spec.get("tolerations") or [], _remote_tolerations(local_spec, patch)
+        live_spec.get("tolerations") or [], list(desired_spec.get("tolerations") or [])
     )
     if tolerations is not None:
         spec_patch["tolerations"] = tolerations
@@ -290,6 +313,42 @@ def remote_pod_needs_update(
     if spec_patch:
         result["spec"] = spec_patch
     return result or None
+
+
+# --- Remote pod ↔ ShadowPod -----------------------------------------------------------------
+
+
+def forge_shadow_pod(remote_pod: Mapping[str, Any]) -> JSON:
+    """The ShadowPod asking the provider for `remote_pod` (`forge_remote_pod`): its metadata,
+    and the pod spec as `spec.pod`. The provider makes the Pod of the same name from it."""
+    return {
+        "apiVersion": ShadowPod.group_version(),
+        "kind": ShadowPod.KIND,
+        "metadata": copy.deepcopy(dict(remote_pod.get("metadata") or {})),
+        "spec": {"pod": copy.deepcopy(dict(remote_pod.get("spec") or {}))},
+    }
+
+
+def shadow_pod_as_pod(shadow_pod: Mapping[str, Any]) -> JSON:
+    """A ShadowPod seen as the pod it asks for (its metadata, `spec.pod` as the spec, the phase
+    the provider recorded), for the functions that compare or count pods."""
+    pod: JSON = {
+        "metadata": shadow_pod.get("metadata") or {},
+        "spec": (shadow_pod.get("spec") or {}).get("pod") or {},
+    }
+    if phase := (shadow_pod.get("status") or {}).get("phase"):
+        pod["status"] = {"phase": phase}
+    return pod
+
+
+def shadow_pod_patch(pod_patch: JSON | None) -> JSON | None:
+    """A merge patch of a pod (`remote_pod_needs_update`) as the merge patch of its ShadowPod."""
+    if pod_patch is None:
+        return None
+    patch = {key: value for key, value in pod_patch.items() if key != "spec"}
+    if "spec" in pod_patch:
+        patch["spec"] = {"pod": pod_patch["spec"]}
+    return patch
 
 
 def deletion_grace_period(local_pod: Mapping[str, Any]) -> int | None:

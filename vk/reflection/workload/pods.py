@@ -1,11 +1,13 @@
-"""Offloads the pods bound to the virtual node: each becomes a plain Pod in the provider, in the
-namespace its NamespaceMap maps it to, and reports that Pod's status back (DESIGN §4.6).
+"""Offloads the pods bound to the virtual node: each becomes a ShadowPod in the provider, in the
+namespace its NamespaceMap maps it to, which the provider turns into the Pod of the same name;
+that Pod's status is reported back (DESIGN §4.6). The virtual kubelet never writes a Pod there.
 
-Level-based and restart-safe: every local pod key is reconciled from the two caches (local pods
-on this node; our pods in each mapped provider namespace), so a restart lists both sides and
-converges without re-creating anything, and a remote pod whose local pod is gone is deleted.
-A remote pod without our ownership labels is never modified or deleted: the conflict is
-reported on the local pod.
+Level-based and restart-safe: every local pod key is reconciled from the caches (local pods on
+this node; our ShadowPods and their Pods in each mapped provider namespace), so a restart lists
+both sides and converges without re-creating anything, and a ShadowPod whose local pod is gone
+is deleted. A remote object without our ownership labels is never modified or deleted: the
+conflict is reported on the local pod, and so is the provider's refusal of a pod (its webhook's,
+its Pod Security level's).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from vk.api.constants import (
+    DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     NODENAME_LABEL,
     ORIGIN_LABEL,
     POD_TERMINAL_PHASES,
 )
+from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
@@ -36,9 +40,12 @@ from vk.reflection.forge.pods import (
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
+    forge_shadow_pod,
     forge_status_patch,
     local_status_needs_update,
     remote_pod_needs_update,
+    shadow_pod_as_pod,
+    shadow_pod_patch,
     status_worth_reporting,
 )
 from vk.reflection.namespacemap import accepted_mappings
@@ -64,6 +71,9 @@ REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not b
 # change nothing.
 REFUSALS = (400, 403, 422)
 REFUSED_RETRY = 10.0
+# The provider's word on why it made no Pod is shown at home, cut to this length: it is input
+# from the other side.
+MAX_PROVIDER_MESSAGE = 1024
 
 
 class PodsByPhase(Collector):
@@ -102,6 +112,36 @@ def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
     return resource_path("v1", "pods", namespace=namespace, name=name, subresource=subresource)
 
 
+def shadow_pod_path(namespace: str, name: str | None = None) -> str:
+    return resource_path(
+        ShadowPod.group_version(), ShadowPod.PLURAL, namespace=namespace, name=name
+    )
+
+
+def provider_refusal(shadow_pod: JSON) -> tuple[str, str] | None:
+    """(reason, message) when the provider says it made no Pod for `shadow_pod` and why;
+    the message is the provider's, bounded."""
+    for condition in (shadow_pod.get("status") or {}).get("conditions") or []:
+        if (
+            condition.get("type") == ShadowPodConditionType.POD_CREATED
+            and condition.get("status") == "False"
+        ):
+            reason = str(condition.get("reason") or "")
+            message = str(condition.get("message") or "")[:MAX_PROVIDER_MESSAGE]
+            return reason, message
+    return None
+
+
+def grace_annotation_patch(local_pod: JSON, shadow_pod: JSON) -> JSON | None:
+    """The annotation telling the provider the grace period of the local pod's deletion, when it
+    is not the pod's own (a ShadowPod's deletion cannot carry one); None when none is needed."""
+    grace = deletion_grace_period(local_pod)
+    own = ((shadow_pod.get("spec") or {}).get("pod") or {}).get("terminationGracePeriodSeconds")
+    if grace is None or grace == (30 if own is None else own):
+        return None
+    return {"metadata": {"annotations": {DELETION_GRACE_ANNOTATION: str(grace)}}}
+
+
 class PodReflector(Reconciler):
     name = "pods"
 
@@ -137,6 +177,7 @@ class PodReflector(Reconciler):
         self.pod_forging = pod_forging or PodForging()
         self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
+        self.shadows: dict[str, Informer] = {}  # remote namespace -> our ShadowPods there
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
         self._remote_client: KubeClient | None = None
         self.controller = Controller(self, workers=workers)
@@ -218,19 +259,28 @@ class PodReflector(Reconciler):
             self._stop_remote(namespace)
         for namespace in wanted - set(self.remote):
             assert self._remote_client is not None
-            informer = Informer(
-                self._remote_client,
-                "v1",
-                "pods",
-                namespace=namespace,
-                label_selector=self._owned_selector,
+            pods, shadows = (
+                Informer(
+                    self._remote_client,
+                    api_version,
+                    plural,
+                    namespace=namespace,
+                    label_selector=self._owned_selector,
+                )
+                for api_version, plural in (
+                    ("v1", "pods"),
+                    (ShadowPod.group_version(), ShadowPod.PLURAL),
+                )
             )
-            informer.add_handler(self._on_remote)
-            self.remote[namespace] = informer
-            self._remote_tasks[namespace] = asyncio.create_task(informer.run())
+            for informer in (pods, shadows):
+                informer.add_handler(self._on_remote)
+            self.remote[namespace] = pods
+            self.shadows[namespace] = shadows
+            self._remote_tasks[namespace] = asyncio.create_task(_run_both(pods, shadows))
 
     def _stop_remote(self, namespace: str) -> None:
         self.remote.pop(namespace, None)
+        self.shadows.pop(namespace, None)
         task = self._remote_tasks.pop(namespace, None)
         if task is not None:
             task.cancel()
@@ -250,12 +300,13 @@ class PodReflector(Reconciler):
         remote_namespace = self.mappings.get(namespace)
         client = self._remote_client
         informer = self.remote.get(remote_namespace) if remote_namespace else None
+        shadows = self.shadows.get(remote_namespace) if remote_namespace else None
         if local is None:
             self._first_seen.pop(key, None)
             self._remote_uids.pop(key, None)
             self._reported.pop(key, None)
-            if client and informer and informer.synced.is_set():
-                await self._delete_orphan(client, informer, remote_namespace or "", name)
+            if client and shadows and shadows.synced.is_set():
+                await self._delete_orphan(client, shadows, remote_namespace or "", name)
             return Result()
         self._first_seen.setdefault(key, time.monotonic())
         if remote_namespace is None and local["metadata"].get("deletionTimestamp"):
@@ -272,26 +323,42 @@ class PodReflector(Reconciler):
                 "the pod waits until there is one",
             )
             return Result()
-        if client is None or informer is None:
+        if client is None or informer is None or shadows is None:
             return Result(requeue_after=5.0)  # no usable provider identity: the node says why
-        if not informer.synced.is_set():
+        if not (informer.synced.is_set() and shadows.synced.is_set()):
             return Result(requeue_after=0.2)
-        remote = informer.store.get(f"{remote_namespace}/{name}")
+        remote_key = f"{remote_namespace}/{name}"
+        shadow = shadows.store.get(remote_key)
         if local["metadata"].get("deletionTimestamp"):
-            return await self._delete(client, local, remote, remote_namespace)
-        if remote is None:
+            return await self._delete(client, local, shadow, remote_namespace)
+        if shadow is None:
             return await self._create(client, local, remote_namespace)
-        self._count_recreation(key, remote)
-        patch = remote_pod_needs_update(
-            local,
-            remote,
-            local_cluster_id=self.home_cluster_id,
-            remote_cluster_id=self.remote_cluster_id,
-            node_name=self.node_name,
+        patch = shadow_pod_patch(
+            remote_pod_needs_update(
+                local,
+                shadow_pod_as_pod(shadow),
+                local_cluster_id=self.home_cluster_id,
+                remote_cluster_id=self.remote_cluster_id,
+                node_name=self.node_name,
+            )
         )
         if patch is not None:
-            await client.merge_patch(pod_path(remote_namespace, name), patch)
-        await self._reflect_status(key, local, remote)
+            await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
+        remote = informer.store.get(remote_key)
+        if remote is not None:
+            self._count_recreation(key, remote)
+            await self._reflect_status(key, local, remote)
+        elif (phase := (shadow.get("status") or {}).get("phase")) in POD_TERMINAL_PHASES:
+            # Finished while this virtual kubelet was away, and gone since: the provider's
+            # record of how it ended is all there is to report.
+            await self._reflect_status(key, local, {"status": {"phase": phase}})
+        elif refusal := provider_refusal(shadow):
+            reason, message = refusal
+            await self._report(
+                local,
+                REASON_CONFLICT if reason == "NameTaken" else REASON_REFUSED,
+                f"cluster {self.remote_cluster_id} runs no pod for it ({reason}): {message}",
+            )
         return Result()
 
     async def _create(self, client: KubeClient, local: JSON, remote_namespace: str) -> Result:
@@ -299,7 +366,7 @@ class PodReflector(Reconciler):
         if phase in POD_TERMINAL_PHASES:
             return Result()  # finished: a finished pod is never started again
         name = local["metadata"]["name"]
-        remote = forge_remote_pod(
+        remote_pod = forge_remote_pod(
             local,
             remote_namespace=remote_namespace,
             local_cluster_id=self.home_cluster_id,
@@ -310,25 +377,27 @@ class PodReflector(Reconciler):
             home_api_server=self.pod_forging.home_api_server,
         )
         try:
-            await client.create(resource_path("v1", "pods", namespace=remote_namespace), remote)
+            await client.create(shadow_pod_path(remote_namespace), forge_shadow_pod(remote_pod))
         except AlreadyExists:
             try:
-                existing = await client.get(pod_path(remote_namespace, name))
+                existing = await client.get(shadow_pod_path(remote_namespace, name))
             except NotFound:
                 return Result(requeue_after=0.5)  # gone meanwhile: try again
             if not is_owned_by_us(existing, self.home_cluster_id, self.remote_cluster_id):
                 await self._report(
                     local,
                     REASON_CONFLICT,
-                    f"a pod {remote_namespace}/{name} that vk did not create exists in cluster "
-                    f"{self.remote_cluster_id}; it is left untouched: rename or remove it there",
+                    f"a ShadowPod {remote_namespace}/{name} that vk did not create exists in "
+                    f"cluster {self.remote_cluster_id}; it is left untouched: rename or remove "
+                    "it there",
                 )
             # ours: the informer has not caught up yet; its event brings us back
         except ApiError as error:
             if error.status not in REFUSALS:
                 raise
-            # The provider refused it (its quota admission, a policy, its RBAC): the consumer
-            # sees why, and the pod is tried again, as the provider's usage may go down.
+            # The provider refused it (its webhook: the Quota, its Pod Security level, its
+            # scheduling rules; its RBAC): the consumer sees why, and the pod is tried again,
+            # as the provider's usage may go down.
             await self._report(
                 local,
                 REASON_REFUSED,
@@ -338,25 +407,26 @@ class PodReflector(Reconciler):
         return Result()
 
     async def _delete(
-        self, client: KubeClient, local: JSON, remote: JSON | None, remote_namespace: str
+        self, client: KubeClient, local: JSON, shadow: JSON | None, remote_namespace: str
     ) -> Result:
-        """The local pod is being deleted: delete the remote one with the same grace period,
-        then finish the local one, as a kubelet does once its containers have stopped."""
-        if remote is not None:
-            if not remote["metadata"].get("deletionTimestamp"):
-                options: JSON = {
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "preconditions": {"uid": remote["metadata"]["uid"]},
-                }
-                grace = deletion_grace_period(local)
-                if grace is not None:
-                    options["gracePeriodSeconds"] = grace
+        """The local pod is being deleted: delete its ShadowPod, whose Pod the provider deletes
+        with the same grace period before the ShadowPod goes, then finish the local one, as a
+        kubelet does once its containers have stopped."""
+        if shadow is not None:
+            if not shadow["metadata"].get("deletionTimestamp"):
+                path = shadow_pod_path(remote_namespace, shadow["metadata"]["name"])
                 with contextlib.suppress(NotFound):
+                    if grace := grace_annotation_patch(local, shadow):
+                        await client.merge_patch(path, grace)
                     await client.delete(
-                        pod_path(remote_namespace, remote["metadata"]["name"]), body=options
+                        path,
+                        body={
+                            "apiVersion": "v1",
+                            "kind": "DeleteOptions",
+                            "preconditions": {"uid": shadow["metadata"]["uid"]},
+                        },
                     )
-            return Result()  # the remote pod's deletion event brings us back
+            return Result()  # the ShadowPod's deletion event brings us back
         await self._finish_local(local)
         return Result()
 
@@ -383,11 +453,11 @@ class PodReflector(Reconciler):
         if not is_owned_by_us(remote, self.home_cluster_id, self.remote_cluster_id):
             return
         self._log.info(
-            "deleting a remote pod whose local pod is gone", namespace=namespace, pod=name
+            "deleting a ShadowPod whose local pod is gone", namespace=namespace, pod=name
         )
         with contextlib.suppress(NotFound):
             await client.delete(
-                pod_path(namespace, name),
+                shadow_pod_path(namespace, name),
                 body={
                     "apiVersion": "v1",
                     "kind": "DeleteOptions",
@@ -461,3 +531,8 @@ class PodReflector(Reconciler):
 
 def _key(pod: JSON) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+async def _run_both(first: Informer, second: Informer) -> None:
+    """Two informers of one twin namespace, run and stopped together."""
+    await asyncio.gather(first.run(), second.run())

@@ -1,0 +1,279 @@
+"""A provider is safe from its tenants (issue 18), tried as an attacker would on the playground:
+venice peered with naples, each attempt made with the identity vk gives venice there (the
+kubeconfig of venice's Secret `kubeconfig-resourceslice-naples`, or impersonated with the same
+user and group). A tenant creates no Pod, only ShadowPods, which naples' webhook checks (where
+the pod runs, its Pod Security level) and naples' controller manager turns into Pods, which the
+API server's Pod Security admission checks again."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Clusters, KubectlResult
+from tests.integration.polling import wait_until
+from tests.integration.test_namespace_offloading import (
+    apply,
+    deployment,
+    is_peered,
+    peer,
+    unpeer,
+    vkctl,
+)
+from vk.api.constants import kubeconfig_secret_name, resource_slice_user, tenant_group
+
+CONSUMER, PROVIDER = "venice", "naples"
+USER = resource_slice_user(CONSUMER, PROVIDER)  # the slice `vkctl peer` makes is named naples
+GROUP = tenant_group(CONSUMER)
+
+# The probe: root on the provider's node, if it were admitted.
+PROBE_SPEC: dict[str, Any] = {
+    "hostNetwork": True,
+    "hostPID": True,
+    "containers": [
+        {
+            "name": "app",
+            "image": "nginx",
+            "securityContext": {"privileged": True},
+            "volumeMounts": [{"name": "root", "mountPath": "/host"}],
+        }
+    ],
+    "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+}
+
+
+@dataclass
+class Tenancy:
+    clusters: Clusters
+    namespace: str  # venice's, offloaded to naples under the same name
+    slice_kubeconfig: Path
+
+    def provider(self, *args: str, input: str | None = None, check: bool = True) -> KubectlResult:
+        return self.clusters.kubectl(PROVIDER, *args, input=input, check=check)
+
+    def as_slice(self, *args: str, input: str | None = None) -> KubectlResult:
+        """kubectl on naples with the slice identity's own kubeconfig."""
+        return self.clusters.kubectl(
+            PROVIDER, f"--kubeconfig={self.slice_kubeconfig}", *args, input=input, check=False
+        )
+
+    def can_i(self, *args: str) -> bool:
+        answer = self.provider(
+            "auth", "can-i", *args, "-n", self.namespace, f"--as={USER}", f"--as-group={GROUP}",
+            check=False,
+        )  # fmt: skip
+        return answer.stdout.strip() == "yes"
+
+    def shadow_pod(self, name: str, spec: dict[str, Any]) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "offloading.liqo.io/v1beta1",
+                "kind": "ShadowPod",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {"pod": spec},
+            }
+        )
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        found = self.provider("get", kind, name, "-n", self.namespace, "-o", "json", check=False)
+        return json.loads(found.stdout) if found.returncode == 0 else None
+
+
+@pytest.fixture(scope="module")
+def peered(installed: Clusters) -> Iterator[Clusters]:
+    was_peered = is_peered(installed, PROVIDER)
+    if not was_peered:
+        peer(installed, PROVIDER)
+    yield installed
+    if not was_peered and is_peered(installed, PROVIDER):
+        unpeer(installed, PROVIDER)
+
+
+@pytest.fixture
+def tenancy(peered: Clusters, tmp_path: Path) -> Iterator[Tenancy]:
+    namespace = f"zt-{uuid.uuid4().hex[:8]}"
+    peered.kubectl(CONSUMER, "create", "namespace", namespace)
+    done = vkctl(
+        peered, "offload", "namespace", namespace,
+        "--namespace-mapping-strategy", "EnforceSameName", "--pod-offloading-strategy", "Remote",
+        "--selector=topology.liqo.io/region=south",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    secret = json.loads(
+        peered.kubectl(
+            CONSUMER, "get", "secret", kubeconfig_secret_name(PROVIDER),
+            "-n", f"liqo-tenant-{PROVIDER}", "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    slice_kubeconfig = tmp_path / "slice.kubeconfig"
+    slice_kubeconfig.write_bytes(base64.b64decode(secret["data"]["kubeconfig"]))
+    try:
+        yield Tenancy(peered, namespace, slice_kubeconfig)
+    finally:
+        vkctl(peered, "unoffload", "namespace", namespace, "--timeout=120s")
+        peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_the_tenant_writes_shadow_pods_and_only_reads_pods(tenancy: Tenancy) -> None:
+    raw = tenancy.as_slice(
+        "run", "raw", "-n", tenancy.namespace, "--image=nginx", "--overrides",
+        json.dumps({"spec": PROBE_SPEC}),
+    )  # fmt: skip
+    assert raw.returncode != 0
+    assert "Forbidden" in raw.stderr
+    assert 'cannot create resource "pods"' in raw.stderr
+
+    for verb in ("create", "update", "patch", "delete", "get", "list", "watch"):
+        assert tenancy.can_i(verb, "shadowpods.offloading.liqo.io"), verb
+    for verb in ("get", "list", "watch"):
+        assert tenancy.can_i(verb, "pods"), verb
+    for verb in ("create", "update", "patch", "delete", "deletecollection"):
+        assert not tenancy.can_i(verb, "pods"), verb
+    # What logs, exec, attach and port-forward need, and no more on a live pod.
+    assert tenancy.can_i("get", "pods", "--subresource=log")
+    for subresource in ("exec", "attach", "portforward"):
+        assert tenancy.can_i("create", "pods", f"--subresource={subresource}"), subresource
+    for verb in ("update", "patch"):
+        for subresource in ("ephemeralcontainers", "status", "binding"):
+            assert not tenancy.can_i(verb, "pods", f"--subresource={subresource}")
+    assert not tenancy.can_i("create", "pods", "--subresource=eviction")
+    # Nothing of the provider's own.
+    for attempt in (
+        ("create", "deployments.apps"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("update", "namespaces"),
+        ("patch", "shadowpods.offloading.liqo.io", "--subresource=status"),
+    ):
+        assert not tenancy.can_i(*attempt), attempt
+
+
+def test_the_probe_as_a_shadow_pod_is_refused_naming_each_field(tenancy: Tenancy) -> None:
+    refused = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("probe", PROBE_SPEC))
+    assert refused.returncode != 0
+    assert 'admission webhook "shadowpod.validate.liqo.io" denied the request' in refused.stderr
+    assert 'Pod Security level "baseline"' in refused.stderr
+    for field in ("privileged", "hostNetwork", "hostPID", "hostPath"):
+        assert field in refused.stderr, field
+    assert tenancy.get("shadowpod", "probe") is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"priorityClassName": "system-node-critical"}, "spec.priorityClassName"),
+        ({"nodeName": "naples-worker-1"}, "spec.nodeName"),
+        (
+            {
+                "tolerations": [
+                    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}
+                ]
+            },
+            "tolerates 'node-role.kubernetes.io/control-plane'",
+        ),
+    ],
+)
+def test_a_shadow_pod_choosing_where_it_runs_is_refused(
+    tenancy: Tenancy, extra: dict[str, Any], says: str
+) -> None:
+    spec = {"containers": [{"name": "app", "image": "nginx"}], **extra}
+    refused = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("placed", spec))
+    assert refused.returncode != 0
+    assert "the provider decides where its tenants' pods run" in refused.stderr
+    assert says in refused.stderr
+
+
+def test_a_probe_the_providers_admin_writes_gets_no_pod_and_says_why(tenancy: Tenancy) -> None:
+    # The provider's own administrator is no tenant: the webhook lets the ShadowPod through,
+    # and the API server's Pod Security admission refuses the Pod made of it.
+    tenancy.provider("create", "-f", "-", input=tenancy.shadow_pod("admins-probe", PROBE_SPEC))
+
+    def refusal() -> dict[str, Any] | None:
+        shadow = tenancy.get("shadowpod", "admins-probe") or {}
+        conditions = (shadow.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("status") == "False"), None)
+
+    condition = wait_until(refusal, "the ShadowPod's PodCreated condition False")
+    assert condition["type"] == "PodCreated"
+    assert condition["reason"] == "PodSecurity"
+    assert 'violates PodSecurity "baseline:latest"' in condition["message"]
+    assert tenancy.get("pod", "admins-probe") is None
+    tenancy.provider("delete", "shadowpod", "admins-probe", "-n", tenancy.namespace)
+
+
+def test_a_consumer_pod_breaking_the_providers_level_waits_at_home_with_its_reason(
+    tenancy: Tenancy,
+) -> None:
+    spec = {k: v for k, v in PROBE_SPEC.items() if k != "containers"}
+    spec["containers"] = [{**PROBE_SPEC["containers"][0], "name": "app"}]
+    probe = deployment("probe", 1, **spec)
+    apply(tenancy.clusters, tenancy.namespace, probe)
+
+    def local() -> dict[str, Any] | None:
+        pods = json.loads(
+            tenancy.clusters.kubectl(
+                CONSUMER, "get", "pods", "-n", tenancy.namespace, "-l", "app=probe", "-o", "json"
+            ).stdout
+        )["items"]
+        return pods[0] if pods and pods[0].get("status", {}).get("reason") else None
+
+    pod = wait_until(local, "the probe's reason at home")
+    assert pod["status"]["phase"] == "Pending"
+    assert pod["status"]["reason"] == "OffloadingBackOff"
+    message = pod["status"]["message"]
+    assert message.startswith("cluster naples refused the pod")
+    assert "privileged" in message
+    assert "hostPath" in message
+    assert "Change the pod" in message
+    events = json.loads(
+        tenancy.clusters.kubectl(
+            CONSUMER, "get", "events", "-n", tenancy.namespace, "-o", "json",
+            f"--field-selector=involvedObject.name={pod['metadata']['name']},"
+            "reason=OffloadingBackOff",
+        ).stdout
+    )["items"]  # fmt: skip
+    assert events
+    assert "privileged" in events[0]["message"]
+    # Nothing of it runs in naples.
+    remote = json.loads(
+        tenancy.provider("get", "pods", "-n", tenancy.namespace, "-o", "json").stdout
+    )
+    assert remote["items"] == []
+
+
+def test_offloaded_pods_run_as_shadow_pods_the_provider_turned_into_pods(
+    tenancy: Tenancy,
+) -> None:
+    apply(tenancy.clusters, tenancy.namespace, deployment("web", 2))
+
+    def running() -> list[dict[str, Any]] | None:
+        shadows = json.loads(
+            tenancy.provider("get", "shadowpods", "-n", tenancy.namespace, "-o", "json").stdout
+        )["items"]
+        phases = [(s.get("status") or {}).get("phase") for s in shadows]
+        return shadows if len(shadows) == 2 and phases == ["Running", "Running"] else None
+
+    shadows = wait_until(running, "2 ShadowPods Running")
+    table = tenancy.provider("get", "shp", "-n", tenancy.namespace).stdout
+    assert "STATUS" in table.splitlines()[0]
+    assert "Running" in table
+    for shadow in shadows:
+        name = shadow["metadata"]["name"]
+        assert shadow["metadata"]["labels"]["liqo.io/creator-user"] == USER
+        assert "shadowpod.vk.io/pod-gone" in shadow["metadata"]["finalizers"]
+        pod = tenancy.get("pod", name)
+        assert pod is not None
+        owner = pod["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == (
+            "ShadowPod",
+            shadow["metadata"]["uid"],
+            True,
+        )
+        assert pod["metadata"]["labels"]["app"] == "web"

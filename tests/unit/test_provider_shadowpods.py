@@ -1,0 +1,273 @@
+"""The provider's ShadowPod controller, its decisions as tables: the Pod it makes of a
+ShadowPod, when a Pod runs again and when never, adoption, refusals and the status it writes;
+and the virtual kubelet's side of it (the ShadowPod it writes, the provider's word it reads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vk.api.constants import (
+    DELETION_GRACE_ANNOTATION,
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    SHADOW_POD_OWNED_LABEL,
+)
+from vk.controllers.provider_shadowpods import (
+    REASON_FORBIDDEN,
+    REASON_INVALID,
+    REASON_POD_SECURITY,
+    controller_uid,
+    deletion_grace_period,
+    finished,
+    forge_adoption_patch,
+    forge_pod_of,
+    forge_shadow_pod_status,
+    is_adoptable,
+    is_evicted,
+    refusal_reason,
+    status_differs,
+)
+from vk.kube.client import ApiError
+from vk.reflection.forge.pods import (
+    forge_remote_pod,
+    forge_shadow_pod,
+    live_pod_patch,
+    shadow_pod_as_pod,
+    shadow_pod_patch,
+)
+from vk.reflection.workload.pods import grace_annotation_patch, provider_refusal
+
+JSON = dict[str, Any]
+OWNERSHIP = {ORIGIN_LABEL: "venice", DESTINATION_LABEL: "naples", NODENAME_LABEL: "naples"}
+
+
+def shadow_pod(**status: Any) -> JSON:
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "ShadowPod",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop-venice",
+            "uid": "shadow-uid",
+            "labels": {**OWNERSHIP, "app": "web"},
+            "annotations": {"team": "shop", DELETION_GRACE_ANNOTATION: "17"},
+        },
+        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx:1"}]}},
+        "status": status,
+    }
+
+
+def pod(phase: str = "Running", **status: Any) -> JSON:
+    made = forge_pod_of(shadow_pod())
+    made["metadata"]["uid"] = "pod-uid"
+    made["status"] = {"phase": phase, **status}
+    return made
+
+
+def test_the_pod_of_a_shadow_pod_is_its_spec_owned_by_it() -> None:
+    made = forge_pod_of(shadow_pod())
+    assert made["metadata"]["name"] == "web"
+    assert made["metadata"]["namespace"] == "shop-venice"
+    assert made["metadata"]["labels"] == {**OWNERSHIP, "app": "web", SHADOW_POD_OWNED_LABEL: "true"}
+    # The consumer's word on its deletion is for the controller, not for the pod.
+    assert made["metadata"]["annotations"] == {"team": "shop"}
+    assert made["spec"] == {"containers": [{"name": "app", "image": "nginx:1"}]}
+    assert made["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "ShadowPod",
+            "name": "web",
+            "uid": "shadow-uid",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert controller_uid(made) == "shadow-uid"
+    assert controller_uid({"metadata": {}}) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "evicted"),
+    [
+        ({"phase": "Failed", "reason": "Evicted"}, True),
+        ({"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True"}]}, True),
+        (
+            {"phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "False"}]},
+            False,
+        ),
+        ({"phase": "Failed", "reason": "Error"}, False),
+        ({"phase": "Succeeded"}, False),
+        ({"phase": "Running", "reason": "Evicted"}, False),
+    ],
+)
+def test_only_a_pod_put_out_counts_as_evicted(status: JSON, evicted: bool) -> None:
+    assert is_evicted({"status": status}) is evicted
+
+
+@pytest.mark.parametrize(
+    ("phase", "done"),
+    [("Succeeded", True), ("Failed", True), ("Running", False), (None, False)],
+)
+def test_a_shadow_pod_whose_pod_finished_is_never_run_again(phase: str | None, done: bool) -> None:
+    assert finished(shadow_pod(**({"phase": phase} if phase else {}))) is done
+
+
+@pytest.mark.parametrize(
+    ("value", "grace"),
+    [("17", 17), ("0", 0), ("-1", None), ("soon", None), ("99999999", None), (None, None)],
+)
+def test_the_consumers_grace_period_is_taken_only_when_sane(
+    value: str | None, grace: int | None
+) -> None:
+    shadow = shadow_pod()
+    if value is None:
+        del shadow["metadata"]["annotations"][DELETION_GRACE_ANNOTATION]
+    else:
+        shadow["metadata"]["annotations"][DELETION_GRACE_ANNOTATION] = value
+    assert deletion_grace_period(shadow) == grace
+
+
+def test_a_plain_pod_of_an_older_vk_is_adopted_and_nothing_else() -> None:
+    plain = {"metadata": {"name": "web", "labels": dict(OWNERSHIP), "resourceVersion": "7"}}
+    assert is_adoptable(plain, shadow_pod())
+    patch = forge_adoption_patch(plain, shadow_pod())
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert patch["metadata"]["labels"] == {SHADOW_POD_OWNED_LABEL: "true"}
+    assert controller_uid({"metadata": patch["metadata"]}) == "shadow-uid"
+
+    another_node = {"metadata": {"labels": {**OWNERSHIP, NODENAME_LABEL: "elsewhere"}}}
+    someone_elses = {"metadata": {"labels": {"app": "web"}}}
+    controlled = {
+        "metadata": {
+            "labels": dict(OWNERSHIP),
+            "ownerReferences": [{"kind": "ReplicaSet", "controller": True, "uid": "rs"}],
+        }
+    }
+    for pod_in_the_way in (another_node, someone_elses, controlled):
+        assert not is_adoptable(pod_in_the_way, shadow_pod())
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "reason"),
+    [
+        (
+            403,
+            'pods "web" is forbidden: violates PodSecurity "baseline:latest"',
+            REASON_POD_SECURITY,
+        ),
+        (403, 'pods "web" is forbidden: exceeded quota', REASON_FORBIDDEN),
+        (422, 'Pod "web" is invalid', REASON_INVALID),
+    ],
+)
+def test_a_refusal_is_named_for_what_refused_it(status: int, message: str, reason: str) -> None:
+    assert refusal_reason(ApiError(status, "Forbidden", message)) == reason
+
+
+def test_the_status_follows_the_pod_and_says_why_there_is_none() -> None:
+    created = forge_shadow_pod_status({}, "Running", True, "PodCreated", "")
+    assert created["phase"] == "Running"
+    assert created["conditions"][0]["type"] == "PodCreated"
+    assert created["conditions"][0]["status"] == "True"
+    # Written once: the same again is no change, whatever the time.
+    assert not status_differs(
+        created, forge_shadow_pod_status(created, "Running", True, "PodCreated", "")
+    )
+    refused = forge_shadow_pod_status(created, None, False, "PodSecurity", "violates baseline")
+    assert refused["phase"] == "Running"  # the phase recorded stays until a Pod says otherwise
+    assert (refused["conditions"][0]["status"], refused["conditions"][0]["reason"]) == (
+        "False",
+        "PodSecurity",
+    )
+    assert status_differs(created, refused)
+    assert forge_shadow_pod_status({}, None, False, "Invalid", "no")["conditions"]
+    assert "phase" not in forge_shadow_pod_status({}, None, False, "Invalid", "no")
+
+
+def test_the_provider_keeps_its_pod_in_line_with_the_shadow_pod() -> None:
+    shadow = shadow_pod()
+    shadow["spec"]["pod"]["containers"][0]["image"] = "nginx:2"
+    shadow["metadata"]["labels"]["version"] = "2"
+    running = pod()
+    running["metadata"]["labels"]["cni.example.com/ip"] = "10.0.0.1"  # the provider's own
+    patch = live_pod_patch(forge_pod_of(shadow), running)
+    assert patch == {
+        "metadata": {"labels": {"version": "2"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx:2"}]},
+    }
+    assert live_pod_patch(forge_pod_of(shadow_pod()), pod()) is None
+
+
+# --- The virtual kubelet's side ---------------------------------------------------------------
+
+
+def local_pod(**metadata: Any) -> JSON:
+    return {
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "uid": "local-uid",
+            "labels": {"app": "web"},
+            **metadata,
+        },
+        "spec": {
+            "nodeName": "naples",
+            "containers": [{"name": "app", "image": "nginx:1"}],
+            "terminationGracePeriodSeconds": 30,
+        },
+    }
+
+
+def test_the_virtual_kubelet_asks_for_its_remote_pod_as_a_shadow_pod() -> None:
+    remote = forge_remote_pod(
+        local_pod(),
+        remote_namespace="shop-venice",
+        local_cluster_id="venice",
+        remote_cluster_id="naples",
+        node_name="naples",
+    )
+    shadow = forge_shadow_pod(remote)
+    assert shadow["apiVersion"] == "offloading.liqo.io/v1beta1"
+    assert shadow["kind"] == "ShadowPod"
+    assert shadow["metadata"] == remote["metadata"]
+    assert shadow["spec"] == {"pod": remote["spec"]}
+    assert shadow_pod_as_pod(shadow) == {"metadata": remote["metadata"], "spec": remote["spec"]}
+    assert shadow_pod_patch({"metadata": {"labels": {"a": "b"}}, "spec": {"x": 1}}) == {
+        "metadata": {"labels": {"a": "b"}},
+        "spec": {"pod": {"x": 1}},
+    }
+    assert shadow_pod_patch(None) is None
+
+
+def test_a_deletion_tells_its_grace_period_only_when_it_is_not_the_pods_own() -> None:
+    shadow = {"spec": {"pod": {"terminationGracePeriodSeconds": 30}}}
+    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=30), shadow) is None
+    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=17), shadow) == {
+        "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "17"}}
+    }
+    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=0), shadow) == {
+        "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "0"}}
+    }
+
+
+def test_the_providers_word_on_a_missing_pod_is_read_bounded() -> None:
+    assert provider_refusal(shadow_pod()) is None
+    refused = shadow_pod(
+        conditions=[
+            {
+                "type": "PodCreated",
+                "status": "False",
+                "reason": "PodSecurity",
+                "message": "x" * 5000,
+            }
+        ]
+    )
+    reason, message = provider_refusal(refused) or ("", "")
+    assert reason == "PodSecurity"
+    assert len(message) == 1024
+    created = shadow_pod(
+        conditions=[{"type": "PodCreated", "status": "True", "reason": "PodCreated"}]
+    )
+    assert provider_refusal(created) is None

@@ -1,0 +1,357 @@
+"""The provider's ShadowPod controller: each ShadowPod a consumer writes becomes the Pod of the
+same name, made and owned by the provider (Liqo's ShadowPod controller, DESIGN §4.6).
+
+A consumer never creates Pods here: it asks with ShadowPods, which the provider's webhook admits
+within its Quota and rules and this controller turns into Pods, which the API server's own Pod
+Security admission checks again. The controller keeps the offloaded workload on its own while
+the consumer is away: a Pod deleted or evicted is made again from its ShadowPod at once; a Pod
+that finished by its own containers stays finished and is never run again (Liqo re-runs them,
+liqo#1804). A ShadowPod being deleted keeps its finalizer until its Pod is gone, deleted with the
+grace period the consumer asked for. A Pod of that name that this controller did not make is
+never touched, unless it is a plain pod an older vk offloaded for the same consumer and node,
+which is adopted as it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from vk.api.constants import (
+    DELETION_GRACE_ANNOTATION,
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    POD_TERMINAL_PHASES,
+    SHADOW_POD_FINALIZER,
+    SHADOW_POD_OWNED_LABEL,
+)
+from vk.api.offloading import ShadowPod, ShadowPodConditionType
+from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
+from vk.kube.informer import Informer, object_key, split_key
+from vk.reflection.forge.pods import live_pod_patch
+
+log = structlog.get_logger("vk.controllers.provider_shadowpods")
+
+# Why a ShadowPod has no Pod (the PodCreated condition's reasons).
+REASON_CREATED = "PodCreated"
+REASON_POD_SECURITY = "PodSecurity"
+REASON_FORBIDDEN = "Forbidden"
+REASON_INVALID = "Invalid"
+REASON_NAME_TAKEN = "NameTaken"
+# The API server's answers that another try of the same Pod would get again.
+REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
+# A refused Pod is tried again after this long: the namespace's level or the spec may change.
+REFUSED_RETRY = 30.0
+# How long a deleted ShadowPod's Pod may still be there before it is looked at again.
+WAIT_FOR_GARBAGE_COLLECTION = 2.0
+MAX_GRACE_SECONDS = 24 * 3600
+
+
+# --- Pure decisions ------------------------------------------------------------------------
+
+
+def shadow_pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
+    return resource_path(
+        ShadowPod.group_version(),
+        ShadowPod.PLURAL,
+        namespace=namespace,
+        name=name,
+        subresource=subresource,
+    )
+
+
+def pod_path(namespace: str, name: str) -> str:
+    return resource_path("v1", "pods", namespace=namespace, name=name)
+
+
+def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
+    """The Pod a ShadowPod asks for: same name and namespace, its labels (and the mark of this
+    controller's Pods) and annotations, its `spec.pod`, and the ShadowPod as controller owner,
+    so that the Pod goes when the ShadowPod does, whatever happens to this controller."""
+    metadata = shadow_pod.get("metadata") or {}
+    labels = {**(metadata.get("labels") or {}), SHADOW_POD_OWNED_LABEL: "true"}
+    annotations = {
+        key: value
+        for key, value in (metadata.get("annotations") or {}).items()
+        if key != DELETION_GRACE_ANNOTATION
+    }
+    pod_metadata: JSON = {
+        "name": metadata["name"],
+        "namespace": metadata["namespace"],
+        "labels": labels,
+        "ownerReferences": [
+            {
+                "apiVersion": ShadowPod.group_version(),
+                "kind": ShadowPod.KIND,
+                "name": metadata["name"],
+                "uid": metadata["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+    if annotations:
+        pod_metadata["annotations"] = annotations
+    spec = dict((shadow_pod.get("spec") or {}).get("pod") or {})
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
+
+
+def controller_uid(pod: Mapping[str, Any]) -> str | None:
+    """The UID of the ShadowPod controlling `pod`, if one does."""
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") == ShadowPod.KIND:
+            return str(owner.get("uid"))
+    return None
+
+
+def is_adoptable(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) -> bool:
+    """Whether `pod` is the plain pod an older vk offloaded for this ShadowPod's consumer and
+    node: no controller of its own, the same ownership labels. Adopting it keeps it running
+    (an upgrade in place restarts nothing)."""
+    metadata = pod.get("metadata") or {}
+    if any(owner.get("controller") for owner in metadata.get("ownerReferences") or []):
+        return False
+    pod_labels = metadata.get("labels") or {}
+    shadow_labels = (shadow_pod.get("metadata") or {}).get("labels") or {}
+    keys = (ORIGIN_LABEL, DESTINATION_LABEL, NODENAME_LABEL)
+    return all(shadow_labels.get(key) and pod_labels.get(key) == shadow_labels[key] for key in keys)
+
+
+def forge_adoption_patch(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) -> JSON:
+    """The merge patch making `pod` this ShadowPod's, guarded by the pod's resourceVersion."""
+    owner = forge_pod_of(shadow_pod)["metadata"]["ownerReferences"]
+    metadata = pod.get("metadata") or {}
+    return {
+        "metadata": {
+            "labels": {SHADOW_POD_OWNED_LABEL: "true"},
+            "ownerReferences": [*(metadata.get("ownerReferences") or []), *owner],
+            "resourceVersion": metadata.get("resourceVersion"),
+        }
+    }
+
+
+def is_evicted(pod: Mapping[str, Any]) -> bool:
+    """A pod that failed because it was put out (evicted by its kubelet for node pressure,
+    preempted, or taken off its node), not because its containers failed."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Failed":
+        return False
+    if status.get("reason") == "Evicted":
+        return True
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def finished(shadow_pod: Mapping[str, Any]) -> bool:
+    """Whether the ShadowPod's pod finished by its own containers: it is never run again."""
+    return (shadow_pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
+
+
+def deletion_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
+    """The grace period to delete the Pod of a ShadowPod being deleted: the consumer's (its
+    annotation) when valid, else None (the pod's own)."""
+    value = ((shadow_pod.get("metadata") or {}).get("annotations") or {}).get(
+        DELETION_GRACE_ANNOTATION
+    )
+    try:
+        seconds = int(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= MAX_GRACE_SECONDS else None
+
+
+def refusal_reason(error: ApiError) -> str:
+    """The PodCreated reason for the API server's refusal of a Pod."""
+    if error.status == 403 and "PodSecurity" in error.message:
+        return REASON_POD_SECURITY
+    return REFUSALS.get(error.status, error.reason or "Refused")
+
+
+def forge_shadow_pod_status(
+    current: Mapping[str, Any], phase: str | None, created: bool, reason: str, message: str
+) -> JSON:
+    """The ShadowPod's status: the Pod's phase (or the one recorded, when there is no Pod) and
+    the PodCreated condition; the condition's transition time moves only when it changes."""
+    status: JSON = {}
+    recorded = current.get("phase")
+    if phase or recorded:
+        status["phase"] = phase or recorded
+    previous: Mapping[str, Any] = next(
+        (
+            c
+            for c in current.get("conditions") or []
+            if c.get("type") == ShadowPodConditionType.POD_CREATED
+        ),
+        {},
+    )
+    condition_status = "True" if created else "False"
+    condition: JSON = {
+        "type": ShadowPodConditionType.POD_CREATED.value,
+        "status": condition_status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": previous.get("lastTransitionTime")
+        if previous.get("status") == condition_status
+        else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    status["conditions"] = [condition]
+    return status
+
+
+def status_differs(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether writing `desired` changes anything but the transition time."""
+
+    def essence(status: Mapping[str, Any]) -> tuple[Any, ...]:
+        conditions = tuple(
+            (c.get("type"), c.get("status"), c.get("reason"), c.get("message") or "")
+            for c in status.get("conditions") or []
+        )
+        return status.get("phase"), conditions
+
+    return essence(current) != essence(desired)
+
+
+# --- The controller --------------------------------------------------------------------------
+
+
+class ProviderShadowPods(Reconciler):
+    """Keys are the ShadowPods' `namespace/name`, which are their Pods' too."""
+
+    name = "provider-shadowpods"
+
+    def __init__(self, client: KubeClient, *, workers: int = 4) -> None:
+        self.client = client
+        self.shadow_pods = Informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
+        self.pods = Informer(client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true")
+        self.controller = Controller(self, workers=workers)
+
+    async def run(self) -> None:
+        enqueue = self.controller.enqueue
+        self.shadow_pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        self.pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        await run_with_informers(self.controller, self.shadow_pods, self.pods)
+
+    async def reconcile(self, key: str) -> Result:
+        shadow = self.shadow_pods.store.get(key)
+        if shadow is None:
+            return Result()  # its Pod goes with it: the garbage collector follows the owner
+        namespace, name = split_key(key)
+        assert namespace is not None
+        metadata = shadow["metadata"]
+        pod = self.pods.store.get(key)
+        if pod is not None and controller_uid(pod) != metadata["uid"]:
+            # The Pod of an earlier ShadowPod of that name, which the garbage collector removes.
+            return Result(requeue_after=WAIT_FOR_GARBAGE_COLLECTION)
+        if metadata.get("deletionTimestamp"):
+            return await self._finish(shadow, pod, namespace, name)
+        await self.client.set_finalizer(
+            shadow_pod_path(namespace, name), shadow, SHADOW_POD_FINALIZER, present=True
+        )
+        if pod is None:
+            if finished(shadow):
+                return Result()  # finished by its own containers: never run again
+            return await self._create(shadow, namespace, name)
+        if is_evicted(pod) and not finished(shadow):
+            # Put out, not finished: it runs again, as a ReplicaSet would make a new one.
+            log.info("pod evicted, making it again", namespace=namespace, pod=name)
+            await self._delete_pod(pod, None)
+            return Result()  # its deletion brings us back
+        if pod["metadata"].get("deletionTimestamp"):
+            return Result()  # deleted by someone: made again once it is gone
+        patch = live_pod_patch(forge_pod_of(shadow), pod)
+        if patch is not None:
+            await self.client.merge_patch(pod_path(namespace, name), patch)
+        phase = (pod.get("status") or {}).get("phase")
+        await self._write_status(shadow, phase, True, REASON_CREATED, "")
+        return Result()
+
+    async def _create(self, shadow: JSON, namespace: str, name: str) -> Result:
+        try:
+            await self.client.create(
+                resource_path("v1", "pods", namespace=namespace), forge_pod_of(shadow)
+            )
+        except AlreadyExists:
+            return await self._name_taken(shadow, namespace, name)
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            log.info("pod refused", namespace=namespace, pod=name, error=error.message[:500])
+            await self._write_status(shadow, None, False, refusal_reason(error), error.message)
+            return Result(requeue_after=REFUSED_RETRY)
+        return Result()  # the Pod's event brings us back, to write the status
+
+    async def _name_taken(self, shadow: JSON, namespace: str, name: str) -> Result:
+        """A Pod of that name that this controller did not make: adopted if an older vk
+        offloaded it for this ShadowPod's consumer and node, else left alone and reported."""
+        try:
+            existing = await self.client.get(pod_path(namespace, name))
+        except NotFound:
+            return Result(requeue_after=0.5)  # gone meanwhile: try again
+        if controller_uid(existing) == shadow["metadata"]["uid"]:
+            return Result()  # ours: the informer has not caught up yet
+        if is_adoptable(existing, shadow):
+            log.info("adopting a plain offloaded pod", namespace=namespace, pod=name)
+            await self.client.merge_patch(
+                pod_path(namespace, name), forge_adoption_patch(existing, shadow)
+            )
+            return Result()
+        await self._write_status(
+            shadow,
+            None,
+            False,
+            REASON_NAME_TAKEN,
+            f"a Pod {namespace}/{name} that this ShadowPod does not own exists: it is left "
+            "alone; remove it, or offload the pod under another name",
+        )
+        return Result(requeue_after=REFUSED_RETRY)
+
+    async def _finish(self, shadow: JSON, pod: JSON | None, namespace: str, name: str) -> Result:
+        """The ShadowPod is being deleted: its Pod first, with the consumer's grace period,
+        then the finalizer, so the pod counts until it is gone."""
+        if SHADOW_POD_FINALIZER not in (shadow["metadata"].get("finalizers") or []):
+            return Result()
+        if pod is not None:
+            if not pod["metadata"].get("deletionTimestamp"):
+                await self._delete_pod(pod, deletion_grace_period(shadow))
+            return Result()  # the Pod's deletion brings us back
+        with contextlib.suppress(NotFound):
+            await self.client.set_finalizer(
+                shadow_pod_path(namespace, name), shadow, SHADOW_POD_FINALIZER, present=False
+            )
+        return Result()
+
+    async def _delete_pod(self, pod: JSON, grace: int | None) -> None:
+        metadata = pod["metadata"]
+        options: JSON = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": metadata["uid"]},
+        }
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        with contextlib.suppress(NotFound):
+            await self.client.delete(
+                pod_path(metadata["namespace"], metadata["name"]), body=options
+            )
+
+    async def _write_status(
+        self, shadow: JSON, phase: str | None, created: bool, reason: str, message: str
+    ) -> None:
+        current = shadow.get("status") or {}
+        desired = forge_shadow_pod_status(current, phase, created, reason, message)
+        if not status_differs(current, desired):
+            return
+        metadata = shadow["metadata"]
+        with contextlib.suppress(NotFound):
+            await self.client.merge_patch(
+                shadow_pod_path(metadata["namespace"], metadata["name"], "status"),
+                {"status": desired},
+            )
