@@ -25,6 +25,7 @@ from vk.controllers.installation import (
     forge_controller_manager_cluster_role,
     forge_controller_manager_role,
     forge_runtime_class,
+    forge_tenant_services_policy,
     forge_virtual_storage_class,
 )
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
@@ -111,9 +112,12 @@ def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
     ]
     for chart, forged in pairs:
         assert chart["rules"] == forged["rules"], chart["metadata"]["name"]
+    policy, binding = forge_tenant_services_policy()
     for chart, forged in (
         (find(documents, "RuntimeClass", "liqo"), forge_runtime_class()),
         (find(documents, "StorageClass", "liqo"), forge_virtual_storage_class()),
+        (find(documents, "ValidatingAdmissionPolicy", "vk-tenant-services"), policy),
+        (find(documents, "ValidatingAdmissionPolicyBinding", "vk-tenant-services"), binding),
     ):
         strip = {"metadata"}
         assert {k: v for k, v in chart.items() if k not in strip} == {

@@ -30,6 +30,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.streams import attached_line, forwarded_port
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
+from vk.controllers.provider_namespacemaps import VIRTUAL_KUBELET_REMOTE_ROLE
 
 
 @pytest.fixture(scope="module")
@@ -356,21 +357,11 @@ def test_a_provider_taking_the_tenants_rights_away_makes_logs_and_exec_fail_clea
         naples.kubectl(
             "naples",
             "create",
-            "role",
-            "tenant",
-            "-n",
-            remote,
-            "--verb=get,list,watch,create,delete,patch,update",
-            "--resource=pods,pods/status,pods/log,pods/exec,pods/attach,pods/portforward",
-        )
-        naples.kubectl(
-            "naples",
-            "create",
             "rolebinding",
             "tenant",
             "-n",
             remote,
-            "--role=tenant",
+            f"--clusterrole={VIRTUAL_KUBELET_REMOTE_ROLE}",
             f"--serviceaccount={remote}:tenant",
         )
         token = naples.kubectl("naples", "create", "token", "tenant", "-n", remote).stdout

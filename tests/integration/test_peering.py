@@ -483,9 +483,10 @@ def test_the_provider_creates_twin_namespaces_and_offloaded_pods_run_there_as_th
             peered, f"kubeconfig-resourceslice-{PROVIDER}", tmp_path / "slice"
         )
         for check, expected in [
-            (("create", "pods", "-n", "shop-venice"), "yes"),
-            (("create", "pods/exec", "-n", "shop-venice"), "yes"),
-            (("create", "pods", "-n", "taken-venice"), "no"),
+            (("create", "shadowpods.offloading.liqo.io", "-n", "shop-venice"), "yes"),
+            (("create", "pods", "-n", "shop-venice"), "no"),  # the provider makes the Pods
+            (("create", "pods", "--subresource=exec", "-n", "shop-venice"), "yes"),
+            (("create", "shadowpods.offloading.liqo.io", "-n", "taken-venice"), "no"),
             (("create", "pods", "-n", "default"), "no"),
             (("create", "namespaces"), "no"),
             (("create", "quotas.offloading.liqo.io", "-n", PROVIDER_TENANT), "no"),

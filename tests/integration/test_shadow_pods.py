@@ -277,3 +277,143 @@ def test_offloaded_pods_run_as_shadow_pods_the_provider_turned_into_pods(
             True,
         )
         assert pod["metadata"]["labels"]["app"] == "web"
+
+
+def offload_as(clusters: Clusters, namespace: str, remote: str) -> Any:
+    return vkctl(
+        clusters, "offload", "namespace", namespace,
+        "--namespace-mapping-strategy", "SelectedName", f"--remote-namespace-name={remote}",
+        "--selector=topology.liqo.io/region=south", "--timeout=20s",
+    )  # fmt: skip
+
+
+def namespace_map_events(clusters: Clusters) -> str:
+    return clusters.kubectl(
+        PROVIDER, "get", "events", "-n", f"liqo-tenant-{CONSUMER}",
+        "--field-selector=reason=CreationLoopBackOff", "-o", "jsonpath={.items[*].message}",
+    ).stdout  # fmt: skip
+
+
+def ready_condition(clusters: Clusters, namespace: str) -> dict[str, Any]:
+    offloading = json.loads(
+        clusters.kubectl(
+            CONSUMER, "get", "namespaceoffloading", "offloading", "-n", namespace, "-o", "json"
+        ).stdout
+    )
+    conditions = offloading["status"]["remoteNamespacesConditions"][PROVIDER]
+    return next(c for c in conditions if c["type"] == "Ready")
+
+
+def test_a_reserved_name_or_one_another_namespace_holds_is_refused_on_both_sides(
+    peered: Clusters,
+) -> None:
+    first, second, squatter = (f"zt-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    shared = f"shared-{uuid.uuid4().hex[:6]}"
+    for namespace in (first, second, squatter):
+        peered.kubectl(CONSUMER, "create", "namespace", namespace)
+    try:
+        # A tenant asking for the provider's own namespace gets nothing there.
+        refused = offload_as(peered, squatter, "kube-system")
+        assert refused.returncode != 0
+        assert ready_condition(peered, squatter)["reason"] == "CreationLoopBackOff"
+        assert "namespace name kube-system is reserved on this cluster" in (
+            wait_until(lambda: namespace_map_events(peered), "the provider's Event")
+        )
+        kube_system = json.loads(
+            peered.kubectl(PROVIDER, "get", "namespace", "kube-system", "-o", "json").stdout
+        )
+        assert "liqo.io/remote-namespace-managed-by" not in (
+            kube_system["metadata"].get("annotations") or {}
+        )
+        assert not json.loads(
+            peered.kubectl(
+                PROVIDER, "get", "rolebindings", "-n", "kube-system", "-o", "json",
+                "--field-selector=metadata.name=vk-virtual-kubelet-remote",
+            ).stdout
+        )["items"]  # fmt: skip
+
+        # Two namespaces of one consumer mapped to one name: the first keeps it.
+        assert offload_as(peered, first, shared).returncode == 0
+        taken = offload_as(peered, second, shared)
+        assert taken.returncode != 0
+        condition = ready_condition(peered, second)
+        assert condition["reason"] == "CreationLoopBackOff"
+        assert "another namespace of this cluster may hold it" in condition["message"]
+        said = wait_until(
+            lambda: f"already holds {CONSUMER}'s namespace {first}" in namespace_map_events(peered),
+            "the provider's Event naming the first",
+        )
+        assert said
+        assert ready_condition(peered, first)["reason"] == "RemoteNamespaceCreated"
+        # Giving up the second mapping leaves the first's namespace alone.
+        vkctl(peered, "unoffload", "namespace", second, "--timeout=60s")
+        twin = json.loads(peered.kubectl(PROVIDER, "get", "namespace", shared, "-o", "json").stdout)
+        assert twin["metadata"]["annotations"]["liqo.io/remote-namespace-original-name"] == first
+        assert not twin["metadata"].get("deletionTimestamp")
+    finally:
+        for namespace in (first, second, squatter):
+            vkctl(peered, "unoffload", "namespace", namespace, "--timeout=120s")
+            peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_a_service_taking_over_external_ips_is_refused_in_a_twin_namespace(
+    tenancy: Tenancy,
+) -> None:
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "hijack", "namespace": tenancy.namespace},
+        "spec": {"ports": [{"port": 53}], "externalIPs": ["10.96.0.10"]},
+    }
+    for attempt in (tenancy.as_slice, lambda *a, **k: tenancy.provider(*a, **k, check=False)):
+        refused = attempt("create", "-f", "-", input=json.dumps(service))
+        assert refused.returncode != 0
+        assert "Services with spec.externalIPs are refused" in refused.stderr
+    del service["spec"]["externalIPs"]
+    allowed = tenancy.as_slice("create", "-f", "-", input=json.dumps(service))
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_a_twin_namespace_bounds_what_the_tenant_reflects(tenancy: Tenancy) -> None:
+    quota = wait_until(
+        lambda: tenancy.get("resourcequota", "vk-tenant-objects"), "the twin's ResourceQuota"
+    )
+    assert quota["spec"]["hard"]["services.nodeports"] == "0"
+    node_port = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "exposed", "namespace": tenancy.namespace},
+        "spec": {"type": "NodePort", "ports": [{"port": 80}]},
+    }
+    refused = tenancy.as_slice("create", "-f", "-", input=json.dumps(node_port))
+    assert refused.returncode != 0
+    assert "exceeded quota: vk-tenant-objects" in refused.stderr
+    assert "services.nodeports=0" in refused.stderr
+
+
+def test_the_provider_sets_one_consumers_level_where_the_consumer_cannot(
+    tenancy: Tenancy,
+) -> None:
+    tenant_namespace = f"liqo-tenant-{CONSUMER}"
+    level_label = "pod-security.vk.io/tenant-level"
+    assert not tenancy.can_i("patch", f"namespaces/{tenant_namespace}")
+    tenancy.provider("label", "namespace", tenant_namespace, f"{level_label}=restricted")
+    try:
+
+        def level() -> str | None:
+            twin = tenancy.get("namespace", tenancy.namespace) or {}
+            return (
+                (twin.get("metadata") or {})
+                .get("labels", {})
+                .get("pod-security.kubernetes.io/enforce")
+            )
+
+        wait_until(lambda: level() == "restricted", "the twin namespace at restricted")
+        plain = {"containers": [{"name": "app", "image": "nginx"}]}
+        refused = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("plain", plain))
+        assert refused.returncode != 0
+        assert 'Pod Security level "restricted"' in refused.stderr
+        assert "allowPrivilegeEscalation" in refused.stderr
+    finally:
+        tenancy.provider("label", "namespace", tenant_namespace, f"{level_label}-")
+    wait_until(lambda: level() == "baseline", "the twin namespace back at the default")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from vk.controllers.provider_namespacemaps import (
+    DEFAULT_TWIN_NAMESPACE_QUOTA,
+    RESERVED_NAMESPACES,
+    TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     forge_tenant_binding,
     forge_twin_namespace,
+    forge_twin_resource_quota,
     forge_virtual_kubelet_remote_role,
     managed_by,
+    reserved_by,
+    tenant_pod_security,
 )
 
 
@@ -56,3 +62,44 @@ def test_the_remote_role_grants_shadow_pods_and_reading_pods_never_writing_them(
     assert not any(
         r in ("namespaces", "nodes", "quotas", "certificatesigningrequests") for r, _ in granted
     )
+
+
+def test_names_the_provider_reserves_are_never_a_twin_namespace() -> None:
+    reserved = (*RESERVED_NAMESPACES, "team-*", "billing")
+    for name, pattern in (
+        ("default", "default"),
+        ("kube-system", "kube-*"),
+        ("kube-anything", "kube-*"),
+        ("vk", "vk"),
+        ("liqo-tenant-florence", "liqo-tenant-*"),
+        ("team-a", "team-*"),
+        ("billing", "billing"),
+    ):
+        assert reserved_by(name, reserved) == pattern, name
+    for name in ("shop", "kubeflow", "defaults", "billing-eu", "vk-demo"):
+        assert reserved_by(name, reserved) is None, name
+
+
+def test_a_tenant_namespace_may_name_its_consumers_level_and_nothing_else() -> None:
+    def tenant(**labels: str) -> dict[str, object]:
+        return {"metadata": {"name": "liqo-tenant-venice", "labels": labels}}
+
+    assert tenant_pod_security(None, "baseline") == ("baseline", None)
+    assert tenant_pod_security(tenant(), "baseline") == ("baseline", None)
+    chosen = tenant(**{TENANT_POD_SECURITY_LABEL: "restricted"})
+    assert tenant_pod_security(chosen, "baseline") == ("restricted", None)
+    level, problem = tenant_pod_security(tenant(**{TENANT_POD_SECURITY_LABEL: "root"}), "baseline")
+    assert level == "baseline"
+    assert problem is not None
+    assert "names no Pod Security level" in problem
+
+
+def test_a_twin_namespace_is_bounded_by_a_core_resource_quota() -> None:
+    quota = forge_twin_resource_quota("shop-venice", DEFAULT_TWIN_NAMESPACE_QUOTA)
+    assert quota["kind"] == "ResourceQuota"
+    assert quota["metadata"] == {"name": "vk-tenant-objects", "namespace": "shop-venice"}
+    hard = quota["spec"]["hard"]
+    assert hard["services.nodeports"] == hard["services.loadbalancers"] == "0"
+    for bounded in ("configmaps", "secrets", "services", "persistentvolumeclaims"):
+        assert int(hard[bounded]) > 0
+    assert "requests.storage" in hard

@@ -266,7 +266,7 @@ def test_the_providers_word_on_a_missing_pod_is_read_bounded() -> None:
     )
     reason, message = provider_refusal(refused) or ("", "")
     assert reason == "PodSecurity"
-    assert len(message) == 1024
+    assert len(message) == 2048
     created = shadow_pod(
         conditions=[{"type": "PodCreated", "status": "True", "reason": "PodCreated"}]
     )

@@ -17,6 +17,7 @@ from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
 from vk.controllers.manager import ManagerOptions
 from vk.controllers.manager import main as run_controller_manager
+from vk.controllers.provider_namespacemaps import DEFAULT_TWIN_NAMESPACE_QUOTA
 from vk.controllers.virtualkubelet_deployment import DeploymentLauncher, parse_pod_placement
 from vk.controllers.virtualnodes import Launcher
 from vk.kube.client import KubeClient
@@ -275,6 +276,21 @@ def kubelet(
     "pod-security.kubernetes.io/enforce label of their twin namespaces).",
 )
 @click.option(
+    "--tenant-namespace-quota",
+    default=",".join(f"{k}={v}" for k, v in DEFAULT_TWIN_NAMESPACE_QUOTA.items()),
+    show_default=True,
+    metavar="K=V,...",
+    help="The core ResourceQuota of every namespace made for a consumer (`none` for none): "
+    "object counts, storage, and NodePort/LoadBalancer Services (0: not allowed).",
+)
+@click.option(
+    "--reserved-namespaces",
+    default="",
+    metavar="NAME,...",
+    help="Namespace names no consumer may get as a twin namespace (a trailing * matches any "
+    "ending), besides default, kube-*, vk's namespace and liqo-tenant-*.",
+)
+@click.option(
     "--virtual-kubelet-launcher",
     type=click.Choice(["none", "deployment", "local"]),
     default="none",
@@ -317,6 +333,8 @@ def controller_manager(
     default_node_resources: str,
     default_limits_enforcement: str,
     tenant_pod_security: str,
+    reserved_namespaces: str,
+    tenant_namespace_quota: str,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -328,6 +346,12 @@ def controller_manager(
         resources = parse_key_values(default_node_resources)
     except InvalidKeyValues as error:
         raise click.BadParameter(str(error), param_hint="--default-node-resources") from error
+    try:
+        namespace_quota = (
+            {} if tenant_namespace_quota == "none" else parse_key_values(tenant_namespace_quota)
+        )
+    except InvalidKeyValues as error:
+        raise click.BadParameter(str(error), param_hint="--tenant-namespace-quota") from error
     launcher: Callable[[KubeClient], Launcher] | None = None
     if virtual_kubelet_launcher == "local":
         if local_launcher_dir is None:
@@ -365,6 +389,8 @@ def controller_manager(
         default_node_resources=resources,
         default_limits_enforcement=LimitsEnforcement(default_limits_enforcement),
         tenant_pod_security=tenant_pod_security,
+        reserved_namespaces=tuple(sorted(_names(reserved_namespaces))),
+        tenant_namespace_quota=namespace_quota,
         launcher=launcher,
     )
     try:

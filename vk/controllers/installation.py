@@ -14,7 +14,9 @@ from typing import Any
 
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
+    REMOTE_CLUSTER_ID_LABEL,
     RUNTIME_CLASS_NAME,
+    TENANT_NAMESPACE_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
     VIRTUAL_NODE_TAINT_EFFECT,
@@ -89,6 +91,8 @@ def forge_controller_manager_cluster_role() -> JSON:
             # Tenant namespaces are found by label; twin namespaces are created for consumers
             # and deleted with their mapping (never one vk did not create: checked in code).
             _rule([""], ["namespaces"], ALL_VERBS),
+            # The core ResourceQuota of each twin namespace (provider), applied server-side.
+            _rule([""], ["resourcequotas"], ["get", "create", "update", "patch"]),
             # Slice keys and kubeconfigs (consumer), control-plane kubeconfigs (replication).
             _rule([""], ["secrets"], ALL_VERBS),
             # The virtual kubelets' ServiceAccounts, one per VirtualNode.
@@ -187,8 +191,67 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
         },
         # What providers bind, in each twin namespace, to their consumers' slice identities.
         forge_virtual_kubelet_remote_role(),
+        *forge_tenant_services_policy(),
         forge_runtime_class(),
         forge_virtual_storage_class(),
+    ]
+
+
+TENANT_SERVICES_POLICY = "vk-tenant-services"
+
+
+def forge_tenant_services_policy() -> list[JSON]:
+    """The ValidatingAdmissionPolicy (and its binding) refusing Services with `externalIPs` in
+    the twin namespaces of a provider's consumers, whoever writes them: such a Service takes
+    over traffic to any address on the provider's nodes (CVE-2020-8554). The API server judges
+    it itself, webhook or not."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": TENANT_SERVICES_POLICY, "labels": LABELS},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["services"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.spec.externalIPs) || "
+                        "size(object.spec.externalIPs) == 0",
+                        "message": "Services with spec.externalIPs are refused in the namespaces "
+                        "this provider made for its consumers: remove them",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": TENANT_SERVICES_POLICY, "labels": LABELS},
+            "spec": {
+                "policyName": TENANT_SERVICES_POLICY,
+                "validationActions": ["Deny"],
+                # The twin namespaces: labelled with their consumer, unlike the tenant
+                # namespaces, which carry the tenant label too.
+                "matchResources": {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {"key": REMOTE_CLUSTER_ID_LABEL, "operator": "Exists"},
+                            {"key": TENANT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
+                        ]
+                    }
+                },
+            },
+        },
     ]
 
 

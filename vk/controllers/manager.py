@@ -63,6 +63,10 @@ class ManagerOptions:
     default_limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
     # The Pod Security Standard level of the twin namespaces of this provider's tenants.
     tenant_pod_security: str = DEFAULT_TENANT_POD_SECURITY
+    # Namespace names (a trailing * matches any ending) no consumer may get, besides vk's.
+    reserved_namespaces: tuple[str, ...] = ()
+    # The core ResourceQuota of every twin namespace (None: the defaults; empty: none).
+    tenant_namespace_quota: dict[str, str] | None = None
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
 
@@ -101,7 +105,12 @@ async def run_manager(options: ManagerOptions) -> int:
             Replicator(client, cluster.cluster_id).run(),
             ConsumerResourceSlices(client, cluster.cluster_id).run(),
             ProviderResourceSlices(client, settings).run(),
-            ProviderNamespaceMaps(client, options.tenant_pod_security).run(),
+            ProviderNamespaceMaps(
+                client,
+                options.tenant_pod_security,
+                options.reserved_namespaces,
+                options.tenant_namespace_quota,
+            ).run(),
             ProviderShadowPods(client).run(),
             ForeignClusters(client).run(),
             Tenants(client).run(),

@@ -179,9 +179,11 @@ def forge_cluster_conditions(
             READY,
             "False",
             CREATION_LOOP_BACK_OFF,
-            f"namespace {remote} already exists in {cluster_id} and vk did not create it: it "
-            "is left alone; unoffload and offload again with another namespace mapping "
-            "strategy or remote name, or ask that cluster's administrator to remove it",
+            f"namespace {remote} already exists in {cluster_id} and vk did not create it for "
+            "this namespace (another namespace of this cluster may hold it), or the name is "
+            "reserved there: it is left alone; unoffload and offload again with another "
+            "namespace mapping strategy or remote name, or ask that cluster's administrator "
+            "(the Events of its NamespaceMap say which)",
         )
     elif phase == MappingPhase.TERMINATING:
         ready = condition(

@@ -1,12 +1,16 @@
 """The provider's answer to a consumer's NamespaceMap (its replicated copy): the twin namespaces.
 
 For each desired mapping, the namespace is created (marked as this map's, and labelled with the
-provider's Pod Security level for its tenants, which the API server enforces on every Pod
-there), the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs,
-and the mapping is reported Accepted. A namespace of that name that vk did not create for this
-map is never touched: the mapping stays in CreationLoopBackOff, with an Event saying why. A
-mapping removed deletes its namespace (Terminating until it is gone); the map's deletion waits
-for all of them.
+provider's Pod Security level for its tenants, or the one its tenant namespace names for this
+consumer, which the API server enforces on every Pod there), bounded by a core ResourceQuota
+(object counts, storage, no NodePort or LoadBalancer Services unless the provider allows them),
+the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs, and the
+mapping is reported Accepted. A namespace of that name that vk did not create for this
+map is never touched, and a name the provider reserves (its own system namespaces, vk's, tenant
+namespaces, and a list of its choosing) is never created: the mapping stays in
+CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
+remote name the first already holds. A mapping removed deletes its namespace (Terminating until
+it is gone); the map's deletion waits for all of them.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ from vk.api.constants import (
     DEFAULT_TENANT_POD_SECURITY,
     POD_SECURITY_ENFORCE_LABEL,
     POD_SECURITY_ENFORCE_VERSION_LABEL,
+    POD_SECURITY_LEVELS,
     POD_SECURITY_WARN_LABEL,
     POD_SECURITY_WARN_VERSION_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
+    TENANT_NAMESPACE_PREFIX,
+    VK_NAMESPACE,
     tenant_group,
 )
 from vk.api.offloading import MappingPhase, NamespaceMap, ShadowPod
@@ -40,6 +47,39 @@ MANAGED_BY_ANNOTATION = "liqo.io/remote-namespace-managed-by"
 ORIGINAL_NAME_ANNOTATION = "liqo.io/remote-namespace-original-name"
 VIRTUAL_KUBELET_REMOTE_ROLE = "vk-virtual-kubelet-remote"
 RETRY = 2.0
+# On a provider's tenant namespace: the Pod Security level of this consumer's twin namespaces,
+# instead of the provider's default. The consumer cannot write it (it may not touch namespaces).
+TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
+# The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
+# of the provider's API server. Token Secrets are one per offloaded pod that uses its home
+# ServiceAccount: raise `secrets` with the pods a consumer's Quota grants.
+TWIN_QUOTA = "vk-tenant-objects"
+DEFAULT_TWIN_NAMESPACE_QUOTA = {
+    "configmaps": "500",
+    "secrets": "2000",
+    "services": "200",
+    "persistentvolumeclaims": "100",
+    "requests.storage": "500Gi",
+    "services.nodeports": "0",
+    "services.loadbalancers": "0",
+}
+# Names no consumer may have as a twin namespace, whatever the provider adds: its own system
+# namespaces, vk's, and the tenant namespaces (a trailing * matches any ending).
+RESERVED_NAMESPACES = ("default", "kube-*", VK_NAMESPACE, f"{TENANT_NAMESPACE_PREFIX}*")
+
+
+def reserved_by(name: str, reserved: tuple[str, ...]) -> str | None:
+    """The pattern of `reserved` that reserves namespace `name`, if any."""
+    for pattern in reserved:
+        if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+            return pattern
+    return None
+
+
+def original_name(namespace: Mapping[str, Any]) -> str | None:
+    """The consumer's namespace a twin namespace was made for."""
+    value = (namespace["metadata"].get("annotations") or {}).get(ORIGINAL_NAME_ANNOTATION)
+    return str(value) if value else None
 
 
 def forge_virtual_kubelet_remote_role() -> JSON:
@@ -149,6 +189,32 @@ def forge_tenant_binding(namespace: str, consumer: str) -> JSON:
     }
 
 
+def forge_twin_resource_quota(namespace: str, hard: Mapping[str, str]) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": TWIN_QUOTA, "namespace": namespace},
+        "spec": {"hard": dict(hard)},
+    }
+
+
+def tenant_pod_security(
+    tenant_namespace: Mapping[str, Any] | None, default: str
+) -> tuple[str, str | None]:
+    """The Pod Security level of a consumer's twin namespaces: its tenant namespace's label if it
+    names a level, else `default`; and what is wrong with the label, if anything."""
+    labels = ((tenant_namespace or {}).get("metadata") or {}).get("labels") or {}
+    chosen = labels.get(TENANT_POD_SECURITY_LABEL)
+    if chosen is None:
+        return default, None
+    if chosen not in POD_SECURITY_LEVELS:
+        return default, (
+            f"label {TENANT_POD_SECURITY_LABEL}={chosen!r} names no Pod Security level (one of "
+            f"{', '.join(POD_SECURITY_LEVELS)}): the provider's default {default} applies"
+        )
+    return chosen, None
+
+
 def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
     if namespace is None:
         return None
@@ -159,9 +225,19 @@ def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
 class ProviderNamespaceMaps(Reconciler):
     name = "provider-namespacemaps"
 
-    def __init__(self, client: KubeClient, pod_security: str = DEFAULT_TENANT_POD_SECURITY) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        pod_security: str = DEFAULT_TENANT_POD_SECURITY,
+        reserved_namespaces: tuple[str, ...] = (),
+        namespace_quota: Mapping[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.pod_security = pod_security
+        self.namespace_quota = dict(
+            DEFAULT_TWIN_NAMESPACE_QUOTA if namespace_quota is None else namespace_quota
+        )
+        self.reserved = (*RESERVED_NAMESPACES, *reserved_namespaces)
         self.maps = Informer(
             client,
             NamespaceMap.group_version(),
@@ -179,11 +255,12 @@ class ProviderNamespaceMaps(Reconciler):
         if owner:
             self.controller.enqueue(owner)
             return
-        # One in the way may have gone: look again at the maps that want that name.
+        # One in the way may have gone: look again at the maps that want that name; or a
+        # tenant namespace's Pod Security level changed: look again at the maps in it.
         name = namespace["metadata"]["name"]
         for namespace_map in self.maps.store.objects():
             desired = (namespace_map.get("spec") or {}).get("desiredMapping") or {}
-            if name in desired.values():
+            if name in desired.values() or namespace_map["metadata"].get("namespace") == name:
                 self.controller.enqueue(object_key(namespace_map))
 
     async def run(self) -> None:
@@ -217,18 +294,27 @@ class ProviderNamespaceMaps(Reconciler):
         )
         status: dict[str, JSON] = {}
         waiting = False
-        for local, remote in desired.items():
+        # A remote name wanted twice goes to the entry Accepted first: those are seen first.
+        accepted_first = sorted(
+            desired.items(),
+            key=lambda item: (current.get(item[0]) or {}).get("phase") != MappingPhase.ACCEPTED,
+        )
+        claimed: dict[str, str] = {}  # remote -> the local namespace it is made for
+        for local, remote in accepted_first:
             status[local] = {
                 "remoteNamespace": remote,
-                "phase": await self._ensure_twin(namespace_map, key, consumer, local, remote),
+                "phase": await self._ensure_twin(
+                    namespace_map, key, consumer, local, remote, claimed
+                ),
             }
             if status[local]["phase"] != MappingPhase.ACCEPTED:
                 waiting = True
+        status = {local: status[local] for local in desired}
         for local, entry in current.items():
             remote = entry.get("remoteNamespace", "")
             if local in desired or not remote:
                 continue
-            if await self._delete_twin(remote, key):
+            if await self._delete_twin(remote, key, local):
                 status[local] = {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
                 waiting = True
         if status != current:
@@ -249,26 +335,51 @@ class ProviderNamespaceMaps(Reconciler):
         return Result(requeue_after=RETRY if waiting else None)
 
     async def _ensure_twin(
-        self, namespace_map: JSON, key: str, consumer: str, local: str, remote: str
+        self,
+        namespace_map: JSON,
+        key: str,
+        consumer: str,
+        local: str,
+        remote: str,
+        claimed: dict[str, str],
     ) -> str:
         existing = self.namespaces.store.get(remote)
         owner = managed_by(existing)
-        if existing is not None and owner != key:
+        holder = claimed.get(remote) or (original_name(existing) if existing else None)
+        reason = None
+        if pattern := reserved_by(remote, self.reserved):
+            reason = (
+                f"namespace name {remote} is reserved on this cluster ({pattern}): choose another "
+                "remote name"
+            )
+        elif existing is not None and owner != key:
             reason = (
                 f"namespace {remote} exists on this cluster and was not created by vk for "
                 f"{key}: it is left alone; choose another remote name, or remove it"
             )
-            if self._refused.get((key, remote)) != reason:
-                self._refused[(key, remote)] = reason
+        elif holder is not None and holder != local:
+            reason = (
+                f"namespace {remote} already holds {consumer}'s namespace {holder}, mapped to that "
+                f"name first: {local} needs another remote name"
+            )
+        if reason is not None:
+            if self._refused.get((key, local)) != reason:
+                self._refused[(key, local)] = reason
                 await self.events.record(namespace_map, WARNING, "CreationLoopBackOff", reason)
             return MappingPhase.CREATION_LOOP_BACK_OFF.value
-        self._refused.pop((key, remote), None)
-        wanted_labels = pod_security_labels(self.pod_security)
+        self._refused.pop((key, local), None)
+        claimed[remote] = local
+        tenant_namespace = self.namespaces.store.get(split_key(key)[0] or "")
+        level, problem = tenant_pod_security(tenant_namespace, self.pod_security)
+        if problem and self._refused.get((key, "")) != problem:
+            self._refused[(key, "")] = problem
+            await self.events.record(namespace_map, WARNING, "InvalidPodSecurityLevel", problem)
+        wanted_labels = pod_security_labels(level)
         if existing is None:
             with contextlib.suppress(AlreadyExists):  # the informer is behind: next round
                 await self.client.create(
                     resource_path("v1", "namespaces"),
-                    forge_twin_namespace(remote, consumer, key, local, self.pod_security),
+                    forge_twin_namespace(remote, consumer, key, local, level),
                 )
         elif existing["metadata"].get("deletionTimestamp"):
             return MappingPhase.TERMINATING.value  # a mapping removed and added back: wait
@@ -279,6 +390,11 @@ class ProviderNamespaceMaps(Reconciler):
             await self.client.merge_patch(
                 resource_path("v1", "namespaces", name=remote),
                 {"metadata": {"labels": wanted_labels}},
+            )
+        if self.namespace_quota:
+            await self.applied.apply(
+                resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA),
+                forge_twin_resource_quota(remote, self.namespace_quota),
             )
         binding = forge_tenant_binding(remote, consumer)
         await self.applied.apply(
@@ -292,11 +408,14 @@ class ProviderNamespaceMaps(Reconciler):
         )
         return MappingPhase.ACCEPTED.value
 
-    async def _delete_twin(self, remote: str, key: str) -> bool:
-        """Deletes a twin namespace this map created; True while it is still there."""
+    async def _delete_twin(self, remote: str, key: str, local: str) -> bool:
+        """Deletes the twin namespace this map created for `local`; True while it is still
+        there."""
         existing = self.namespaces.store.get(remote)
         if existing is None or managed_by(existing) != key:
             return False
+        if original_name(existing) not in (None, local):
+            return False  # another local namespace's, which this entry was refused
         self.applied.forget(
             resource_path(
                 "rbac.authorization.k8s.io/v1",
@@ -304,6 +423,9 @@ class ProviderNamespaceMaps(Reconciler):
                 namespace=remote,
                 name=VIRTUAL_KUBELET_REMOTE_ROLE,
             )
+        )
+        self.applied.forget(
+            resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA)
         )
         if not existing["metadata"].get("deletionTimestamp"):
             with contextlib.suppress(NotFound):

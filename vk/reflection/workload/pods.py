@@ -73,7 +73,7 @@ REFUSALS = (400, 403, 422)
 REFUSED_RETRY = 10.0
 # The provider's word on why it made no Pod is shown at home, cut to this length: it is input
 # from the other side.
-MAX_PROVIDER_MESSAGE = 1024
+MAX_PROVIDER_MESSAGE = 2048
 
 
 class PodsByPhase(Collector):
@@ -182,6 +182,9 @@ class PodReflector(Reconciler):
         self._remote_client: KubeClient | None = None
         self.controller = Controller(self, workers=workers)
         self._first_seen: dict[str, float] = {}
+        # Pods whose offload time was observed: a second look at a local pod whose cache has
+        # not caught up with our own Running yet is not a second offload.
+        self._offload_observed: set[str] = set()
         self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
         # key -> (local uid, message): a pod recreated under the same name is told again.
         self._reported: dict[str, tuple[str, str]] = {}
@@ -303,6 +306,7 @@ class PodReflector(Reconciler):
         shadows = self.shadows.get(remote_namespace) if remote_namespace else None
         if local is None:
             self._first_seen.pop(key, None)
+            self._offload_observed.discard(key)
             self._remote_uids.pop(key, None)
             self._reported.pop(key, None)
             if client and shadows and shadows.synced.is_set():
@@ -401,7 +405,8 @@ class PodReflector(Reconciler):
             await self._report(
                 local,
                 REASON_REFUSED,
-                f"cluster {self.remote_cluster_id} refused the pod: {error.message}",
+                f"cluster {self.remote_cluster_id} refused the pod: "
+                f"{error.message[:MAX_PROVIDER_MESSAGE]}",
             )
             return Result(requeue_after=REFUSED_RETRY)
         return Result()
@@ -491,7 +496,13 @@ class PodReflector(Reconciler):
             forge_status_patch(local, desired),
         )
         self._reported.pop(key, None)
-        if desired.get("phase") == "Running" and not was_running and key in self._first_seen:
+        if (
+            desired.get("phase") == "Running"
+            and not was_running
+            and key in self._first_seen
+            and key not in self._offload_observed
+        ):
+            self._offload_observed.add(key)
             POD_OFFLOAD_SECONDS.labels(self.node_name).observe(
                 time.monotonic() - self._first_seen[key]
             )
