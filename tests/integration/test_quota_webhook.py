@@ -125,7 +125,7 @@ def test_a_tenants_pod_is_stamped_with_its_identity_and_others_are_not(
     assert webhook.creator("admins") == ""
 
 
-def test_a_pod_beyond_the_quota_is_denied_and_deleting_one_gives_its_share_back(
+def test_a_pod_beyond_the_quota_is_denied_and_counts_until_it_is_gone(
     webhook: QuotaWebhook,
 ) -> None:
     user = new_user()
@@ -138,10 +138,31 @@ def test_a_pod_beyond_the_quota_is_denied_and_deleting_one_gives_its_share_back(
     assert 'admission webhook "shadowpod.validate.liqo.io" denied the request' in second.stderr
     assert "cpu: asks 600m, 600m used, 1 allowed" in second.stderr
 
+    # Its Pod held in Terminating (kwok stops it at once): the ShadowPod still counts.
+    wait_until(
+        lambda: (
+            webhook.kubectl("get", "pod", "first", "-n", webhook.namespace, check=False).returncode
+            == 0
+        ),
+        "the Pod made of the ShadowPod first",
+    )
+    hold = json.dumps({"metadata": {"finalizers": ["vk.test/hold"]}})
+    webhook.kubectl("patch", "pod", "first", "-n", webhook.namespace, "--type=merge", "-p", hold)
     webhook.kubectl("delete", "shadowpod", "first", "-n", webhook.namespace, "--wait=false")
     wait_until(
+        lambda: json.loads(
+            webhook.kubectl("get", "pod", "first", "-n", webhook.namespace, "-o", "json").stdout
+        )["metadata"].get("deletionTimestamp"),
+        "the Pod of first terminating",
+    )
+    still = webhook.create(user, "second", requests={"cpu": "600m"})
+    assert still.returncode != 0
+    assert "cpu: asks 600m, 600m used, 1 allowed" in still.stderr
+    release = json.dumps({"metadata": {"finalizers": None}})
+    webhook.kubectl("patch", "pod", "first", "-n", webhook.namespace, "--type=merge", "-p", release)
+    wait_until(
         lambda: webhook.create(user, "second", requests={"cpu": "600m"}).returncode == 0,
-        "the deleted pod's cpu given back",
+        "the deleted pod's cpu given back once it is gone",
     )
 
 

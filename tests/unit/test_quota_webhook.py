@@ -207,9 +207,10 @@ def test_usage_counts_each_pod_holding_resources_once() -> None:
     deleting = pod(container(requests={"cpu": "8"}), name="e")
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
 
+    # Until it is gone, a pod being deleted may still run: it counts.
     assert pods_usage([running, pending, done, failed, deleting]) == {
-        "cpu": D("1.5"),
-        "pods": D(2),
+        "cpu": D("9.5"),
+        "pods": D(3),
     }
 
 

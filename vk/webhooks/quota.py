@@ -191,10 +191,9 @@ def pod_usage(pod: Mapping[str, Any]) -> Resources:
 
 
 def holds_resources(pod: Mapping[str, Any]) -> bool:
-    """Whether `pod` counts in its Quota's usage: not finished, not being deleted (deleting a
-    pod gives its share back at once, as Liqo does)."""
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
+    """Whether `pod` (a ShadowPod seen as its pod) counts in its Quota's usage: not finished.
+    One being deleted still counts, until it is gone: its finalizer holds it until its Pod has
+    stopped (Liqo gives the share back at once, while the pod may still run)."""
     return (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
 
 
