@@ -10,19 +10,28 @@ end-to-end path, from a consumer's pod to its refusal, is in test_peering.py.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import ssl
+import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.conftest import VK
 from tests.integration.polling import wait_until
 from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
 from vk.controllers.provider_namespacemaps import VIRTUAL_KUBELET_REMOTE_ROLE
+from vk.playground.processes import free_port
 
 PROVIDER, CONSUMER = "naples", "venice"
 GROUP = tenant_group(CONSUMER)
@@ -219,3 +228,126 @@ def test_the_stamp_can_be_neither_removed_nor_forged(webhook: QuotaWebhook) -> N
     refused = webhook.kubectl("create", "-f", "-", input=json.dumps(forged), check=False)
     assert refused.returncode != 0
     assert "set only by the provider's quota webhook" in refused.stderr
+
+
+@dataclass
+class Replica:
+    """A `vk webhook` of naples' besides the installed one, as a second replica would run."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+
+
+@pytest.fixture
+def two_replicas(webhook: QuotaWebhook, tmp_path: Path) -> Iterator[tuple[list[Replica], bytes]]:
+    paths = webhook.clusters.playground.paths(PROVIDER)
+    env = {**os.environ, "KUBECONFIG": str(paths.component_kubeconfig("vk-webhook"))}
+    replicas = []
+    for index in range(2):
+        port = free_port()
+        with open(tmp_path / f"webhook-{index}.log", "wb") as log:
+            process = subprocess.Popen(
+                [
+                    VK, "webhook", f"--listen-address=127.0.0.1:{port}",
+                    f"--tls-cert-file={paths.pki.path('vk-webhook-serving.crt')}",
+                    f"--tls-private-key-file={paths.pki.path('vk-webhook-serving.key')}",
+                ],
+                env=env, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        replicas.append(Replica(process, f"https://127.0.0.1:{port}"))
+    ca = paths.pki.ca_crt.read_bytes()
+    trust = ssl.create_default_context(cadata=ca.decode())
+
+    def ready(replica: Replica) -> bool:
+        try:
+            with urllib.request.urlopen(f"{replica.url}/readyz", context=trust, timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    try:
+        for replica in replicas:
+            wait_until(lambda r=replica: ready(r), "a webhook replica ready")
+        yield replicas, ca
+    finally:
+        for replica in replicas:
+            replica.process.terminate()
+            replica.process.wait(timeout=20)
+
+
+def shadow_pod_review(
+    namespace: str, user: str, name: str, dry_run: bool = False
+) -> dict[str, Any]:
+    """The AdmissionReview the API server would send for a tenant's stamped ShadowPod."""
+    container = {"name": "app", "image": PAUSE, "resources": {"requests": {"cpu": "1"}}}
+    shadow_pod = {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "ShadowPod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {CREATOR_USER_LABEL: user}},
+        "spec": {"pod": {"containers": [container]}},
+    }
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"},
+            "namespace": namespace,
+            "name": name,
+            "operation": "CREATE",
+            "userInfo": {"username": user, "groups": [GROUP, "system:authenticated"]},
+            "object": shadow_pod,
+            "dryRun": dry_run,
+        },
+    }
+
+
+async def review_all(
+    replicas: list[Replica], ca: bytes, reviews: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Every review at once, spread over the replicas; their answers."""
+    trust = ssl.create_default_context(cadata=ca.decode())
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
+
+        async def send(index: int, review: dict[str, Any]) -> dict[str, Any]:
+            url = replicas[index % len(replicas)].url + "/validate-shadowpod"
+            async with session.post(url, json=review) as response:
+                answer: dict[str, Any] = (await response.json())["response"]
+                return answer
+
+        return list(await asyncio.gather(*(send(i, r) for i, r in enumerate(reviews))))
+
+
+def reservations(webhook: QuotaWebhook, user: str) -> dict[str, Any]:
+    quota = json.loads(
+        webhook.kubectl("get", "quotas.offloading.liqo.io", user, "-n", webhook.namespace,
+                        "-o", "json").stdout
+    )  # fmt: skip
+    return dict((quota.get("status") or {}).get("reservations") or {})
+
+
+def test_two_webhook_replicas_admit_exactly_the_quota_under_a_burst(
+    webhook: QuotaWebhook, two_replicas: tuple[list[Replica], bytes]
+) -> None:
+    replicas, ca = two_replicas
+    for round_ in range(5):
+        user = new_user()
+        webhook.quota(user, {"cpu": "10", "pods": "100"})  # room for 10 pods of 1 cpu
+
+        def known_to_both(u: str = user) -> bool:
+            probes = [shadow_pod_review(webhook.namespace, u, "probe", dry_run=True)] * 2
+            answers = asyncio.run(review_all(replicas, ca, probes))
+            return all(a["allowed"] for a in answers)
+
+        wait_until(known_to_both, f"round {round_}: both replicas knowing the Quota")
+        burst = [shadow_pod_review(webhook.namespace, user, f"p{i}") for i in range(50)]
+        answers = asyncio.run(review_all(replicas, ca, burst))
+        admitted = [a for a in answers if a["allowed"]]
+        assert len(admitted) == 10, f"round {round_}: {len(admitted)} admitted"
+        refused = [a["status"]["message"] for a in answers if not a["allowed"]]
+        assert all("cpu: asks 1, 10 used, 10 allowed" in m for m in refused), refused[:3]
+        assert len(reservations(webhook, user)) == 10
+
+    # Those reviews were never the API server's: no ShadowPod shows up, and the recount undoes
+    # their reservations once they expire.
+    wait_until(lambda: not reservations(webhook, user), "the forged reservations undone", 45)

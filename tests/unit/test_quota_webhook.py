@@ -29,7 +29,17 @@ from vk.api.constants import (
     tenant_group,
 )
 from vk.api.offloading import Quota
+from vk.api.usage import (
+    creator_label_value,
+    forge_counted_status,
+    forge_reserved_status,
+    ledger_usage,
+    next_expiry,
+    pod_requests,
+    pods_usage,
+)
 from vk.cli.components import webhook as webhook_command
+from vk.kube.client import Conflict, NotFound
 from vk.kube.informer import Store
 from vk.playground.pki import build_ca, issue
 from vk.playground.processes import free_port
@@ -39,6 +49,7 @@ from vk.webhooks.admission import (
     OffloadingAdmission,
     ShadowPodAdmission,
     forge_review_response,
+    quota_path,
     quota_user_index,
 )
 from vk.webhooks.configuration import (
@@ -51,12 +62,8 @@ from vk.webhooks.configuration import (
 )
 from vk.webhooks.quota import (
     Decision,
-    UsageLedger,
-    creator_label_value,
     deny,
     forge_creator_patch,
-    pod_requests,
-    pods_usage,
     review_creator_stamp,
     review_creator_update,
     review_pod,
@@ -476,7 +483,7 @@ def test_the_stamp_is_immutable(old: JSON, new: JSON, allowed: bool, says: str) 
     assert says in decision.message
 
 
-# --- Usage kept by events -------------------------------------------------------------------
+# --- The ledger in the Quota's status --------------------------------------------------------
 
 
 def stamped(name: str, cpu: str, user: str = USER, **extra: Any) -> JSON:
@@ -485,32 +492,37 @@ def stamped(name: str, cpu: str, user: str = USER, **extra: Any) -> JSON:
     )
 
 
-def test_the_ledger_follows_the_pods_it_sees() -> None:
-    ledger = UsageLedger()
-    ledger.observe(stamped("a", "1"))
-    ledger.observe(stamped("b", "500m"))
-    ledger.observe(stamped("c", "2", user="another"))
-    assert ledger.used(USER, 0) == {"cpu": D("1.5"), "pods": D(2)}
-
-    ledger.observe(stamped("a", "1", status={"phase": "Succeeded"}))
-    assert ledger.used(USER, 0) == {"cpu": D("0.5"), "pods": D(1)}
-    ledger.forget("shop-venice/b")
-    assert ledger.used(USER, 0) == {}
-    assert ledger.used("another", 0) == {"cpu": D(2), "pods": D(1)}
+NOW = datetime.datetime(2026, 11, 23, 12, 0, tzinfo=datetime.UTC)
 
 
-def test_an_admitted_pod_counts_until_seen_and_never_twice() -> None:
-    ledger = UsageLedger(reservation_ttl=30)
-    ledger.reserve(USER, "shop-venice/a", {"cpu": D(1), "pods": D(1)}, now=100)
-    assert ledger.used(USER, 101) == {"cpu": D(1), "pods": D(1)}
-    assert ledger.used(USER, 101, excluding="shop-venice/a") == {}
+def test_the_ledger_is_the_count_plus_the_reservations_not_expired() -> None:
+    status = forge_reserved_status({"used": {"cpu": "1", "pods": "1"}}, "ns/a", {"cpu": D(1)}, NOW)
+    assert status["reservations"]["ns/a"] == {
+        "resources": {"cpu": "1"},
+        "expires": "2026-11-23T12:00:30Z",
+    }
+    assert ledger_usage(status, NOW, excluding=None) == {"cpu": D(2), "pods": D(1)}
+    # The ShadowPod under review is not counted twice when its creation is retried.
+    assert ledger_usage(status, NOW, excluding="ns/a") == {"cpu": D(1), "pods": D(1)}
+    later = NOW + datetime.timedelta(seconds=30)
+    assert ledger_usage(status, later, excluding=None) == {"cpu": D(1), "pods": D(1)}
+    assert next_expiry(status) == later
 
-    ledger.observe(stamped("a", "1"))
-    assert ledger.used(USER, 102) == {"cpu": D(1), "pods": D(1)}
 
-    ledger.reserve(USER, "shop-venice/never-created", {"cpu": D(1), "pods": D(1)}, now=100)
-    assert ledger.used(USER, 129)["pods"] == 2
-    assert ledger.used(USER, 130)["pods"] == 1  # its creation failed: it lapses
+def test_a_recount_folds_the_reservations_whose_shadow_pods_exist_and_drops_the_expired() -> None:
+    status = forge_reserved_status({}, "shop-venice/a", {"cpu": D(1), "pods": D(1)}, NOW)
+    status = forge_reserved_status(status, "shop-venice/never", {"cpu": D(1), "pods": D(1)}, NOW)
+    existing = {
+        "shop-venice/a": stamped("a", "1"),
+        "shop-venice/b": stamped("b", "500m"),
+        "shop-venice/done": stamped("done", "4", status={"phase": "Succeeded"}),
+    }
+    counted = forge_counted_status(status, existing, NOW)
+    assert counted["used"] == {"cpu": "1500m", "pods": "2"}
+    assert list(counted["reservations"]) == ["shop-venice/never"]
+    assert ledger_usage(counted, NOW, excluding=None) == {"cpu": D("2.5"), "pods": D(3)}
+    expired = forge_counted_status(status, existing, NOW + datetime.timedelta(seconds=31))
+    assert "reservations" not in expired  # never created: undone
 
 
 # --- The admission handlers over the caches -------------------------------------------------
@@ -560,9 +572,46 @@ def twin_namespace(name: str, consumer: str = "venice", level: str | None = None
     return {"metadata": {"name": name, "labels": labels}}
 
 
+class QuotaLedgers:
+    """The Quotas' ledgers as an API server keeps them, for the handler's control flow: read,
+    and written whole with a resourceVersion precondition (the real one is in the integration
+    tests)."""
+
+    def __init__(self, *quotas: JSON) -> None:
+        self.objects: dict[str, JSON] = {}
+        for quota in quotas:
+            stored = json.loads(json.dumps(quota))
+            stored["metadata"]["resourceVersion"] = "1"
+            self.objects[quota_path(quota)] = stored
+        self.conflicts = 0
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
+        if path not in self.objects:
+            raise NotFound(404, "NotFound", path)
+        read = json.loads(json.dumps(self.objects[path]))
+        await asyncio.sleep(0)  # other reviews go on meanwhile, as over a network
+        return read
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        stored = self.objects[path.removesuffix("/status")]
+        if body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]:
+            self.conflicts += 1
+            raise Conflict(409, "Conflict", "the object has been modified")
+        stored["status"] = json.loads(json.dumps(body["status"]))
+        stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
+        return stored
+
+    def recount(self, *shadow_pods: JSON, now: datetime.datetime = NOW) -> None:
+        """What the provider's recount does: the usage of the ShadowPods that exist."""
+        existing = {f"shop-venice/{p['metadata']['name']}": p for p in shadow_pods}
+        for stored in self.objects.values():
+            stored["status"] = forge_counted_status(stored.get("status") or {}, existing, now)
+            stored["metadata"]["resourceVersion"] += "0"
+
+
 class Webhook:
     """A ShadowPodAdmission over hand-filled caches (venice's twin namespace shop-venice, at
-    Pod Security level baseline), and a clock."""
+    Pod Security level baseline), the Quotas' ledgers, and a clock."""
 
     def __init__(
         self, *quotas: JSON, enforcement_enabled: bool = True, policy: TenantPodPolicy | None = None
@@ -572,18 +621,21 @@ class Webhook:
             self.quotas.upsert(q)
         self.namespaces = Store()
         self.namespaces.upsert(twin_namespace("shop-venice", level="baseline"))
-        self.ledger = UsageLedger()
-        self.now = 1000.0
+        self.ledgers = QuotaLedgers(*quotas)
+        self.now = NOW
         self.synced = True
         self.admission = ShadowPodAdmission(
             self.quotas,
             self.namespaces,
-            self.ledger,
+            self.ledgers,
             enforcement_enabled=enforcement_enabled,
             synced=lambda: self.synced,
             policy=policy,
             clock=lambda: self.now,
         )
+
+    def validate(self, request: JSON) -> Answer:
+        return asyncio.run(self.admission.validate(request))
 
     def create(self, the_pod: JSON, **kwargs: Any) -> tuple[Answer, Answer]:
         """Both webhooks as the API server calls them: stamp, apply the patch, validate."""
@@ -597,7 +649,7 @@ class Webhook:
                     the_pod["metadata"]["finalizers"] = op["value"]
                 else:
                     the_pod["metadata"]["labels"][CREATOR_USER_LABEL] = op["value"]
-        return mutated, self.admission.validate(review(the_pod, **kwargs))
+        return mutated, self.validate(review(the_pod, **kwargs))
 
 
 def test_a_tenants_pod_is_stamped_and_admitted_within_its_quota() -> None:
@@ -628,10 +680,20 @@ def test_a_burst_is_admitted_against_the_pods_admitted_just_before() -> None:
     assert "cpu: asks 400m, 800m used, 1 allowed" in answers[2].decision.message
 
 
+async def test_a_burst_of_reviews_at_once_admits_exactly_what_the_quota_holds() -> None:
+    webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
+    reviews = [review(stamped(f"p{i}", "1")) for i in range(50)]
+    answers = await asyncio.gather(*(webhook.admission.validate(r) for r in reviews))
+    assert sum(a.decision.allowed for a in answers) == 10
+    assert webhook.ledgers.conflicts > 0  # they raced, and the ledger settled it
+    stored = next(iter(webhook.ledgers.objects.values()))
+    assert len(stored["status"]["reservations"]) == 10
+
+
 def test_a_pod_seen_in_the_cache_is_not_counted_twice() -> None:
     webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
     assert webhook.create(pod(container(requests={"cpu": "600m"}), name="a"))[1].decision.allowed
-    webhook.ledger.observe(stamped("a", "600m"))
+    webhook.ledgers.recount(stamped("a", "600m"))
     assert webhook.create(pod(container(requests={"cpu": "400m"}), name="b"))[1].decision.allowed
     third = webhook.create(pod(container(requests={"cpu": "1m"}), name="c"))[1]
     assert not third.decision.allowed
@@ -641,7 +703,7 @@ def test_virtual_nodes_sharing_a_slice_share_its_quota() -> None:
     webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
     from_node_a = stamped("from-node-a", "1")
     from_node_a["metadata"]["labels"][NODENAME_LABEL] = "node-a"
-    webhook.ledger.observe(from_node_a)
+    webhook.ledgers.recount(from_node_a)
     from_node_b = pod(
         container(requests={"cpu": "1"}), name="from-node-b", labels={NODENAME_LABEL: "node-b"}
     )
@@ -697,7 +759,7 @@ def test_updates_keep_the_stamp_for_everyone() -> None:
     old = stamped("a", "1")
     new = stamped("a", "1")
     del new["metadata"]["labels"][CREATOR_USER_LABEL]
-    answer = webhook.admission.validate(
+    answer = webhook.validate(
         review(new, user="kubernetes-admin", groups=["system:masters"], operation="UPDATE", old=old)
     )
     assert not answer.decision.allowed
@@ -826,12 +888,12 @@ def test_updates_keep_to_the_rules_too() -> None:
     old = stamped("a", "1")
     new = json.loads(json.dumps(old))
     new["spec"]["tolerations"] = [{"key": "node-role.kubernetes.io/control-plane"}]
-    denied = webhook.admission.validate(review(new, operation="UPDATE", old=old))
+    denied = webhook.validate(review(new, operation="UPDATE", old=old))
     assert not denied.decision.allowed
     assert "tolerates 'node-role.kubernetes.io/control-plane'" in denied.decision.message
     new["spec"]["tolerations"] = []
     new["metadata"]["labels"]["app"] = "web"
-    assert webhook.admission.validate(review(new, operation="UPDATE", old=old)).decision.allowed
+    assert webhook.validate(review(new, operation="UPDATE", old=old)).decision.allowed
 
 
 # --- The webhook configurations -------------------------------------------------------------
@@ -881,13 +943,13 @@ def test_the_configurations_can_point_at_a_service() -> None:
     }
 
 
-def test_the_webhook_reads_quotas_shadow_pods_namespaces_and_offloadings_only() -> None:
+def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_only() -> None:
     rules = forge_webhook_cluster_role()["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
+        ("quotas", "get"),
         ("quotas", "list"),
         ("quotas", "watch"),
-        ("shadowpods", "list"),
-        ("shadowpods", "watch"),
+        ("quotas/status", "update"),
         ("namespaces", "list"),
         ("namespaces", "watch"),
         ("namespaceoffloadings", "list"),

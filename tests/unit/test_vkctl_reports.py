@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from vk.api.identity import ClusterIdentity
+from vk.api.usage import pod_usage
 from vk.cli.info import (
     controller_manager_state,
     format_report,
@@ -20,7 +21,6 @@ from vk.cli.info import (
     sum_resources,
     used_resources,
 )
-from vk.webhooks.quota import pod_usage
 
 NOW = datetime.datetime(2026, 11, 22, 8, 0, 30, tzinfo=datetime.UTC)
 

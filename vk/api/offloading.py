@@ -324,6 +324,25 @@ class QuotaSpec(KubeModel):
     """A cordoned quota admits no new pods."""
 
 
+class QuotaReservation(KubeModel):
+    """What one admitted ShadowPod takes, until the usage counts it or it expires."""
+
+    resources: ResourceList
+    expires: Time
+    """When the reservation lapses if no ShadowPod of that name showed up (its creation failed
+    after admission, or the review was never the API server's)."""
+
+
+class QuotaStatus(KubeModel):
+    """The ledger of the Quota, kept in the API server so that any number of webhook replicas
+    admit no more than the Quota (not in Liqo, whose ledger is in its webhook's memory)."""
+
+    used: ResourceList | None = None
+    """What the consumer's ShadowPods that exist and have not finished take, as last counted."""
+    reservations: dict[str, QuotaReservation] | None = None
+    """Admissions not counted in `used` yet, by the ShadowPod's namespace/name."""
+
+
 class Quota(KubeObject):
     """The provider's limit on a consumer's offloaded pods, in the tenant namespace."""
 
@@ -333,6 +352,7 @@ class Quota(KubeObject):
     PLURAL: ClassVar[str] = "quotas"
 
     spec: QuotaSpec
+    status: QuotaStatus = Field(default_factory=QuotaStatus)
 
 
 # --- ShadowPod -----------------------------------------------------------------------------

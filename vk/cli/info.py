@@ -31,6 +31,7 @@ from vk.api.constants import (
 from vk.api.core import ForeignCluster
 from vk.api.identity import ClusterIdentity
 from vk.api.quantity import format_quantity, parse_quantity
+from vk.api.usage import pod_usage
 from vk.cli.options import cluster_client, cluster_options, output_option, render
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
@@ -42,7 +43,6 @@ from vk.cli.waiting import (
 )
 from vk.controllers.provider_resourceslices import ACCEPTED, RESOURCES
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
-from vk.webhooks.quota import pod_usage
 
 CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
 

@@ -78,6 +78,7 @@ def forge_controller_manager_cluster_role() -> JSON:
                     "namespaceoffloadings/status",
                     "tenants/status",
                     "shadowpods/status",
+                    "quotas/status",
                     "resourceslices/finalizers",
                     "namespacemaps/finalizers",
                     "virtualnodes/finalizers",

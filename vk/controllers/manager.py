@@ -8,7 +8,8 @@ both roles:
   approver, the ForeignClusters, and namespace offloading (which providers get which namespace);
 - provider: the answer to what consumers replicate here: ResourceSlices (identity, resources,
   Quota), NamespaceMaps (twin namespaces, their Pod Security level, and the consumer's rights
-  in them), ShadowPods (the Pods consumers ask for) and Tenants (everything made for a
+  in them), ShadowPods (the Pods consumers ask for), the Quotas' ledgers (counted again) and
+  Tenants (everything made for a
   consumer, removed when its Tenant is deleted).
 """
 
@@ -35,6 +36,7 @@ from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.namespaceoffloading import NamespaceOffloadings
 from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
+from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
     ProviderResourceSlices,
@@ -112,6 +114,7 @@ async def run_manager(options: ManagerOptions) -> int:
                 options.tenant_namespace_quota,
             ).run(),
             ProviderShadowPods(client).run(),
+            ProviderQuotaUsage(client).run(),
             ForeignClusters(client).run(),
             Tenants(client).run(),
             NamespaceOffloadings(client, cluster.cluster_id).run(),

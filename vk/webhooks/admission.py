@@ -6,19 +6,21 @@ namespace of that consumer, within the provider's scheduling rules (`vk.webhooks
 its Pod Security level (`vk.webhooks.podsecurity`, the twin namespace's label) and the Quota
 (`vk.webhooks.quota`), and keeps the stamp immutable on updates. Consumer: `OffloadingAdmission`
 places the pods of offloaded namespaces and validates NamespaceOffloadings
-(`vk.webhooks.offloading`). All read only the informers' caches (and the usage ledger): no API
-call per admission. Until the caches hold a first complete list they deny what they cannot
-judge, asking to retry.
+(`vk.webhooks.offloading`). All read the informers' caches, and a ShadowPod's admission also
+reads and writes its Quota's ledger in the API server (`vk.api.usage`): a reservation written
+with a resourceVersion precondition before it admits, retried on conflict, so that any number
+of webhook replicas admit no more than the Quota. Until the caches hold a first complete list
+they deny what they cannot judge, asking to retry.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import structlog
 from pydantic import ValidationError
@@ -30,6 +32,8 @@ from vk.api.constants import (
 )
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
+from vk.api.usage import forge_reserved_status, ledger_usage, pod_usage
+from vk.kube.client import Conflict, NotFound, resource_path
 from vk.kube.informer import Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
@@ -38,12 +42,9 @@ from vk.webhooks.quota import (
     ALLOWED,
     JSON,
     Decision,
-    UsageLedger,
-    creator_label_value,
     deny,
     forge_creator_patch,
     is_tenant_identity,
-    pod_usage,
     review_creator_stamp,
     review_creator_update,
     review_pod,
@@ -58,9 +59,20 @@ NOT_READY_OFFLOADING = (
     "vk's webhook is starting and has not read the NamespaceOffloadings yet: retry in a few seconds"
 )
 NOT_READY = (
-    "the provider's ShadowPod webhook is starting and has not read the Quotas, ShadowPods and "
-    "namespaces yet: retry in a few seconds"
+    "the provider's ShadowPod webhook is starting and has not read the Quotas and namespaces "
+    "yet: retry in a few seconds"
 )
+# Writers of one Quota's ledger racing: each conflict is another admission or a recount landing
+# first; past this many in one review, the creator is asked to retry.
+MAX_LEDGER_CONFLICTS = 25
+
+
+class LedgerClient(Protocol):
+    """What the webhook needs of the API server for a Quota's ledger (a KubeClient)."""
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> JSON: ...
+
+    async def replace(self, path: str, body: JSON) -> JSON: ...
 
 
 def quota_user_index(quota: JSON) -> list[str]:
@@ -130,21 +142,33 @@ def _object_key(request: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{name or (metadata.get('generateName') or '') + request.get('uid', '')}"
 
 
+def quota_path(quota: Mapping[str, Any], subresource: str | None = None) -> str:
+    metadata = quota["metadata"]
+    return resource_path(
+        Quota.group_version(),
+        Quota.PLURAL,
+        namespace=metadata.get("namespace"),
+        name=metadata["name"],
+        subresource=subresource,
+    )
+
+
 class ShadowPodAdmission:
     """The ShadowPod handlers of one `vk webhook` process. `quotas` is the Quota cache (indexed
-    by USER_INDEX), `namespaces` the cache of the namespaces made for consumers, `ledger` the
-    usage of the stamped ShadowPods, `synced()` whether the caches hold a complete list."""
+    by USER_INDEX, to find a user's Quotas), `namespaces` the cache of the namespaces made for
+    consumers, `ledger` reads and writes the Quotas' ledgers, `synced()` whether the caches
+    hold a complete list."""
 
     def __init__(
         self,
         quotas: Store,
         namespaces: Store,
-        ledger: UsageLedger,
+        ledger: LedgerClient,
         *,
         enforcement_enabled: bool,
         synced: Callable[[], bool],
         policy: TenantPodPolicy | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.quotas = quotas
         self.namespaces = namespaces
@@ -196,7 +220,7 @@ class ShadowPodAdmission:
                 return decision
         return ALLOWED
 
-    def validate(self, request: Mapping[str, Any]) -> Answer:
+    async def validate(self, request: Mapping[str, Any]) -> Answer:
         operation = request.get("operation")
         pod = shadow_pod_as_pod(request.get("object") or {})
         if operation == "UPDATE":
@@ -228,30 +252,55 @@ class ShadowPodAdmission:
                     "nothing (is its ResourceSlice accepted? has it been deleted?)"
                 )
             )
-        creator = creator_label_value(user)
         key = _object_key(request, pod)
-        now = self.clock()
-        used = self.ledger.used(creator, now, excluding=key)
-        try:
-            for raw in quotas:
-                try:
-                    quota = Quota.model_validate(raw)
-                except ValidationError as error:
-                    name = f"{raw['metadata'].get('namespace')}/{raw['metadata']['name']}"
-                    return Answer(
-                        deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
-                    )
+        for cached in quotas:
+            decision = await self._reserve(cached, key, pod, dry_run=bool(request.get("dryRun")))
+            if not decision.allowed:
+                return Answer(decision)
+        return Answer(ALLOWED)
+
+    async def _reserve(
+        self, cached: JSON, key: str, pod: Mapping[str, Any], *, dry_run: bool
+    ) -> Decision:
+        """Admits `pod` (the ShadowPod `key`) within the Quota `cached` names, judged on its
+        ledger as the API server has it now, and reserves its usage there unless on a dry run:
+        written with the Quota's resourceVersion, judged again on a conflict."""
+        name = f"{cached['metadata'].get('namespace')}/{cached['metadata']['name']}"
+        for _ in range(MAX_LEDGER_CONFLICTS):
+            try:
+                current = await self.ledger.get(quota_path(cached))
+            except NotFound:
+                return deny(f"the Quota {name} is gone: the provider grants this identity nothing")
+            try:
+                quota = Quota.model_validate(current)
+            except ValidationError as error:
+                return deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
+            now = self.clock()
+            status = current.get("status") or {}
+            try:
+                used = ledger_usage(status, now, excluding=key)
                 decision = review_pod(
                     pod, quota, used, enforcement_enabled=self.enforcement_enabled
                 )
-                if not decision.allowed:
-                    return Answer(decision)
-            usage = pod_usage(pod)
-        except InvalidQuantity as error:
-            return Answer(deny(f"the pod holds a quantity that does not parse: {error}"))
-        if not request.get("dryRun"):
-            self.ledger.reserve(creator, key, usage, now)
-        return Answer(ALLOWED)
+                usage = pod_usage(pod)
+            except InvalidQuantity as error:
+                return deny(
+                    f"the pod or the Quota {name} holds a quantity that does not parse: {error}"
+                )
+            if not decision.allowed or dry_run or not self.enforcement_enabled:
+                return decision
+            reserved = {**current, "status": forge_reserved_status(status, key, usage, now)}
+            try:
+                await self.ledger.replace(quota_path(cached, "status"), reserved)
+            except Conflict:
+                continue  # another admission, or a recount, wrote first: judge again
+            except NotFound:
+                return deny(f"the Quota {name} is gone: the provider grants this identity nothing")
+            return ALLOWED
+        return deny(
+            f"the Quota {name} is changing too fast to reserve this pod's share ("
+            f"{MAX_LEDGER_CONFLICTS} conflicts): retry"
+        )
 
 
 class OffloadingAdmission:

@@ -139,18 +139,23 @@ def forge_webhook_configurations(
 
 
 def forge_webhook_cluster_role() -> JSON:
-    """What `vk webhook` reads, through its informers: every Quota, the stamped ShadowPods, the
-    namespaces made for consumers, and every NamespaceOffloading."""
+    """What `vk webhook` reads, through its informers: every Quota, the namespaces made for
+    consumers, and every NamespaceOffloading; and the one thing it writes, a Quota's ledger
+    (read fresh, then its status replaced)."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": WEBHOOK_ROLE},
         "rules": [
-            {"apiGroups": [Quota.GROUP], "resources": [Quota.PLURAL], "verbs": ["list", "watch"]},
             {
-                "apiGroups": [ShadowPod.GROUP],
-                "resources": [ShadowPod.PLURAL],
-                "verbs": ["list", "watch"],
+                "apiGroups": [Quota.GROUP],
+                "resources": [Quota.PLURAL],
+                "verbs": ["get", "list", "watch"],
+            },
+            {
+                "apiGroups": [Quota.GROUP],
+                "resources": [f"{Quota.PLURAL}/status"],
+                "verbs": ["update"],
             },
             {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
             {

@@ -1,35 +1,33 @@
-"""The provider's Quota rules on the pods a consumer's identity creates: pure decisions, no I/O.
+"""The provider's Quota rules on the pods a consumer's identity asks for: pure decisions, no I/O.
 
-A pod's demand is what the scheduler would reserve for it (its containers' requests summed, the
-init containers' peak if higher, plus the pod overhead) and one `pods`. A Quota's usage is the
-demand of the pods stamped with its user that still hold resources. In every mode a pod that
-would take the usage beyond the Quota, or asks for a resource the Quota does not grant, is
-denied; `Soft` also wants cpu and memory requests on every container, `Hard` requests equal to
-limits. A cordoned Quota admits nothing new. The webhook (`vk.webhooks.admission`) feeds these
-functions from its caches.
+In every mode a pod that would take the usage (`vk.api.usage`, the Quota's ledger) beyond the
+Quota, or asks for a resource the Quota does not grant, is denied; `Soft` also wants cpu and
+memory requests on every container, `Hard` requests equal to limits. A cordoned Quota admits
+nothing new. The creator stamp says whose usage a ShadowPod is. The webhook
+(`vk.webhooks.admission`) feeds these functions.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from vk.api.constants import CREATOR_USER_LABEL, POD_TERMINAL_PHASES, TENANT_GROUP_PREFIX
+from vk.api.constants import CREATOR_USER_LABEL, TENANT_GROUP_PREFIX
 from vk.api.offloading import LimitsEnforcement, Quota
-from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
+from vk.api.quantity import InvalidQuantity, format_quantity
+from vk.api.usage import (
+    PODS,
+    container_requests,
+    creator_label_value,
+    parse_resources,
+    pod_usage,
+)
 
 JSON = dict[str, Any]
-Resources = dict[str, Decimal]
 
-PODS = "pods"  # the count of pods, 1 per pod, limited by a Quota that grants it
 REQUIRED = ("cpu", "memory")  # what Soft and Hard want on every container
-# Kubernetes' label value syntax (at most 63 characters besides).
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_NOT_IN_LABEL_VALUE = re.compile(r"[^-A-Za-z0-9_.]")
 
 
 @dataclass(frozen=True)
@@ -48,17 +46,6 @@ def deny(message: str) -> Decision:
 
 
 # --- The stamp: who created the pod ---------------------------------------------------------
-
-
-def creator_label_value(user: str) -> str:
-    """The CREATOR_USER_LABEL value naming `user`: the name itself when it is a valid label
-    value (a ResourceSlice identity's `<slice>-<hash>` is, unless the slice name is very long),
-    else a readable prefix and a digest of the whole name."""
-    if len(user) <= 63 and _LABEL_VALUE.match(user):
-        return user
-    digest = hashlib.sha256(user.encode()).hexdigest()[:12]
-    readable = _NOT_IN_LABEL_VALUE.sub("-", user)[:50].strip("-_.")
-    return f"{readable}-{digest}" if readable else digest
 
 
 def is_tenant_identity(groups: Sequence[str], named_by_a_quota: bool) -> bool:
@@ -129,83 +116,6 @@ def review_creator_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Dec
     )
 
 
-# --- What a pod asks for --------------------------------------------------------------------
-
-
-def _add(total: Resources, more: Mapping[str, Decimal]) -> Resources:
-    result = dict(total)
-    for name, value in more.items():
-        result[name] = result.get(name, Decimal(0)) + value
-    return result
-
-
-def _maximum(left: Resources, right: Mapping[str, Decimal]) -> Resources:
-    result = dict(left)
-    for name, value in right.items():
-        result[name] = max(result.get(name, Decimal(0)), value)
-    return result
-
-
-def _parsed(resources: Mapping[str, Any] | None) -> Resources:
-    return {name: parse_quantity(value) for name, value in (resources or {}).items()}
-
-
-def container_requests(container: Mapping[str, Any]) -> Resources:
-    """A container's requests; a resource with a limit and no request asks for its limit, as
-    the API server defaults it."""
-    resources = container.get("resources") or {}
-    return _parsed({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
-
-
-def pod_requests(pod: Mapping[str, Any]) -> Resources:
-    """What the scheduler reserves for `pod`: the containers' requests summed, then the larger
-    of that and the init containers' peak (a sidecar, an init container restarting Always, runs
-    beside every later container), pod-level requests where set, plus the overhead. Zero
-    requests are left out: the pod does not ask for those. InvalidQuantity if one does not
-    parse."""
-    spec = pod.get("spec") or {}
-    total: Resources = {}
-    for container in spec.get("containers") or []:
-        total = _add(total, container_requests(container))
-    sidecars: Resources = {}
-    init_peak: Resources = {}
-    for container in spec.get("initContainers") or []:
-        requests = container_requests(container)
-        if container.get("restartPolicy") == "Always":
-            total = _add(total, requests)
-            sidecars = _add(sidecars, requests)
-            running = sidecars
-        else:
-            running = _add(requests, sidecars)
-        init_peak = _maximum(init_peak, running)
-    total = _maximum(total, init_peak)
-    pod_level = spec.get("resources") or {}
-    total.update(_parsed({**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})}))
-    total = _add(total, _parsed(spec.get("overhead")))
-    return {name: value for name, value in total.items() if value > 0}
-
-
-def pod_usage(pod: Mapping[str, Any]) -> Resources:
-    """What `pod` takes of a Quota: its requests and one `pods`."""
-    return {**pod_requests(pod), PODS: Decimal(1)}
-
-
-def holds_resources(pod: Mapping[str, Any]) -> bool:
-    """Whether `pod` (a ShadowPod seen as its pod) counts in its Quota's usage: not finished.
-    One being deleted still counts, until it is gone: its finalizer holds it until its Pod has
-    stopped (Liqo gives the share back at once, while the pod may still run)."""
-    return (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
-
-
-def pods_usage(pods: Iterable[Mapping[str, Any]]) -> Resources:
-    """The usage of a set of pods: the sum of those holding resources."""
-    total: Resources = {}
-    for pod in pods:
-        if holds_resources(pod):
-            total = _add(total, pod_usage(pod))
-    return total
-
-
 # --- The decision ---------------------------------------------------------------------------
 
 
@@ -234,7 +144,7 @@ def _review_limits(pod: Mapping[str, Any], quota: Quota, mode: LimitsEnforcement
     for kind, container in _containers(pod):
         name = container.get("name", "")
         resources = container.get("resources") or {}
-        limits = _parsed(resources.get("limits"))
+        limits = parse_resources(resources.get("limits"))
         requests = container_requests(container)
         for resource in REQUIRED:
             if resource not in requests:
@@ -276,7 +186,7 @@ def review_pod(
         if not decision.allowed:
             return decision
     try:
-        granted = _parsed(quota.spec.resources)
+        granted = parse_resources(quota.spec.resources)
     except InvalidQuantity as error:
         return deny(f"the Quota {name} does not parse ({error}): ask the provider to fix it")
     asked = pod_usage(pod)
@@ -306,83 +216,3 @@ def review_pod(
             "provider for more"
         )
     return ALLOWED
-
-
-# --- Usage, kept up to date -----------------------------------------------------------------
-
-
-class UsageLedger:
-    """The usage of every creator, kept by events instead of summed per admission: the pods
-    the cache holds, plus those admitted but not yet seen in it (so that a burst of creations
-    is not admitted against a usage that none of them is in yet). A reservation lapses when
-    its pod shows up, or after `reservation_ttl` seconds (its creation failed after the
-    admission). Pure bookkeeping: the caller gives the time."""
-
-    # Long enough for the informer to show an admitted pod (well under a second), short enough
-    # that a creation which failed after its admission (the name taken, say) does not hold
-    # the consumer's share for long.
-    def __init__(self, reservation_ttl: float = 5.0) -> None:
-        self.reservation_ttl = reservation_ttl
-        self._pods: dict[str, tuple[str, Resources]] = {}  # key -> (creator, usage)
-        self._totals: dict[str, Resources] = {}
-        self._reserved: dict[str, dict[str, tuple[Resources, float]]] = {}  # creator -> key
-        self._reserved_by: dict[str, str] = {}  # key -> creator
-
-    def observe(self, pod: Mapping[str, Any]) -> None:
-        """A pod as the cache has it now (added or changed)."""
-        metadata = pod.get("metadata") or {}
-        key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-        self.forget(key)
-        creator = creator_of(pod)
-        if creator is None or not holds_resources(pod):
-            return
-        try:
-            usage = pod_usage(pod)
-        except InvalidQuantity:
-            usage = {PODS: Decimal(1)}  # never admitted so: count what can be counted
-        self._pods[key] = (creator, usage)
-        self._totals[creator] = _add(self._totals.get(creator, {}), usage)
-
-    def forget(self, key: str) -> None:
-        """The pod `namespace/name` is gone (or about to be observed again)."""
-        self._unreserve(key)
-        entry = self._pods.pop(key, None)
-        if entry is None:
-            return
-        creator, usage = entry
-        remaining = _add(self._totals.get(creator, {}), {k: -v for k, v in usage.items()})
-        remaining = {name: value for name, value in remaining.items() if value != 0}
-        if remaining:
-            self._totals[creator] = remaining
-        else:
-            self._totals.pop(creator, None)
-
-    def reserve(self, creator: str, key: str, usage: Resources, now: float) -> None:
-        """A pod just admitted for `creator`, counted until the cache shows it."""
-        self._unreserve(key)
-        self._reserved.setdefault(creator, {})[key] = (usage, now + self.reservation_ttl)
-        self._reserved_by[key] = creator
-
-    def _unreserve(self, key: str) -> None:
-        creator = self._reserved_by.pop(key, None)
-        if creator is not None:
-            reservations = self._reserved.get(creator, {})
-            reservations.pop(key, None)
-            if not reservations:
-                self._reserved.pop(creator, None)
-
-    def used(self, creator: str, now: float, *, excluding: str | None = None) -> Resources:
-        """What `creator`'s pods use, `excluding` the pod `namespace/name` (the one under
-        review: a retried creation is not counted twice)."""
-        total = dict(self._totals.get(creator, {}))
-        if excluding is not None and excluding in self._pods:
-            owner, usage = self._pods[excluding]
-            if owner == creator:
-                total = _add(total, {k: -v for k, v in usage.items()})
-        reservations = self._reserved.get(creator, {})
-        for key, (usage, expiry) in list(reservations.items()):
-            if expiry <= now:
-                self._unreserve(key)
-            elif key != excluding:
-                total = _add(total, usage)
-        return total

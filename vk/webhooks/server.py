@@ -1,24 +1,25 @@
 """`vk webhook`: vk's admission webhook process, in every cluster. HTTPS (aiohttp) serving the
-AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas, the
-stamped ShadowPods and the namespaces made for consumers (provider) and of the
-NamespaceOffloadings (consumer), with `/healthz`,
+AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas and
+the namespaces made for consumers (provider) and of the NamespaceOffloadings (consumer), with
+`/healthz`,
 `/readyz` and `/metrics` on the same port (and, if asked, on a plain-HTTP metrics port as the
 other daemons have).
 
-Every replica answers on its own (no leader election): admissions are read-only but for the
-in-memory reservations of pods just admitted, which are per process, so one replica gives
-exact accounting under bursts and two may overshoot by what they admit at the same instant.
+Every replica answers on its own (no leader election): the one thing admissions write, a Quota's
+ledger, is written in the API server with a resourceVersion precondition, so any number of
+replicas admit no more than the Quota under any burst.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import shutil
 import signal
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,12 @@ import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
-from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL
-from vk.api.offloading import NamespaceOffloading, Quota, ShadowPod
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
+from vk.api.offloading import NamespaceOffloading, Quota
 from vk.kube.client import JSON, ApiError, KubeClient
-from vk.kube.informer import DELETED, Informer, object_key
+from vk.kube.informer import Informer
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
-from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
@@ -56,7 +56,6 @@ from vk.webhooks.configuration import (
     VALIDATE_OFFLOADING_PATH,
     VALIDATE_PATH,
 )
-from vk.webhooks.quota import UsageLedger
 from vk.webhooks.shadowpods import TenantPodPolicy
 
 log = structlog.get_logger("vk.webhooks.server")
@@ -149,7 +148,10 @@ class WebhookServer:
         )
 
     async def _review(
-        self, http: web.Request, webhook: str, handle: Callable[[JSON], Answer]
+        self,
+        http: web.Request,
+        webhook: str,
+        handle: Callable[[JSON], Answer] | Callable[[JSON], Awaitable[Answer]],
     ) -> web.Response:
         started = time.perf_counter()
         try:
@@ -162,7 +164,8 @@ class WebhookServer:
                 {"message": "expected an admission.k8s.io/v1 AdmissionReview with a request"},
                 status=400,
             )
-        answer = handle(request)
+        answered = handle(request)
+        answer = await answered if inspect.isawaitable(answered) else answered
         result = (
             "denied" if not answer.decision.allowed else "stamped" if answer.patch else "allowed"
         )
@@ -237,16 +240,6 @@ class WebhookOptions:
     log_level: str = "info"
 
 
-def _follow_shadow_pods(ledger: UsageLedger) -> Callable[[str, JSON, JSON | None], None]:
-    def handle(event: str, shadow_pod: JSON, _: JSON | None) -> None:
-        if event == DELETED:
-            ledger.forget(object_key(shadow_pod))
-        else:
-            ledger.observe(shadow_pod_as_pod(shadow_pod))
-
-    return handle
-
-
 async def keep_own_certificate(
     client: KubeClient,
     options: WebhookOptions,
@@ -298,22 +291,17 @@ async def run_webhook(options: WebhookOptions) -> int:
     quotas = Informer(
         client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
     )
-    shadow_pods = Informer(
-        client, ShadowPod.group_version(), ShadowPod.PLURAL, label_selector=CREATOR_USER_LABEL
-    )
-    ledger = UsageLedger()
-    shadow_pods.add_handler(_follow_shadow_pods(ledger))
     # Tenant and twin namespaces: whose they are, and their Pod Security level.
     namespaces = Informer(client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL)
     offloadings = Informer(client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL)
 
     def synced() -> bool:
-        return all(i.synced.is_set() for i in (quotas, shadow_pods, namespaces, offloadings))
+        return all(i.synced.is_set() for i in (quotas, namespaces, offloadings))
 
     admission = ShadowPodAdmission(
         quotas.store,
         namespaces.store,
-        ledger,
+        client,
         enforcement_enabled=options.enforcement_enabled,
         synced=synced,
         policy=options.policy,
@@ -322,7 +310,6 @@ async def run_webhook(options: WebhookOptions) -> int:
     server = WebhookServer(admission, offloading, options.listen_address, context, healthy=synced)
     running = [
         asyncio.create_task(quotas.run(), name="quotas"),
-        asyncio.create_task(shadow_pods.run(), name="shadowpods"),
         asyncio.create_task(namespaces.run(), name="namespaces"),
         asyncio.create_task(offloadings.run(), name="namespaceoffloadings"),
         asyncio.create_task(server.run(), name="server"),

@@ -1,0 +1,200 @@
+"""What a consumer's pods take of its Quota on a provider, and the Quota's ledger: pure
+arithmetic on the API's JSON, shared by the webhook that admits ShadowPods and the controller
+that counts them again.
+
+A pod's demand is what the scheduler would reserve for it (its containers' requests summed, the
+init containers' peak if higher, plus the pod overhead) and one `pods`. A Quota's usage is the
+demand of the ShadowPods stamped with its user that exist and have not finished. The ledger,
+in the Quota's status, is that usage as last counted plus the reservations of admissions not
+counted yet: the webhook adds a reservation before it admits (with a resourceVersion
+precondition, as Kubernetes' ResourceQuota admission writes its usage), the controller folds
+each into the usage once its ShadowPod exists, and drops it when it expires without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from vk.api.constants import POD_TERMINAL_PHASES
+from vk.api.quantity import format_quantity, parse_quantity
+
+JSON = dict[str, Any]
+Resources = dict[str, Decimal]
+
+PODS = "pods"  # the count of pods, 1 per pod, limited by a Quota that grants it
+# How long an admission's reservation waits for its ShadowPod: the API server stores an admitted
+# object within milliseconds; one never stored (or a review sent by someone else than the API
+# server) is undone after this.
+RESERVATION_SECONDS = 30
+# Kubernetes' label value syntax (at most 63 characters besides).
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_NOT_IN_LABEL_VALUE = re.compile(r"[^-A-Za-z0-9_.]")
+
+
+def creator_label_value(user: str) -> str:
+    """The CREATOR_USER_LABEL value naming `user`: the name itself when it is a valid label
+    value (a ResourceSlice identity's `<slice>-<hash>` is, unless the slice name is very long),
+    else a readable prefix and a digest of the whole name."""
+    if len(user) <= 63 and _LABEL_VALUE.match(user):
+        return user
+    digest = hashlib.sha256(user.encode()).hexdigest()[:12]
+    readable = _NOT_IN_LABEL_VALUE.sub("-", user)[:50].strip("-_.")
+    return f"{readable}-{digest}" if readable else digest
+
+
+def add_resources(total: Resources, more: Mapping[str, Decimal]) -> Resources:
+    result = dict(total)
+    for name, value in more.items():
+        result[name] = result.get(name, Decimal(0)) + value
+    return result
+
+
+def _maximum(left: Resources, right: Mapping[str, Decimal]) -> Resources:
+    result = dict(left)
+    for name, value in right.items():
+        result[name] = max(result.get(name, Decimal(0)), value)
+    return result
+
+
+def parse_resources(resources: Mapping[str, Any] | None) -> Resources:
+    return {name: parse_quantity(value) for name, value in (resources or {}).items()}
+
+
+def container_requests(container: Mapping[str, Any]) -> Resources:
+    """A container's requests; a resource with a limit and no request asks for its limit, as
+    the API server defaults it."""
+    resources = container.get("resources") or {}
+    return parse_resources({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
+
+
+def pod_requests(pod: Mapping[str, Any]) -> Resources:
+    """What the scheduler reserves for `pod`: the containers' requests summed, then the larger
+    of that and the init containers' peak (a sidecar, an init container restarting Always, runs
+    beside every later container), pod-level requests where set, plus the overhead. Zero
+    requests are left out: the pod does not ask for those. InvalidQuantity if one does not
+    parse."""
+    spec = pod.get("spec") or {}
+    total: Resources = {}
+    for container in spec.get("containers") or []:
+        total = add_resources(total, container_requests(container))
+    sidecars: Resources = {}
+    init_peak: Resources = {}
+    for container in spec.get("initContainers") or []:
+        requests = container_requests(container)
+        if container.get("restartPolicy") == "Always":
+            total = add_resources(total, requests)
+            sidecars = add_resources(sidecars, requests)
+            running = sidecars
+        else:
+            running = add_resources(requests, sidecars)
+        init_peak = _maximum(init_peak, running)
+    total = _maximum(total, init_peak)
+    pod_level = spec.get("resources") or {}
+    total.update(
+        parse_resources({**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})})
+    )
+    total = add_resources(total, parse_resources(spec.get("overhead")))
+    return {name: value for name, value in total.items() if value > 0}
+
+
+def pod_usage(pod: Mapping[str, Any]) -> Resources:
+    """What `pod` takes of a Quota: its requests and one `pods`."""
+    return {**pod_requests(pod), PODS: Decimal(1)}
+
+
+def holds_resources(pod: Mapping[str, Any]) -> bool:
+    """Whether `pod` (a ShadowPod seen as its pod) counts in its Quota's usage: not finished.
+    One being deleted still counts, until it is gone: its finalizer holds it until its Pod has
+    stopped (Liqo gives the share back at once, while the pod may still run)."""
+    return (pod.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
+
+
+def pods_usage(pods: Iterable[Mapping[str, Any]]) -> Resources:
+    """The usage of a set of pods: the sum of those holding resources."""
+    total: Resources = {}
+    for pod in pods:
+        if holds_resources(pod):
+            total = add_resources(total, pod_usage(pod))
+    return total
+
+
+# --- The ledger in the Quota's status --------------------------------------------------------
+
+
+def format_time(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _expired(reservation: Mapping[str, Any], now: datetime) -> bool:
+    try:
+        expires = datetime.fromisoformat(str(reservation.get("expires")))
+    except ValueError:
+        return True  # unreadable: as good as lapsed
+    return expires <= now
+
+
+def _reservations(status: Mapping[str, Any]) -> dict[str, Any]:
+    return dict((status or {}).get("reservations") or {})
+
+
+def ledger_usage(status: Mapping[str, Any], now: datetime, *, excluding: str | None) -> Resources:
+    """What the Quota's ledger says is taken: the usage as last counted plus every reservation
+    that has not expired, but the one of `excluding` (the ShadowPod under review: a retried
+    creation is not counted twice). InvalidQuantity if the status holds one that does not
+    parse."""
+    total = parse_resources((status or {}).get("used"))
+    for key, reservation in _reservations(status).items():
+        if key != excluding and not _expired(reservation, now):
+            total = add_resources(total, parse_resources(reservation.get("resources")))
+    return total
+
+
+def format_resources(resources: Mapping[str, Decimal]) -> dict[str, str]:
+    return {name: format_quantity(name, value) for name, value in sorted(resources.items())}
+
+
+def forge_reserved_status(
+    status: Mapping[str, Any], key: str, usage: Mapping[str, Decimal], now: datetime
+) -> JSON:
+    """The Quota's status with a reservation of `usage` for the ShadowPod `key`, expiring
+    RESERVATION_SECONDS from `now` (expired ones are dropped on the way)."""
+    reservations = {k: r for k, r in _reservations(status).items() if not _expired(r, now)}
+    reservations[key] = {
+        "resources": format_resources(usage),
+        "expires": format_time(now + timedelta(seconds=RESERVATION_SECONDS)),
+    }
+    return {**dict(status or {}), "reservations": reservations}
+
+
+def forge_counted_status(
+    status: Mapping[str, Any], shadow_pods: Mapping[str, Mapping[str, Any]], now: datetime
+) -> JSON:
+    """The Quota's status counted again from its user's ShadowPods as they exist (key ->
+    the ShadowPod seen as its pod): `used` is theirs; a reservation stays only while its
+    ShadowPod has not shown up and it has not expired."""
+    used = pods_usage(shadow_pods.values())
+    reservations = {
+        key: reservation
+        for key, reservation in _reservations(status).items()
+        if key not in shadow_pods and not _expired(reservation, now)
+    }
+    counted: JSON = {"used": format_resources(used)}
+    if reservations:
+        counted["reservations"] = reservations
+    return counted
+
+
+def next_expiry(status: Mapping[str, Any]) -> datetime | None:
+    """When the first reservation of the status lapses, if any."""
+    moments = []
+    for reservation in _reservations(status).values():
+        try:
+            moments.append(datetime.fromisoformat(str(reservation.get("expires"))))
+        except ValueError:
+            continue
+    return min(moments, default=None)

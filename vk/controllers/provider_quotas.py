@@ -1,0 +1,116 @@
+"""The provider's recount of its Quotas' ledgers: each Quota's `status.used` counted again from
+the ShadowPods stamped with its user that exist and have not finished (one being deleted counts
+until it is gone), as Kubernetes' quota controller recounts ResourceQuotas.
+
+The webhook reserves each admission's share in the Quota's status before it admits; the recount
+folds a reservation into the usage once its ShadowPod exists, and drops one whose ShadowPod
+never showed up (a creation that failed after admission, or a review someone sent the webhook
+directly) when it expires. So the ledger is exact under any number of webhook replicas, and
+whatever was reserved without an object is undone within `RESERVATION_SECONDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+
+from vk.api.constants import CREATOR_USER_LABEL
+from vk.api.offloading import Quota, ShadowPod
+from vk.api.usage import creator_label_value, forge_counted_status, next_expiry
+from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
+from vk.kube.informer import Informer, object_key, split_key
+from vk.reflection.forge.pods import shadow_pod_as_pod
+
+log = structlog.get_logger("vk.controllers.provider_quotas")
+
+CREATOR_INDEX = "creator"
+# Every Quota is counted again this often, whatever happened: drift repaired.
+RECOUNT_SECONDS = 30.0
+# A write that lost to an admission's is retried at once, on the newer Quota.
+AFTER_CONFLICT = 0.05
+
+
+def quota_creator_index(quota: JSON) -> list[str]:
+    """Quotas by the creator stamp their user's ShadowPods carry."""
+    user = (quota.get("spec") or {}).get("user")
+    return [creator_label_value(str(user))] if user else []
+
+
+def shadow_pod_creator_index(shadow_pod: JSON) -> list[str]:
+    creator = (shadow_pod["metadata"].get("labels") or {}).get(CREATOR_USER_LABEL)
+    return [str(creator)] if creator else []
+
+
+class ProviderQuotaUsage(Reconciler):
+    """Keys are the Quotas' `namespace/name`."""
+
+    name = "provider-quota-usage"
+
+    def __init__(
+        self, client: KubeClient, clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    ) -> None:
+        self.client = client
+        self.clock = clock
+        self.quotas = Informer(
+            client,
+            Quota.group_version(),
+            Quota.PLURAL,
+            indexers={CREATOR_INDEX: quota_creator_index},
+        )
+        self.shadow_pods = Informer(
+            client,
+            ShadowPod.group_version(),
+            ShadowPod.PLURAL,
+            label_selector=CREATOR_USER_LABEL,
+            indexers={CREATOR_INDEX: shadow_pod_creator_index},
+        )
+        self.controller = Controller(self, workers=2)
+
+    def _on_shadow_pod(self, _: str, shadow_pod: JSON, __: JSON | None) -> None:
+        for creator in shadow_pod_creator_index(shadow_pod):
+            for quota in self.quotas.store.by_index(CREATOR_INDEX, creator):
+                self.controller.enqueue(object_key(quota))
+
+    async def run(self) -> None:
+        self.quotas.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.shadow_pods.add_handler(self._on_shadow_pod)
+        await run_with_informers(self.controller, self.quotas, self.shadow_pods)
+
+    async def reconcile(self, key: str) -> Result:
+        quota = self.quotas.store.get(key)
+        if quota is None:
+            return Result()
+        creators = quota_creator_index(quota)
+        shadow_pods = {
+            object_key(shadow_pod): shadow_pod_as_pod(shadow_pod)
+            for creator in creators
+            for shadow_pod in self.shadow_pods.store.by_index(CREATOR_INDEX, creator)
+        }
+        now = self.clock()
+        status = quota.get("status") or {}
+        counted = forge_counted_status(status, shadow_pods, now)
+        if counted != status:
+            namespace, name = split_key(key)
+            path = resource_path(
+                Quota.group_version(),
+                Quota.PLURAL,
+                namespace=namespace,
+                name=name,
+                subresource="status",
+            )
+            try:
+                # The whole status, guarded by the resourceVersion counted from: an admission
+                # that reserved meanwhile is never lost.
+                await self.client.replace(path, {**quota, "status": counted})
+            except Conflict:
+                return Result(requeue_after=AFTER_CONFLICT)
+            except NotFound:
+                return Result()
+        expiry = next_expiry(counted)
+        if expiry is None:
+            return Result(requeue_after=RECOUNT_SECONDS)
+        until = (expiry - now).total_seconds() + 0.5
+        return Result(requeue_after=min(max(until, 0.5), RECOUNT_SECONDS))
