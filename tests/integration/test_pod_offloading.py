@@ -21,6 +21,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 from vk.playground.processes import read_pid
+from vk.reflection.forge.pods import forge_remote_pod
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
 
@@ -450,6 +451,39 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
     assert after == during  # the virtual kubelet back re-created nothing
     assert after["untouched"] == before["untouched"]
+
+
+def test_a_plain_pod_an_older_vk_offloaded_is_adopted_without_a_restart(
+    workload: Offloaded,
+) -> None:
+    """An upgrade in place: a provider running the plain Pod an older vk created for a local pod
+    keeps it running; its ShadowPod adopts it."""
+    setup, namespace, remote = workload
+    spec = setup.deployment("legacy", namespace, 1)["spec"]["template"]["spec"]
+    local = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "legacy", "namespace": namespace, "labels": {"app": "legacy"}},
+        "spec": spec,
+    }
+    plain = forge_remote_pod(
+        local,
+        remote_namespace=remote,
+        local_cluster_id="venice",
+        remote_cluster_id="naples",
+        node_name=setup.node,
+    )
+    setup.clusters.kubectl("naples", "create", "-f", "-", input=json.dumps(plain))
+    wait_until(lambda: running(setup.pods("naples", remote, "app=legacy")), "the plain pod running")
+    before = setup.pods("naples", remote, "app=legacy")[0]["metadata"]["uid"]
+    setup.apply(local)
+    wait_until(
+        lambda: running(setup.pods("venice", namespace, "app=legacy")), "the local pod Running"
+    )
+    adopted = setup.pods("naples", remote, "app=legacy")
+    assert [p["metadata"]["uid"] for p in adopted] == [before]  # the same pod, never restarted
+    owner = adopted[0]["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("ShadowPod", "legacy", True)
 
 
 def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload: Offloaded) -> None:
