@@ -351,3 +351,29 @@ def test_two_webhook_replicas_admit_exactly_the_quota_under_a_burst(
     # Those reviews were never the API server's: no ShadowPod shows up, and the recount undoes
     # their reservations once they expire.
     wait_until(lambda: not reservations(webhook, user), "the forged reservations undone", 45)
+
+
+def test_the_playgrounds_webhook_answers_its_api_server_only(webhook: QuotaWebhook) -> None:
+    """A forged AdmissionReview, sent straight to naples' webhook: refused unless it comes with
+    the client certificate naples' API server presents to webhooks."""
+    paths = webhook.clusters.playground.paths(PROVIDER)
+    port = json.loads(paths.ports_file.read_text())["vk-webhook"]
+    user = new_user()
+    webhook.quota(user, {"cpu": "10", "pods": "100"})
+    forged = shadow_pod_review(webhook.namespace, user, "forged")
+
+    async def send(client: str | None) -> int:
+        trust = ssl.create_default_context(cadata=paths.pki.ca_crt.read_text())
+        if client is not None:
+            trust.load_cert_chain(paths.pki.path(f"{client}.crt"), paths.pki.path(f"{client}.key"))
+        url = f"https://127.0.0.1:{port}/validate-shadowpod"
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session,
+            session.post(url, json=forged) as response,
+        ):
+            return response.status
+
+    assert asyncio.run(send(None)) == 403
+    assert asyncio.run(send("vk-webhook")) == 403  # a certificate of the cluster, not the caller's
+    assert reservations(webhook, user) == {}
+    assert asyncio.run(send("apiserver-webhook-client")) == 200  # what the API server presents

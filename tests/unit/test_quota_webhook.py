@@ -1034,6 +1034,67 @@ async def test_the_server_answers_admission_reviews_over_https(
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def test_only_the_api_servers_certificate_may_send_reviews(tmp_path: Path) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    ca, ca_key = build_ca("test-ca", now)
+    other_ca, other_key = build_ca("someone-elses-ca", now)
+    leaf = issue(ca, ca_key, "vk-webhook", now, ip_addresses=("127.0.0.1",), server=True)
+    files = {"tls": leaf}
+    files["caller"] = issue(ca, ca_key, "kube-apiserver-webhook-client", now, client=True)
+    files["tenant"] = issue(ca, ca_key, "mypool-0123456789ab", now, client=True)
+    files["forged"] = issue(other_ca, other_key, "kube-apiserver-webhook-client", now, client=True)
+    for name, issued in files.items():
+        (tmp_path / f"{name}.crt").write_bytes(issued.cert_pem)
+        (tmp_path / f"{name}.key").write_bytes(issued.key_pem)
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+    (tmp_path / "ca.crt").write_bytes(ca_pem)
+    webhook = Webhook(quota_json(GRANTED))
+    port = free_port()
+    server = WebhookServer(
+        webhook.admission,
+        OffloadingAdmission(Store(), synced=lambda: True),
+        f"127.0.0.1:{port}",
+        serving_ssl_context(tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "ca.crt"),
+        healthy=lambda: True,
+        callers=frozenset({"kube-apiserver-webhook-client"}),
+    )
+    task = asyncio.create_task(server.run())
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
+    body["request"] = review(pod(container(), labels={CREATOR_USER_LABEL: USER}))
+
+    async def post(client: str | None) -> int:
+        trust = ssl.create_default_context(cadata=ca_pem.decode())
+        if client is not None:
+            trust.load_cert_chain(tmp_path / f"{client}.crt", tmp_path / f"{client}.key")
+        url = f"https://127.0.0.1:{port}{VALIDATE_PATH}"
+        async with (
+            aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session,
+            session.post(url, json=body) as response,
+        ):
+            return response.status
+
+    try:
+        await asyncio.wait_for(server.ready.wait(), 5)
+        assert await post("caller") == 200
+        assert await post(None) == 403
+        assert await post("tenant") == 403  # the cluster's CA, another name
+        with pytest.raises(aiohttp.ClientError):
+            await post("forged")  # another CA: the handshake fails
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_the_caller_flags_go_together() -> None:
+    result = CliRunner().invoke(
+        webhook_command,
+        ["--tls-cert-file", __file__, "--tls-private-key-file", __file__,
+         "--admission-caller-names", "kube-apiserver-webhook-client"],
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "give --admission-caller-ca-file and --admission-caller-names together" in result.output
+
+
 def test_the_command_takes_liqos_enforcement_flag() -> None:
     result = CliRunner().invoke(webhook_command, ["--help"])
     assert result.exit_code == 0

@@ -449,6 +449,20 @@ def controller_manager(
     "stamped with their creator, and a cordoned Quota still admits nothing).",
 )
 @click.option(
+    "--admission-caller-ca-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Answer admission reviews only from callers presenting a client certificate of this "
+    "CA whose name is in --admission-caller-names: the API server, where it can authenticate "
+    "to webhooks (its AdmissionConfiguration's kubeconfig). Without it, anyone may send reviews.",
+)
+@click.option(
+    "--admission-caller-names",
+    default="",
+    metavar="NAME,...",
+    help="The common names the callers' client certificates may bear.",
+)
+@click.option(
     "--tenant-priority-classes",
     default="",
     metavar="NAME,...",
@@ -485,6 +499,8 @@ def webhook(
     namespace: str,
     metrics_address: str,
     enable_resource_enforcement: bool,
+    admission_caller_ca_file: Path | None,
+    admission_caller_names: str,
     tenant_priority_classes: str,
     tenant_scheduler_names: str,
     tenant_runtime_classes: str,
@@ -500,6 +516,12 @@ def webhook(
             "give --tls-cert-file and --tls-private-key-file, or --certificate-secret NAME "
             "for a certificate the webhook keeps itself"
         )
+    callers = _names(admission_caller_names)
+    if bool(admission_caller_ca_file) != bool(callers):
+        raise click.UsageError(
+            "give --admission-caller-ca-file and --admission-caller-names together (the CA of "
+            "the API server's webhook client certificate, and the names it bears)"
+        )
     options = WebhookOptions(
         kubeconfig=kubeconfig or None,
         listen_address=listen_address,
@@ -510,6 +532,8 @@ def webhook(
         namespace=namespace,
         metrics_address=metrics_address or None,
         enforcement_enabled=enable_resource_enforcement,
+        caller_ca_file=admission_caller_ca_file,
+        caller_names=callers,
         policy=TenantPodPolicy(
             priority_classes=_names(tenant_priority_classes),
             scheduler_names=_names(tenant_scheduler_names),

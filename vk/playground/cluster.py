@@ -38,7 +38,13 @@ from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.images import NodeImages
 from vk.playground.launcher import forge_local_launcher_rbac
 from vk.playground.manifests import install_chart
-from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, ClusterPki, load_ca, write_cluster_pki
+from vk.playground.pki import (
+    SERVICE_CLUSTER_IP_RANGE,
+    WEBHOOK_CALLER,
+    ClusterPki,
+    load_ca,
+    write_cluster_pki,
+)
 from vk.playground.processes import (
     free_port,
     is_running,
@@ -179,6 +185,12 @@ class ClusterPaths:
         return self.root / "audit-policy.yaml"
 
     @property
+    def admission_config(self) -> Path:
+        """The API server's admission configuration: the client certificate it presents to
+        admission webhooks."""
+        return self.root / "admission.yaml"
+
+    @property
     def audit_log(self) -> Path:
         """The API server's audit log (a real-node cluster's): vk's pods' requests, JSON lines."""
         return self.root / "logs" / "audit.log"
@@ -190,6 +202,33 @@ class ClusterPaths:
     @property
     def prometheus_data(self) -> Path:
         return self.root / "prometheus" / "data"
+
+
+def admission_configuration(webhook_kubeconfig: Path) -> dict[str, Any]:
+    """The AdmissionConfiguration making the API server authenticate to every admission
+    webhook with the credentials of `webhook_kubeconfig`."""
+    webhooks = {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "WebhookAdmissionConfiguration",
+        "kubeConfigFile": str(webhook_kubeconfig),
+    }
+    return {
+        "apiVersion": "apiserver.config.k8s.io/v1",
+        "kind": "AdmissionConfiguration",
+        "plugins": [
+            {"name": plugin, "configuration": webhooks}
+            for plugin in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+        ],
+    }
+
+
+def webhook_client_kubeconfig(cert: Path, key: Path) -> dict[str, Any]:
+    """The credentials the API server presents to every webhook server (user `*`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "users": [{"name": "*", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+    }
 
 
 def audit_policy() -> dict[str, Any]:
@@ -304,6 +343,7 @@ def apiserver_args(
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
+        f"--admission-control-config-file={paths.admission_config}",
         "--allow-privileged=true",
         f"--kubelet-client-certificate={pki.path('apiserver-kubelet-client.crt')}",
         f"--kubelet-client-key={pki.path('apiserver-kubelet-client.key')}",
@@ -380,6 +420,9 @@ def vk_webhook_args(paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
         f"--listen-address=127.0.0.1:{ports['vk-webhook']}",
         f"--tls-cert-file={pki.path('vk-webhook-serving.crt')}",
         f"--tls-private-key-file={pki.path('vk-webhook-serving.key')}",
+        # Only this cluster's API server may send it reviews.
+        f"--admission-caller-ca-file={pki.ca_crt}",
+        f"--admission-caller-names={WEBHOOK_CALLER}",
     ]
 
 
@@ -791,6 +834,20 @@ class ClusterRuntime:
                 pki.path(f"{component}.key"),
                 component,
             )
+        webhook_kubeconfig = self.paths.component_kubeconfig("apiserver-webhook-client")
+        _write_private(
+            webhook_kubeconfig,
+            yaml.safe_dump(
+                webhook_client_kubeconfig(
+                    pki.path("apiserver-webhook-client.crt"),
+                    pki.path("apiserver-webhook-client.key"),
+                ),
+                sort_keys=False,
+            ),
+        )
+        self.paths.admission_config.write_text(
+            yaml.safe_dump(admission_configuration(webhook_kubeconfig), sort_keys=False)
+        )
         kwok_dir = self.paths.kwok_dir
         (kwok_dir / "exec").mkdir(parents=True, exist_ok=True)
         (kwok_dir / "home").mkdir(parents=True, exist_ok=True)

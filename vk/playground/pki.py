@@ -33,6 +33,8 @@ from vk.webhooks.configuration import WEBHOOK_ROLE as WEBHOOK
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
+# The name the API server's certificate for calling admission webhooks bears.
+WEBHOOK_CALLER = "kube-apiserver-webhook-client"
 
 Key = PrivateKey
 
@@ -77,6 +79,9 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
         f"system:serviceaccount:{VK_NAMESPACE}:{WEBHOOK}",
         ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
     ),
+    # What the API server presents when it calls admission webhooks: vk's webhook answers no
+    # one else (a forged AdmissionReview could reserve a consumer's Quota, or learn its rules).
+    "apiserver-webhook-client": (WEBHOOK_CALLER, ()),
 }
 
 

@@ -19,7 +19,7 @@ import signal
 import ssl
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,10 +85,26 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-def serving_ssl_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
+def serving_ssl_context(
+    cert_file: Path, key_file: Path, caller_ca_file: Path | None = None
+) -> ssl.SSLContext:
+    """The server's TLS: its certificate, and with `caller_ca_file` the client certificates it
+    verifies (optional at the handshake: the probes of /healthz and /readyz present none)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
+    if caller_ca_file is not None:
+        context.load_verify_locations(cafile=str(caller_ca_file))
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
+
+
+def caller_name(peer_certificate: Mapping[str, Any] | None) -> str | None:
+    """The common name of a verified client certificate (`SSLSocket.getpeercert()`), if any."""
+    for rdn in (peer_certificate or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 class WebhookServer:
@@ -102,12 +118,16 @@ class WebhookServer:
         context: ssl.SSLContext,
         *,
         healthy: Callable[[], bool],
+        callers: frozenset[str] | None = None,
     ) -> None:
         self.admission = admission
         self.offloading = offloading
         self.host, self.port = split_address(address)
         self.context = context
         self.healthy = healthy
+        # The client certificate names that may send reviews (None: anyone, for API servers
+        # that cannot authenticate to webhooks, as managed control planes).
+        self.callers = callers
         self.ready = asyncio.Event()
 
     def app(self) -> web.Application:
@@ -154,6 +174,20 @@ class WebhookServer:
         handle: Callable[[JSON], Answer] | Callable[[JSON], Awaitable[Answer]],
     ) -> web.Response:
         started = time.perf_counter()
+        if self.callers is not None:
+            caller = caller_name(
+                http.transport.get_extra_info("peercert") if http.transport else None
+            )
+            if caller not in self.callers:
+                ADMISSIONS.labels(webhook, "unauthenticated").inc()
+                log.warning("review refused", webhook=webhook, caller=caller, remote=http.remote)
+                return web.json_response(
+                    {
+                        "message": "only the API server sends admission reviews here: "
+                        "present its webhook client certificate"
+                    },
+                    status=403,
+                )
         try:
             review = await http.json()
             request = review["request"]
@@ -235,6 +269,10 @@ class WebhookOptions:
     listen_address: str = ":9443"
     metrics_address: str | None = None
     enforcement_enabled: bool = True
+    # Where the API server can authenticate to webhooks: the CA of its client certificate and
+    # the names it may bear; reviews from anyone else are refused.
+    caller_ca_file: Path | None = None
+    caller_names: frozenset[str] = frozenset()
     # What tenants' pods may name besides the defaults (scheduling fields).
     policy: TenantPodPolicy = field(default_factory=TenantPodPolicy)
     log_level: str = "info"
@@ -287,7 +325,7 @@ async def run_webhook(options: WebhookOptions) -> int:
         raise ValueError(
             "the webhook needs --tls-cert-file and --tls-private-key-file, or --certificate-secret"
         )
-    context = serving_ssl_context(cert_file, key_file)
+    context = serving_ssl_context(cert_file, key_file, options.caller_ca_file)
     quotas = Informer(
         client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
     )
@@ -307,7 +345,14 @@ async def run_webhook(options: WebhookOptions) -> int:
         policy=options.policy,
     )
     offloading = OffloadingAdmission(offloadings.store, synced=offloadings.synced.is_set)
-    server = WebhookServer(admission, offloading, options.listen_address, context, healthy=synced)
+    server = WebhookServer(
+        admission,
+        offloading,
+        options.listen_address,
+        context,
+        healthy=synced,
+        callers=options.caller_names if options.caller_ca_file else None,
+    )
     running = [
         asyncio.create_task(quotas.run(), name="quotas"),
         asyncio.create_task(namespaces.run(), name="namespaces"),
