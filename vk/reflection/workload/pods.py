@@ -74,6 +74,8 @@ REFUSED_RETRY = 10.0
 # The provider's word on why it made no Pod is shown at home, cut to this length: it is input
 # from the other side.
 MAX_PROVIDER_MESSAGE = 2048
+# What the API server gives a pod that sets no terminationGracePeriodSeconds.
+DEFAULT_TERMINATION_GRACE_SECONDS = 30
 
 
 class PodsByPhase(Collector):
@@ -137,7 +139,7 @@ def grace_annotation_patch(local_pod: JSON, shadow_pod: JSON) -> JSON | None:
     is not the pod's own (a ShadowPod's deletion cannot carry one); None when none is needed."""
     grace = deletion_grace_period(local_pod)
     own = ((shadow_pod.get("spec") or {}).get("pod") or {}).get("terminationGracePeriodSeconds")
-    if grace is None or grace == (30 if own is None else own):
+    if grace is None or grace == (DEFAULT_TERMINATION_GRACE_SECONDS if own is None else own):
         return None
     return {"metadata": {"annotations": {DELETION_GRACE_ANNOTATION: str(grace)}}}
 
