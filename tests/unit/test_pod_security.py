@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from vk.api.constants import POD_SECURITY_LEVELS
 from vk.webhooks.podsecurity import (
     PodSecurityLevel,
     parse_level,
@@ -539,3 +540,7 @@ def test_parse_level_reads_the_namespace_label_values(level: str) -> None:
 def test_parse_level_refuses_anything_else_naming_the_three_levels(value: str) -> None:
     with pytest.raises(ValueError, match=r'"privileged", "baseline", "restricted"'):
         parse_level(value)
+
+
+def test_the_levels_are_the_ones_the_controller_manager_labels_namespaces_with() -> None:
+    assert tuple(level.value for level in PodSecurityLevel) == POD_SECURITY_LEVELS

@@ -445,8 +445,8 @@ def controller_manager(
 )
 @go_bool_option(
     "--enable-resource-enforcement",
-    "Enforce the Quotas (`--enable-resource-enforcement=false` turns it off: pods are still "
-    "stamped with their creator, and a cordoned Quota still admits nothing).",
+    "Enforce the Quotas (`--enable-resource-enforcement=false` turns it off: ShadowPods are "
+    "still stamped with their creator, and a cordoned Quota still admits nothing).",
 )
 @click.option(
     "--admission-caller-ca-file",
