@@ -19,8 +19,8 @@ from vk.controllers.provider_shadowpods import (
     REASON_FORBIDDEN,
     REASON_INVALID,
     REASON_POD_SECURITY,
+    consumer_grace_period,
     controller_uid,
-    deletion_grace_period,
     finished,
     forge_adoption_patch,
     forge_pod_of,
@@ -127,7 +127,7 @@ def test_the_consumers_grace_period_is_taken_only_when_sane(
         del shadow["metadata"]["annotations"][DELETION_GRACE_ANNOTATION]
     else:
         shadow["metadata"]["annotations"][DELETION_GRACE_ANNOTATION] = value
-    assert deletion_grace_period(shadow) == grace
+    assert consumer_grace_period(shadow) == grace
 
 
 def test_a_plain_pod_of_an_older_vk_is_adopted_and_nothing_else() -> None:
@@ -271,3 +271,21 @@ def test_the_providers_word_on_a_missing_pod_is_read_bounded() -> None:
         conditions=[{"type": "PodCreated", "status": "True", "reason": "PodCreated"}]
     )
     assert provider_refusal(created) is None
+
+
+def test_what_a_tenant_writes_on_its_shadow_pod_cannot_make_the_pod_anyone_elses() -> None:
+    hostile = shadow_pod()
+    hostile["metadata"]["labels"][SHADOW_POD_OWNED_LABEL] = "false"
+    hostile["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "name": "naples-worker-1",
+            "uid": "n",
+            "controller": True,
+        }
+    ]
+    made = forge_pod_of(hostile)
+    assert made["metadata"]["labels"][SHADOW_POD_OWNED_LABEL] == "true"
+    assert controller_uid(made) == "shadow-uid"
+    assert [o["kind"] for o in made["metadata"]["ownerReferences"]] == ["ShadowPod"]

@@ -35,6 +35,7 @@ from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, 
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
 from vk.reflection.forge.pods import live_pod_patch
+from vk.reflection.workload.pods import pod_path, shadow_pod_path
 
 log = structlog.get_logger("vk.controllers.provider_shadowpods")
 
@@ -54,20 +55,6 @@ MAX_GRACE_SECONDS = 24 * 3600
 
 
 # --- Pure decisions ------------------------------------------------------------------------
-
-
-def shadow_pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
-    return resource_path(
-        ShadowPod.group_version(),
-        ShadowPod.PLURAL,
-        namespace=namespace,
-        name=name,
-        subresource=subresource,
-    )
-
-
-def pod_path(namespace: str, name: str) -> str:
-    return resource_path("v1", "pods", namespace=namespace, name=name)
 
 
 def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
@@ -155,7 +142,7 @@ def finished(shadow_pod: Mapping[str, Any]) -> bool:
     return (shadow_pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
 
 
-def deletion_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
+def consumer_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
     """The grace period to delete the Pod of a ShadowPod being deleted: the consumer's (its
     annotation) when valid, else None (the pod's own)."""
     value = ((shadow_pod.get("metadata") or {}).get("annotations") or {}).get(
@@ -320,7 +307,7 @@ class ProviderShadowPods(Reconciler):
             return Result()
         if pod is not None:
             if not pod["metadata"].get("deletionTimestamp"):
-                await self._delete_pod(pod, deletion_grace_period(shadow))
+                await self._delete_pod(pod, consumer_grace_period(shadow))
             return Result()  # the Pod's deletion brings us back
         with contextlib.suppress(NotFound):
             await self.client.set_finalizer(

@@ -114,9 +114,13 @@ def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
     return resource_path("v1", "pods", namespace=namespace, name=name, subresource=subresource)
 
 
-def shadow_pod_path(namespace: str, name: str | None = None) -> str:
+def shadow_pod_path(namespace: str, name: str | None = None, subresource: str | None = None) -> str:
     return resource_path(
-        ShadowPod.group_version(), ShadowPod.PLURAL, namespace=namespace, name=name
+        ShadowPod.group_version(),
+        ShadowPod.PLURAL,
+        namespace=namespace,
+        name=name,
+        subresource=subresource,
     )
 
 
