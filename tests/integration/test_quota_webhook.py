@@ -283,7 +283,12 @@ def shadow_pod_review(
     shadow_pod = {
         "apiVersion": "offloading.liqo.io/v1beta1",
         "kind": "ShadowPod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {CREATOR_USER_LABEL: user}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid4()),  # the API server's, given before validation
+            "labels": {CREATOR_USER_LABEL: user},
+        },
         "spec": {"pod": {"containers": [container]}},
     }
     return {

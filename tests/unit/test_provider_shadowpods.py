@@ -4,21 +4,27 @@ and the virtual kubelet's side of it (the ShadowPod it writes, the provider's wo
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from vk.api.constants import (
+    CREATOR_USER_LABEL,
     DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     NODENAME_LABEL,
     ORIGIN_LABEL,
     SHADOW_POD_OWNED_LABEL,
 )
+from vk.api.usage import forge_reserved_status, is_accounted
+from vk.controllers.provider_quotas import CREATOR_INDEX, quota_creator_index
 from vk.controllers.provider_shadowpods import (
     REASON_FORBIDDEN,
     REASON_INVALID,
     REASON_POD_SECURITY,
+    ProviderShadowPods,
     consumer_grace_period,
     controller_uid,
     finished,
@@ -27,10 +33,12 @@ from vk.controllers.provider_shadowpods import (
     forge_shadow_pod_status,
     is_adoptable,
     is_evicted,
+    not_reserved_message,
     refusal_reason,
     status_differs,
 )
-from vk.kube.client import ApiError
+from vk.kube.client import ApiError, NotFound
+from vk.kube.informer import Informer
 from vk.reflection.forge.pods import (
     forge_remote_pod,
     forge_shadow_pod,
@@ -167,23 +175,125 @@ def test_a_refusal_is_named_for_what_refused_it(status: int, message: str, reaso
 
 
 def test_the_status_follows_the_pod_and_says_why_there_is_none() -> None:
-    created = forge_shadow_pod_status({}, "Running", True, "PodCreated", "")
+    created = forge_shadow_pod_status({}, "Running", True, "PodCreated", "", reserved=None)
     assert created["phase"] == "Running"
     assert created["conditions"][0]["type"] == "PodCreated"
     assert created["conditions"][0]["status"] == "True"
     # Written once: the same again is no change, whatever the time.
     assert not status_differs(
-        created, forge_shadow_pod_status(created, "Running", True, "PodCreated", "")
+        created, forge_shadow_pod_status(created, "Running", True, "PodCreated", "", reserved=None)
     )
-    refused = forge_shadow_pod_status(created, None, False, "PodSecurity", "violates baseline")
+    refused = forge_shadow_pod_status(
+        created, None, False, "PodSecurity", "violates baseline", reserved=None
+    )
     assert refused["phase"] == "Running"  # the phase recorded stays until a Pod says otherwise
     assert (refused["conditions"][0]["status"], refused["conditions"][0]["reason"]) == (
         "False",
         "PodSecurity",
     )
     assert status_differs(created, refused)
-    assert forge_shadow_pod_status({}, None, False, "Invalid", "no")["conditions"]
-    assert "phase" not in forge_shadow_pod_status({}, None, False, "Invalid", "no")
+    assert forge_shadow_pod_status({}, None, False, "Invalid", "no", reserved=None)["conditions"]
+    assert "phase" not in forge_shadow_pod_status({}, None, False, "Invalid", "no", reserved=None)
+
+
+def test_a_consumers_shadow_pod_says_whether_its_quota_holds_it() -> None:
+    created = forge_shadow_pod_status({}, "Pending", True, "PodCreated", "", reserved=True)
+    reserved = created["conditions"][1]
+    assert (reserved["type"], reserved["status"], reserved["reason"]) == (
+        "QuotaReserved",
+        "True",
+        "Reserved",
+    )
+    assert is_accounted({"status": created})
+    # Refused by Pod Security after it was found in the ledger: still accounted.
+    refused = forge_shadow_pod_status(created, None, False, "PodSecurity", "no", reserved=True)
+    assert is_accounted({"status": refused})
+    message = not_reserved_message(shadow_pod(), quotas=1)
+    unadmitted = forge_shadow_pod_status({}, None, False, "NotReserved", message, reserved=False)
+    assert [c["status"] for c in unadmitted["conditions"]] == ["False", "False"]
+    assert "did not pass the provider's ShadowPod webhook" in unadmitted["conditions"][1]["message"]
+    assert not is_accounted({"status": unadmitted})
+
+
+class QuotaReads:
+    """The API server's Quotas, for the controller's fresh read of a ledger."""
+
+    def __init__(self, *quotas: JSON) -> None:
+        self.quotas = {q["metadata"]["name"]: q for q in quotas}
+        self.reads = 0
+
+    async def get(self, path: str) -> JSON:
+        self.reads += 1
+        name = path.rsplit("/", 1)[-1]
+        if name not in self.quotas:
+            raise NotFound(404, "NotFound", path)
+        return self.quotas[name]
+
+
+def quota(status: JSON, user: str = "venice-naples") -> JSON:
+    return {
+        "metadata": {"name": "naples", "namespace": "liqo-tenant-venice"},
+        "spec": {"user": user},
+        "status": status,
+    }
+
+
+def controller(cached: JSON | None, stored: JSON | None) -> tuple[ProviderShadowPods, QuotaReads]:
+    reads = QuotaReads(*([stored] if stored else []))
+    quotas = Informer(reads, "offloading.liqo.io/v1beta1", "quotas",  # type: ignore[arg-type]
+                      indexers={CREATOR_INDEX: quota_creator_index})  # fmt: skip
+    if cached is not None:
+        quotas.store.upsert(cached)
+    return ProviderShadowPods(reads, quotas), reads  # type: ignore[arg-type]
+
+
+def reserved_for(uid: str) -> JSON:
+    """A ledger holding the admission of shop-venice/web of `uid`."""
+    return forge_reserved_status({}, "shop-venice/web", uid, {}, datetime.now(UTC))
+
+
+def consumers(shadow: JSON, user: str = "venice-naples") -> JSON:
+    shadow["metadata"]["labels"][CREATOR_USER_LABEL] = user
+    return shadow
+
+
+@pytest.mark.parametrize(
+    ("shadow", "cached", "stored", "in_ledger", "reads"),
+    [
+        # The provider's own ShadowPod: no Quota limits it.
+        (shadow_pod(), None, None, True, 0),
+        # A consumer's, its reservation in the cache.
+        (consumers(shadow_pod()), quota(reserved_for("shadow-uid")), None, True, 0),
+        # The cache has not seen the reservation yet: the API server has.
+        (consumers(shadow_pod()), quota({}), quota(reserved_for("shadow-uid")), True, 1),
+        # Reserved for another ShadowPod of that name (deleted and made again unadmitted).
+        (
+            consumers(shadow_pod()),
+            quota(reserved_for("old-uid")),
+            quota(reserved_for("old-uid")),
+            False,
+            1,
+        ),
+        # Never admitted: no reservation anywhere.
+        (consumers(shadow_pod()), quota({}), quota({}), False, 1),
+        # A consumer no Quota counts.
+        (consumers(shadow_pod(), "someone-else"), quota({}), None, False, 0),
+        # Accounted already: its Pod is made again without a reservation.
+        (
+            consumers(shadow_pod(conditions=[{"type": "QuotaReserved", "status": "True"}])),
+            quota({}),
+            None,
+            True,
+            0,
+        ),
+    ],
+)
+def test_a_consumers_shadow_pod_gets_a_pod_only_if_its_ledger_holds_it(
+    shadow: JSON, cached: JSON | None, stored: JSON | None, in_ledger: bool, reads: int
+) -> None:
+    the_controller, api = controller(cached, stored)
+    assert asyncio.run(the_controller._in_ledger(shadow, "shop-venice/web")) is in_ledger
+    assert api.reads == reads
 
 
 def test_the_provider_keeps_its_pod_in_line_with_the_shadow_pod() -> None:

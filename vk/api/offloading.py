@@ -327,10 +327,13 @@ class QuotaSpec(KubeModel):
 class QuotaReservation(KubeModel):
     """What one admitted ShadowPod takes, until the usage counts it or it expires."""
 
+    uid: str | None = None
+    """The admitted ShadowPod's uid: the ShadowPod controller makes a Pod only for a ShadowPod
+    whose reservation names it."""
     resources: ResourceList
     expires: Time
-    """When the reservation lapses if no ShadowPod of that name showed up (its creation failed
-    after admission, or the review was never the API server's)."""
+    """When the reservation lapses if no ShadowPod of that name and uid showed up (its creation
+    failed after admission, or the review was never the API server's)."""
 
 
 class QuotaStatus(KubeModel):
@@ -370,6 +373,10 @@ class ShadowPodConditionType(StrEnum):
     # Whether the provider created the Pod: False says why there is none (Pod Security, a name
     # taken, a spec the API server refused). Liqo's status has the phase alone.
     POD_CREATED = "PodCreated"
+    # Whether the provider found the ShadowPod's admission in its Quota's ledger (the webhook's
+    # reservation, naming its uid): only then does it get a Pod, and count in `used`. A
+    # consumer's ShadowPod that never passed the webhook stays False, with no Pod.
+    QUOTA_RESERVED = "QuotaReserved"
 
 
 class ShadowPodCondition(KubeModel):

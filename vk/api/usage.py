@@ -4,11 +4,13 @@ that counts them again.
 
 A pod's demand is what the scheduler would reserve for it (its containers' requests summed, the
 init containers' peak if higher, plus the pod overhead) and one `pods`. A Quota's usage is the
-demand of the ShadowPods stamped with its user that exist and have not finished. The ledger,
-in the Quota's status, is that usage as last counted plus the reservations of admissions not
-counted yet: the webhook adds a reservation before it admits (with a resourceVersion
-precondition, as Kubernetes' ResourceQuota admission writes its usage), the controller folds
-each into the usage once its ShadowPod exists, and drops it when it expires without one.
+demand of the ShadowPods stamped with its user that the provider accounted (their
+QuotaReserved condition) and that have not finished. The ledger, in the Quota's status, is that
+usage as last counted plus the reservations of admissions not counted yet: the webhook adds a
+reservation, naming the ShadowPod's uid, before it admits (with a resourceVersion precondition,
+as Kubernetes' ResourceQuota admission writes its usage); the ShadowPod controller makes a Pod
+only for a ShadowPod whose reservation it finds, and marks it accounted; the recount then folds
+the reservation into the usage, and drops one that expires with no ShadowPod of its uid.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from vk.api.constants import POD_TERMINAL_PHASES
+from vk.api.offloading import ShadowPodConditionType
 from vk.api.quantity import format_quantity, parse_quantity
 
 JSON = dict[str, Any]
@@ -142,14 +145,14 @@ def _reservations(status: Mapping[str, Any]) -> dict[str, Any]:
     return dict((status or {}).get("reservations") or {})
 
 
-def ledger_usage(status: Mapping[str, Any], now: datetime, *, excluding: str | None) -> Resources:
+def ledger_usage(status: Mapping[str, Any], *, excluding: str | None) -> Resources:
     """What the Quota's ledger says is taken: the usage as last counted plus every reservation
-    that has not expired, but the one of `excluding` (the ShadowPod under review: a retried
-    creation is not counted twice). InvalidQuantity if the status holds one that does not
-    parse."""
+    (an expired one too, until the recount drops it: failing safe while the recount is away),
+    but the one of `excluding` (the ShadowPod under review: a retried creation is not counted
+    twice). InvalidQuantity if the status holds one that does not parse."""
     total = parse_resources((status or {}).get("used"))
     for key, reservation in _reservations(status).items():
-        if key != excluding and not _expired(reservation, now):
+        if key != excluding:
             total = add_resources(total, parse_resources(reservation.get("resources")))
     return total
 
@@ -159,29 +162,58 @@ def format_resources(resources: Mapping[str, Decimal]) -> dict[str, str]:
 
 
 def forge_reserved_status(
-    status: Mapping[str, Any], key: str, usage: Mapping[str, Decimal], now: datetime
+    status: Mapping[str, Any], key: str, uid: str, usage: Mapping[str, Decimal], now: datetime
 ) -> JSON:
-    """The Quota's status with a reservation of `usage` for the ShadowPod `key`, expiring
-    RESERVATION_SECONDS from `now` (expired ones are dropped on the way)."""
-    reservations = {k: r for k, r in _reservations(status).items() if not _expired(r, now)}
+    """The Quota's status with a reservation of `usage` for the ShadowPod `key` of `uid`, which
+    lapses RESERVATION_SECONDS from `now` unless that ShadowPod shows up."""
+    reservations = _reservations(status)
     reservations[key] = {
+        "uid": uid,
         "resources": format_resources(usage),
         "expires": format_time(now + timedelta(seconds=RESERVATION_SECONDS)),
     }
     return {**dict(status or {}), "reservations": reservations}
 
 
+def holds_reservation(status: Mapping[str, Any], key: str, uid: str) -> bool:
+    """Whether the ledger holds the admission of the ShadowPod `key` of `uid`: what the
+    ShadowPod controller asks before it makes the Pod."""
+    reservation = _reservations(status).get(key) or {}
+    return bool(uid) and reservation.get("uid") == uid
+
+
+def is_accounted(shadow_pod: Mapping[str, Any]) -> bool:
+    """Whether the ShadowPod controller found the ShadowPod's reservation and marked it
+    (condition QuotaReserved True): from then on the usage counts it. One a vk before the mark
+    gave a Pod (PodCreated True, no QuotaReserved) was admitted too: it counts, and is marked
+    at its next status write."""
+    by_type = {
+        c.get("type"): c.get("status")
+        for c in (shadow_pod.get("status") or {}).get("conditions") or []
+    }
+    reserved = by_type.get(ShadowPodConditionType.QUOTA_RESERVED)
+    if reserved is not None:
+        return reserved == "True"
+    return by_type.get(ShadowPodConditionType.POD_CREATED) == "True"
+
+
 def forge_counted_status(
-    status: Mapping[str, Any], shadow_pods: Mapping[str, Mapping[str, Any]], now: datetime
+    status: Mapping[str, Any],
+    accounted: Mapping[str, Mapping[str, Any]],
+    pending: Mapping[str, str],
+    now: datetime,
 ) -> JSON:
-    """The Quota's status counted again from its user's ShadowPods as they exist (key ->
-    the ShadowPod seen as its pod): `used` is theirs; a reservation stays only while its
-    ShadowPod has not shown up and it has not expired."""
-    used = pods_usage(shadow_pods.values())
+    """The Quota's status counted again from its user's ShadowPods as they exist: `accounted`
+    (key -> the ShadowPod seen as its pod) make `used`; `pending` (key -> uid) are not accounted
+    yet. A reservation goes once its ShadowPod is accounted (folded into `used`), and once it
+    has expired with no pending ShadowPod of its uid (never created, or never the API
+    server's); one waiting for its ShadowPod's accounting stays, expired or not."""
+    used = pods_usage(accounted.values())
     reservations = {
         key: reservation
         for key, reservation in _reservations(status).items()
-        if key not in shadow_pods and not _expired(reservation, now)
+        if key not in accounted
+        and (not _expired(reservation, now) or pending.get(key) == reservation.get("uid"))
     }
     counted: JSON = {"used": format_resources(used)}
     if reservations:
@@ -189,12 +221,13 @@ def forge_counted_status(
     return counted
 
 
-def next_expiry(status: Mapping[str, Any]) -> datetime | None:
-    """When the first reservation of the status lapses, if any."""
+def next_expiry(status: Mapping[str, Any], now: datetime) -> datetime | None:
+    """When the next reservation of the status lapses after `now`, if any (one expired already
+    waits for its ShadowPod's accounting, which brings the recount back)."""
     moments = []
     for reservation in _reservations(status).values():
         try:
             moments.append(datetime.fromisoformat(str(reservation.get("expires"))))
         except ValueError:
             continue
-    return min(moments, default=None)
+    return min((moment for moment in moments if moment > now), default=None)

@@ -102,6 +102,7 @@ async def run_manager(options: ManagerOptions) -> int:
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()
+        quota_usage = ProviderQuotaUsage(client)
         reconcilers = [
             ServingCSRApprover(client).run(),
             Replicator(client, cluster.cluster_id).run(),
@@ -113,8 +114,8 @@ async def run_manager(options: ManagerOptions) -> int:
                 options.reserved_namespaces,
                 options.tenant_namespace_quota,
             ).run(),
-            ProviderShadowPods(client).run(),
-            ProviderQuotaUsage(client).run(),
+            ProviderShadowPods(client, quota_usage.quotas).run(),
+            quota_usage.run(),
             ForeignClusters(client).run(),
             Tenants(client).run(),
             NamespaceOffloadings(client, cluster.cluster_id).run(),

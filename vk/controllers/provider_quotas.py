@@ -1,12 +1,15 @@
 """The provider's recount of its Quotas' ledgers: each Quota's `status.used` counted again from
-the ShadowPods stamped with its user that exist and have not finished (one being deleted counts
-until it is gone), as Kubernetes' quota controller recounts ResourceQuotas.
+the ShadowPods stamped with its user that the ShadowPod controller accounted and that have not
+finished (one being deleted counts until it is gone), as Kubernetes' quota controller recounts
+ResourceQuotas.
 
-The webhook reserves each admission's share in the Quota's status before it admits; the recount
-folds a reservation into the usage once its ShadowPod exists, and drops one whose ShadowPod
-never showed up (a creation that failed after admission, or a review someone sent the webhook
-directly) when it expires. So the ledger is exact under any number of webhook replicas, and
-whatever was reserved without an object is undone within `RESERVATION_SECONDS`.
+The webhook reserves each admission's share in the Quota's status, naming the ShadowPod's uid,
+before it admits; the ShadowPod controller makes a Pod only for a ShadowPod whose reservation it
+finds, and marks it accounted (condition QuotaReserved). The recount then folds the reservation
+into the usage, and drops one whose ShadowPod never showed up (a creation that failed after
+admission, or a review someone sent the webhook directly) when it expires. So the ledger is
+exact under any number of webhook replicas, and whatever was reserved without an object is
+undone within `RESERVATION_SECONDS`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import structlog
 
 from vk.api.constants import CREATOR_USER_LABEL
 from vk.api.offloading import Quota, ShadowPod
-from vk.api.usage import creator_label_value, forge_counted_status, next_expiry
+from vk.api.usage import creator_label_value, forge_counted_status, is_accounted, next_expiry
 from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
@@ -83,15 +86,17 @@ class ProviderQuotaUsage(Reconciler):
         quota = self.quotas.store.get(key)
         if quota is None:
             return Result()
-        creators = quota_creator_index(quota)
-        shadow_pods = {
-            object_key(shadow_pod): shadow_pod_as_pod(shadow_pod)
-            for creator in creators
-            for shadow_pod in self.shadow_pods.store.by_index(CREATOR_INDEX, creator)
-        }
+        accounted: dict[str, JSON] = {}
+        pending: dict[str, str] = {}
+        for creator in quota_creator_index(quota):
+            for shadow_pod in self.shadow_pods.store.by_index(CREATOR_INDEX, creator):
+                if is_accounted(shadow_pod):
+                    accounted[object_key(shadow_pod)] = shadow_pod_as_pod(shadow_pod)
+                else:
+                    pending[object_key(shadow_pod)] = shadow_pod["metadata"]["uid"]
         now = self.clock()
         status = quota.get("status") or {}
-        counted = forge_counted_status(status, shadow_pods, now)
+        counted = forge_counted_status(status, accounted, pending, now)
         if counted != status:
             namespace, name = split_key(key)
             path = resource_path(
@@ -109,7 +114,7 @@ class ProviderQuotaUsage(Reconciler):
                 return Result(requeue_after=AFTER_CONFLICT)
             except NotFound:
                 return Result()
-        expiry = next_expiry(counted)
+        expiry = next_expiry(counted, now)
         if expiry is None:
             return Result(requeue_after=RECOUNT_SECONDS)
         until = (expiry - now).total_seconds() + 0.5

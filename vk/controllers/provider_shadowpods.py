@@ -3,13 +3,17 @@ same name, made and owned by the provider (Liqo's ShadowPod controller, DESIGN Â
 
 A consumer never creates Pods here: it asks with ShadowPods, which the provider's webhook admits
 within its Quota and rules and this controller turns into Pods, which the API server's own Pod
-Security admission checks again. The controller keeps the offloaded workload on its own while
-the consumer is away: a Pod deleted or evicted is made again from its ShadowPod at once; a Pod
-that finished by its own containers stays finished and is never run again (Liqo re-runs them,
-liqo#1804). A ShadowPod being deleted keeps its finalizer until its Pod is gone, deleted with the
-grace period the consumer asked for. A Pod of that name that this controller did not make is
-never touched, unless it is a plain pod an older vk offloaded for the same consumer and node,
-which is adopted as it runs.
+Security admission checks again. A consumer's ShadowPod gets a Pod only if its Quota's ledger
+holds its admission (the webhook's reservation, naming its uid): one that bypassed the webhook
+(a webhook configuration missing, a restore from a backup) gets none, and says why. Once found,
+the ShadowPod is marked accounted (condition QuotaReserved), for the recount and for later.
+
+The controller keeps the offloaded workload on its own while the consumer is away: a Pod deleted or
+evicted is made again from its ShadowPod at once; a Pod that finished by its own containers stays
+finished and is never run again (Liqo re-runs them, liqo#1804). A ShadowPod being deleted keeps its
+finalizer until its Pod is gone, deleted with the grace period the consumer asked for. A Pod of
+that name that this controller did not make is never touched, unless it is a plain pod an older vk
+offloaded for the same consumer and node, which is adopted as it runs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 import structlog
 
 from vk.api.constants import (
+    CREATOR_USER_LABEL,
     DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     NODENAME_LABEL,
@@ -30,7 +35,9 @@ from vk.api.constants import (
     SHADOW_POD_FINALIZER,
     SHADOW_POD_OWNED_LABEL,
 )
-from vk.api.offloading import ShadowPod, ShadowPodConditionType
+from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
+from vk.api.usage import holds_reservation, is_accounted
+from vk.controllers.provider_quotas import CREATOR_INDEX
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, split_key
@@ -45,6 +52,9 @@ REASON_POD_SECURITY = "PodSecurity"
 REASON_FORBIDDEN = "Forbidden"
 REASON_INVALID = "Invalid"
 REASON_NAME_TAKEN = "NameTaken"
+# Why a consumer's ShadowPod has no Pod because no ledger holds it (both conditions' reason).
+REASON_NOT_RESERVED = "NotReserved"
+REASON_RESERVED = "Reserved"
 # The API server's answers that another try of the same Pod would get again.
 REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
 # A refused Pod is tried again after this long: the namespace's level or the spec may change.
@@ -162,34 +172,79 @@ def refusal_reason(error: ApiError) -> str:
     return REFUSALS.get(error.status, error.reason or "Refused")
 
 
-def forge_shadow_pod_status(
-    current: Mapping[str, Any], phase: str | None, created: bool, reason: str, message: str
+def consumer_of(shadow_pod: Mapping[str, Any]) -> str | None:
+    """The consumer identity the webhook stamped on the ShadowPod (its creator), if any: the
+    provider's own ShadowPods carry none, and no Quota limits them."""
+    labels = (shadow_pod.get("metadata") or {}).get("labels") or {}
+    creator = labels.get(CREATOR_USER_LABEL)
+    return str(creator) if creator else None
+
+
+def not_reserved_message(shadow_pod: Mapping[str, Any], quotas: int) -> str:
+    """Why a consumer's ShadowPod no ledger holds gets no Pod, and what to do."""
+    metadata = shadow_pod.get("metadata") or {}
+    if not quotas:
+        return (
+            f"no Quota of this provider counts the pods of {consumer_of(shadow_pod)!r}, so no "
+            "Pod is made for this ShadowPod: the provider grants this consumer nothing"
+        )
+    return (
+        f"the Quota's ledger holds no admission of this ShadowPod (uid {metadata.get('uid')}): "
+        "it did not pass the provider's ShadowPod webhook (is its ValidatingWebhookConfiguration "
+        "installed?), so no Pod is made for it; delete it, and create it again through the webhook"
+    )
+
+
+def _condition(
+    current: Mapping[str, Any],
+    kind: ShadowPodConditionType,
+    holds: bool,
+    reason: str,
+    message: str,
 ) -> JSON:
-    """The ShadowPod's status: the Pod's phase (or the one recorded, when there is no Pod) and
-    the PodCreated condition; the condition's transition time moves only when it changes."""
+    """A condition of the status; its transition time moves only when its status does."""
+    previous: Mapping[str, Any] = next(
+        (c for c in current.get("conditions") or [] if c.get("type") == kind), {}
+    )
+    status = "True" if holds else "False"
+    return {
+        "type": kind.value,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": previous.get("lastTransitionTime")
+        if previous.get("status") == status
+        else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def forge_shadow_pod_status(
+    current: Mapping[str, Any],
+    phase: str | None,
+    created: bool,
+    reason: str,
+    message: str,
+    *,
+    reserved: bool | None,
+) -> JSON:
+    """The ShadowPod's status: the Pod's phase (or the one recorded, when there is no Pod), the
+    PodCreated condition, and for a consumer's ShadowPod (`reserved` not None) QuotaReserved."""
     status: JSON = {}
     recorded = current.get("phase")
     if phase or recorded:
         status["phase"] = phase or recorded
-    previous: Mapping[str, Any] = next(
-        (
-            c
-            for c in current.get("conditions") or []
-            if c.get("type") == ShadowPodConditionType.POD_CREATED
-        ),
-        {},
-    )
-    condition_status = "True" if created else "False"
-    condition: JSON = {
-        "type": ShadowPodConditionType.POD_CREATED.value,
-        "status": condition_status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": previous.get("lastTransitionTime")
-        if previous.get("status") == condition_status
-        else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    status["conditions"] = [condition]
+    conditions = [_condition(current, ShadowPodConditionType.POD_CREATED, created, reason, message)]
+    if reserved is not None:
+        conditions.append(
+            _condition(
+                current,
+                ShadowPodConditionType.QUOTA_RESERVED,
+                reserved,
+                REASON_RESERVED if reserved else REASON_NOT_RESERVED,
+                "the Quota's ledger counts it" if reserved else message,
+            )
+        )
+    status["conditions"] = conditions
     return status
 
 
@@ -214,8 +269,10 @@ class ProviderShadowPods(Reconciler):
 
     name = "provider-shadowpods"
 
-    def __init__(self, client: KubeClient, *, workers: int = 4) -> None:
+    def __init__(self, client: KubeClient, quotas: Informer, *, workers: int = 4) -> None:
+        """`quotas` is the Quota informer the recount runs (indexed by CREATOR_INDEX)."""
         self.client = client
+        self.quotas = quotas
         self.shadow_pods = Informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
         self.pods = Informer(client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true")
         self.controller = Controller(self, workers=workers)
@@ -224,7 +281,9 @@ class ProviderShadowPods(Reconciler):
         enqueue = self.controller.enqueue
         self.shadow_pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
         self.pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
-        await run_with_informers(self.controller, self.shadow_pods, self.pods)
+        await run_with_informers(
+            self.controller, self.shadow_pods, self.pods, shared=(self.quotas,)
+        )
 
     async def reconcile(self, key: str) -> Result:
         shadow = self.shadow_pods.store.get(key)
@@ -245,6 +304,14 @@ class ProviderShadowPods(Reconciler):
         if pod is None:
             if finished(shadow):
                 return Result()  # finished by its own containers: never run again
+            if not await self._in_ledger(shadow, key):
+                quotas = self._quotas_of(shadow)
+                message = not_reserved_message(shadow, len(quotas))
+                log.warning("no ledger holds the shadow pod", namespace=namespace, pod=name)
+                await self._write_status(shadow, None, False, REASON_NOT_RESERVED, message)
+                # A Quota made after the ShadowPod holds no reservation of it: only a missing
+                # Quota (a cache behind the API server) is worth another look.
+                return Result(requeue_after=None if quotas else REFUSED_RETRY)
             return await self._create(shadow, namespace, name)
         if is_evicted(pod) and not finished(shadow):
             # Put out, not finished: it runs again, as a ReplicaSet would make a new one.
@@ -259,6 +326,36 @@ class ProviderShadowPods(Reconciler):
         phase = (pod.get("status") or {}).get("phase")
         await self._write_status(shadow, phase, True, REASON_CREATED, "")
         return Result()
+
+    def _quotas_of(self, shadow: JSON) -> list[JSON]:
+        consumer = consumer_of(shadow)
+        return [] if consumer is None else self.quotas.store.by_index(CREATOR_INDEX, consumer)
+
+    async def _in_ledger(self, shadow: JSON, key: str) -> bool:
+        """Whether the ShadowPod may get a Pod: the provider's own (no consumer stamped), one
+        accounted already, or one whose reservation a Quota of its consumer holds (read from
+        the API server when the cache has not seen it yet: the webhook writes it before the
+        ShadowPod is stored, but the two watches are not ordered)."""
+        if consumer_of(shadow) is None or is_accounted(shadow):
+            return True
+        uid = shadow["metadata"]["uid"]
+        for cached in self._quotas_of(shadow):
+            if holds_reservation(cached.get("status") or {}, key, uid):
+                return True
+            metadata = cached["metadata"]
+            path = resource_path(
+                Quota.group_version(),
+                Quota.PLURAL,
+                namespace=metadata.get("namespace"),
+                name=metadata["name"],
+            )
+            try:
+                fresh = await self.client.get(path)
+            except NotFound:
+                continue
+            if holds_reservation(fresh.get("status") or {}, key, uid):
+                return True
+        return False
 
     async def _create(self, shadow: JSON, namespace: str, name: str) -> Result:
         try:
@@ -333,7 +430,12 @@ class ProviderShadowPods(Reconciler):
         self, shadow: JSON, phase: str | None, created: bool, reason: str, message: str
     ) -> None:
         current = shadow.get("status") or {}
-        desired = forge_shadow_pod_status(current, phase, created, reason, message)
+        # A consumer's ShadowPod gets here accounted (its Pod made or tried), or refused for
+        # want of a reservation.
+        reserved = None if consumer_of(shadow) is None else reason != REASON_NOT_RESERVED
+        desired = forge_shadow_pod_status(
+            current, phase, created, reason, message, reserved=reserved
+        )
         if not status_differs(current, desired):
             return
         metadata = shadow["metadata"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -93,13 +94,16 @@ class Controller:
                 self.queue.done(key)
 
 
-async def run_with_informers(controller: Controller, *informers: Informer) -> None:
-    """Runs `informers`, then, once every one has its first list, `controller`; until
-    cancelled, when all of them stop. Reconciling before the caches are full would take
-    missing objects for deleted ones."""
+async def run_with_informers(
+    controller: Controller, *informers: Informer, shared: Sequence[Informer] = ()
+) -> None:
+    """Runs `informers`, then, once every one and every `shared` informer (which another
+    controller runs) has its first list, `controller`; until cancelled, when all of `informers`
+    stop. Reconciling before the caches are full would take missing objects for deleted
+    ones."""
     tasks = [asyncio.create_task(informer.run()) for informer in informers]
     try:
-        for informer in informers:
+        for informer in (*informers, *shared):
             await informer.synced.wait()
         await controller.run()
     finally:

@@ -62,6 +62,11 @@ NOT_READY = (
     "the provider's ShadowPod webhook is starting and has not read the Quotas and namespaces "
     "yet: retry in a few seconds"
 )
+# The API server gives a created object its uid before the validating webhooks see it.
+NO_UID = (
+    "the ShadowPod under review has no metadata.uid, which the API server sets before "
+    "validating admission: the review is not the API server's"
+)
 # Writers of one Quota's ledger racing: each conflict is another admission or a recount landing
 # first; past this many in one review, the creator is asked to retry.
 MAX_LEDGER_CONFLICTS = 25
@@ -244,27 +249,33 @@ class ShadowPodAdmission:
         if not rules.allowed:
             return Answer(rules)
         if not quotas:
-            if not self.enforcement_enabled:
-                return Answer(ALLOWED)
+            # Even with enforcement off: the provider makes Pods only for ShadowPods a ledger
+            # holds, and a consumer with no Quota has none.
             return Answer(
                 deny(
                     f"no Quota of this provider names {user!r}: it grants this identity "
                     "nothing (is its ResourceSlice accepted? has it been deleted?)"
                 )
             )
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return Answer(deny(NO_UID))
         key = _object_key(request, pod)
         for cached in quotas:
-            decision = await self._reserve(cached, key, pod, dry_run=bool(request.get("dryRun")))
+            decision = await self._reserve(
+                cached, key, uid, pod, dry_run=bool(request.get("dryRun"))
+            )
             if not decision.allowed:
                 return Answer(decision)
         return Answer(ALLOWED)
 
     async def _reserve(
-        self, cached: JSON, key: str, pod: Mapping[str, Any], *, dry_run: bool
+        self, cached: JSON, key: str, uid: str, pod: Mapping[str, Any], *, dry_run: bool
     ) -> Decision:
-        """Admits `pod` (the ShadowPod `key`) within the Quota `cached` names, judged on its
-        ledger as the API server has it now, and reserves its usage there unless on a dry run:
-        written with the Quota's resourceVersion, judged again on a conflict."""
+        """Admits `pod` (the ShadowPod `key` of `uid`) within the Quota `cached` names, judged
+        on its ledger as the API server has it now, and reserves its usage there unless on a
+        dry run (with enforcement off too: the ledger is what the provider's controller makes
+        Pods for): written with the Quota's resourceVersion, judged again on a conflict."""
         name = f"{cached['metadata'].get('namespace')}/{cached['metadata']['name']}"
         for _ in range(MAX_LEDGER_CONFLICTS):
             try:
@@ -278,7 +289,7 @@ class ShadowPodAdmission:
             now = self.clock()
             status = current.get("status") or {}
             try:
-                used = ledger_usage(status, now, excluding=key)
+                used = ledger_usage(status, excluding=key)
                 decision = review_pod(
                     pod, quota, used, enforcement_enabled=self.enforcement_enabled
                 )
@@ -287,9 +298,9 @@ class ShadowPodAdmission:
                 return deny(
                     f"the pod or the Quota {name} holds a quantity that does not parse: {error}"
                 )
-            if not decision.allowed or dry_run or not self.enforcement_enabled:
+            if not decision.allowed or dry_run:
                 return decision
-            reserved = {**current, "status": forge_reserved_status(status, key, usage, now)}
+            reserved = {**current, "status": forge_reserved_status(status, key, uid, usage, now)}
             try:
                 await self.ledger.replace(quota_path(cached, "status"), reserved)
             except Conflict:
