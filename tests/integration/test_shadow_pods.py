@@ -11,6 +11,7 @@ import base64
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tests.integration.test_namespace_offloading import (
     vkctl,
 )
 from vk.api.constants import kubeconfig_secret_name, resource_slice_user, tenant_group
+from vk.webhooks.configuration import SHADOW_POD_WEBHOOK
 
 CONSUMER, PROVIDER = "venice", "naples"
 USER = resource_slice_user(CONSUMER, PROVIDER)  # the slice `vkctl peer` makes is named naples
@@ -208,6 +210,76 @@ def test_a_probe_the_providers_admin_writes_gets_no_pod_and_says_why(tenancy: Te
     tenancy.provider("delete", "shadowpod", "admins-probe", "-n", tenancy.namespace)
 
 
+@contextmanager
+def without_the_shadow_pod_validation(tenancy: Tenancy) -> Iterator[None]:
+    """naples' ShadowPod validating webhook taken out of its configuration for a while, as on a
+    cluster where it was never installed (the stamping webhook stays); put back after."""
+    saved = json.loads(
+        tenancy.provider("get", "validatingwebhookconfiguration", "vk", "-o", "json").stdout
+    )
+    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        saved["metadata"].pop(field, None)
+    bypassed = {
+        **saved,
+        "webhooks": [w for w in saved["webhooks"] if w["name"] != SHADOW_POD_WEBHOOK],
+    }
+    tenancy.provider("replace", "-f", "-", input=json.dumps(bypassed))
+    try:
+        yield
+    finally:
+        tenancy.provider("replace", "-f", "-", input=json.dumps(saved))
+
+
+def test_a_consumers_shadow_pod_that_bypassed_the_webhook_gets_no_pod(tenancy: Tenancy) -> None:
+    # Within naples' rules in every way, but never admitted: no Quota's ledger holds it.
+    spec = {"containers": [{"name": "app", "image": "nginx"}]}
+    with without_the_shadow_pod_validation(tenancy):
+        created = tenancy.as_slice(
+            "create", "-f", "-", input=tenancy.shadow_pod("unadmitted", spec)
+        )
+    assert created.returncode == 0, created.stderr
+    admitted = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("admitted", spec))
+    assert admitted.returncode == 0, admitted.stderr
+
+    def conditions(name: str) -> dict[str, dict[str, Any]] | None:
+        shadow = tenancy.get("shadowpod", name) or {}
+        found = (shadow.get("status") or {}).get("conditions") or []
+        by_type = {c["type"]: c for c in found}
+        return by_type if "QuotaReserved" in by_type else None
+
+    refused = wait_until(lambda: conditions("unadmitted"), "the unadmitted ShadowPod's verdict")
+    assert refused["QuotaReserved"]["status"] == "False"
+    assert refused["QuotaReserved"]["reason"] == "NotReserved"
+    assert (refused["PodCreated"]["status"], refused["PodCreated"]["reason"]) == (
+        "False",
+        "NotReserved",
+    )
+    assert "did not pass the provider's ShadowPod webhook" in refused["PodCreated"]["message"]
+    accounted = wait_until(lambda: conditions("admitted"), "the admitted ShadowPod's verdict")
+    assert accounted["QuotaReserved"]["status"] == "True"
+    assert wait_until(lambda: tenancy.get("pod", "admitted"), "the admitted ShadowPod's Pod")
+    assert tenancy.get("pod", "unadmitted") is None
+    # The admitted one's reservation is folded into the usage once accounted; the other never
+    # had one.
+    admitted_key, unadmitted_key = (f"{tenancy.namespace}/{n}" for n in ("admitted", "unadmitted"))
+    wait_until(
+        lambda: admitted_key not in (quota_status(tenancy).get("reservations") or {}),
+        "the admitted ShadowPod's reservation folded into the usage",
+    )
+    assert unadmitted_key not in (quota_status(tenancy).get("reservations") or {})
+    for name in ("unadmitted", "admitted"):
+        tenancy.provider("delete", "shadowpod", name, "-n", tenancy.namespace)
+
+
+def quota_status(tenancy: Tenancy) -> dict[str, Any]:
+    """The status of the Quota of venice's slice identity on naples."""
+    quotas = json.loads(
+        tenancy.provider("get", "quotas.offloading.liqo.io", "-A", "-o", "json").stdout
+    )["items"]
+    mine = next(q for q in quotas if q["spec"]["user"] == USER)
+    return dict(mine.get("status") or {})
+
+
 def test_a_consumer_pod_breaking_the_providers_level_waits_at_home_with_its_reason(
     tenancy: Tenancy,
 ) -> None:
@@ -338,7 +410,8 @@ def test_a_reserved_name_or_one_another_namespace_holds_is_refused_on_both_sides
         assert taken.returncode != 0
         condition = ready_condition(peered, second)
         assert condition["reason"] == "CreationLoopBackOff"
-        assert "another namespace of this cluster may hold it" in condition["message"]
+        assert f"already holds this cluster's namespace {first}" in condition["message"]
+        assert f"{first}, mapped to that name first" in taken.stderr  # vkctl says it too
         said = wait_until(
             lambda: f"already holds {CONSUMER}'s namespace {first}" in namespace_map_events(peered),
             "the provider's Event naming the first",

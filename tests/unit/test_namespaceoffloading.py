@@ -10,6 +10,7 @@ import pytest
 
 from vk.controllers.namespaceoffloading import (
     VirtualNodeView,
+    first_holder,
     forge_cluster_conditions,
     forge_namespace_map,
     offloading_phase,
@@ -139,6 +140,36 @@ def test_a_twin_not_ready_says_why(entry: dict[str, str] | None, peered: bool, r
     assert conditions[-1]["status"] == "False"
     assert conditions[-1]["reason"] == reason
     assert "naples" in conditions[-1]["message"]
+
+
+def test_a_name_another_namespace_of_this_cluster_holds_is_named() -> None:
+    desired = {"shop": "shared", "shop-2": "shared", "web": "web"}
+    current = {
+        "shop": {"remoteNamespace": "shared", "phase": "Accepted"},
+        "shop-2": {"remoteNamespace": "shared", "phase": "CreationLoopBackOff"},
+        # The provider's word about a namespace this cluster did not map there names nothing.
+        "kube-system": {"remoteNamespace": "shared", "phase": "Accepted"},
+    }
+    assert first_holder("shop-2", "shared", desired, current) == "shop"
+    assert first_holder("shop", "shared", desired, current) is None
+    assert first_holder("web", "web", desired, current) is None
+    only_claimed = {k: v for k, v in current.items() if k != "shop"}
+    assert first_holder("shop-2", "shared", desired, only_claimed) is None
+    conditions = forge_cluster_conditions(
+        None,
+        selected=True,
+        remote="shared",
+        cluster_id="naples",
+        entry=current["shop-2"],
+        peered=True,
+        now=NOW,
+        holder="shop",
+    )
+    assert conditions[-1]["reason"] == "CreationLoopBackOff"
+    assert (
+        "already holds this cluster's namespace shop, mapped to that name first"
+        in (conditions[-1]["message"])
+    )
 
 
 def test_transition_times_stay_while_statuses_do() -> None:

@@ -126,6 +126,22 @@ def selection(
     return {n.name for n in chosen}, {n.cluster_id for n in chosen}
 
 
+def first_holder(
+    namespace: str, remote: str, desired: Mapping[str, str], current: Mapping[str, Any]
+) -> str | None:
+    """Another namespace of this cluster that holds `remote` on the provider: one this cluster
+    mapped to that name itself (its desiredMapping: the provider's word alone names nothing)
+    and that the provider reports Accepted there."""
+    for local, entry in current.items():
+        if local == namespace or desired.get(local) != remote:
+            continue
+        if (entry or {}).get("phase") == MappingPhase.ACCEPTED and (
+            entry.get("remoteNamespace") == remote
+        ):
+            return str(local)
+    return None
+
+
 def forge_cluster_conditions(
     previous: list[JSON] | None,
     *,
@@ -135,9 +151,11 @@ def forge_cluster_conditions(
     entry: Mapping[str, Any] | None,
     peered: bool,
     now: datetime.datetime,
+    holder: str | None = None,
 ) -> list[JSON]:
     """The conditions of one provider: selected or not, and where its twin namespace is.
-    `entry` is the provider's report of this namespace (its NamespaceMap currentMapping)."""
+    `entry` is the provider's report of this namespace (its NamespaceMap currentMapping),
+    `holder` the namespace of this cluster that holds the same remote name there, if any."""
     by_type = {c.get("type"): c for c in previous or []}
 
     def condition(kind: str, status: str, reason: str, message: str) -> JSON:
@@ -174,6 +192,15 @@ def forge_cluster_conditions(
         )
     elif phase == MappingPhase.ACCEPTED and entry and entry.get("remoteNamespace") == remote:
         ready = condition(READY, "True", NAMESPACE_CREATED, NAMESPACE_CREATED_MESSAGE)
+    elif phase == MappingPhase.CREATION_LOOP_BACK_OFF and holder is not None:
+        ready = condition(
+            READY,
+            "False",
+            CREATION_LOOP_BACK_OFF,
+            f"namespace {remote} in {cluster_id} already holds this cluster's namespace "
+            f"{holder}, mapped to that name first: unoffload this namespace and offload it "
+            "again with another remote name or namespace mapping strategy",
+        )
     elif phase == MappingPhase.CREATION_LOOP_BACK_OFF:
         ready = condition(
             READY,
@@ -454,6 +481,7 @@ class NamespaceOffloadings(Reconciler):
                 entry=entry if (namespace in desired or not selected) else None,
                 peered=peered,
                 now=now,
+                holder=first_holder(namespace, remote, desired, current),
             )
             waiting |= conditions[cluster_id][-1].get("reason") in ON_THE_WAY
 
