@@ -111,7 +111,8 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=50)
     arguments = parser.parse_args()
     with BenchVirtualNode(pods_capacity=110, name="kubelet-api") as scene:
-        process = scene.start_kubelet()
+        process = scene.process
+        assert process is not None
         scene.wait_node_ready()
         apply(scene.home, deployment("echo", LOCAL_NAMESPACE, 1, NODE, virtual=True))
         local_pod = wait_running_pod(scene.home, LOCAL_NAMESPACE)

@@ -44,7 +44,8 @@ WRITES = ("POST", "PUT", "PATCH", "DELETE")
 # The node's Lease and status, the two elections' Leases, the provider ping (`/livez`).
 HEARTBEAT = ("leases", "nodes", "nodes/status", "-")
 TOKENS = ("serviceaccounts/token", "secrets")
-POD_PATH = ("pods", "pods/status")
+# The pod path: ShadowPods on the provider, the pods' status at home.
+POD_PATH = ("pods", "pods/status", "shadowpods")
 
 
 def configmaps(first: int, count: int) -> list[dict[str, Any]]:
@@ -179,8 +180,12 @@ def main() -> None:
     args = parser.parse_args()
     created = args.configmaps + args.services
 
-    with BenchVirtualNode(pods_capacity=max(args.pods, 110), name="reflection") as scene:
-        scene.start_kubelet()
+    # far bounds a twin namespace's objects (the provider's default ResourceQuota): room for
+    # what this benchmark reflects.
+    room = f"configmaps={args.total + 100},services={args.services + 100},secrets={args.pods + 100}"
+    with BenchVirtualNode(
+        pods_capacity=max(args.pods, 110), name="reflection", twin_namespace_quota=room
+    ) as scene:
         scene.wait_node_ready()
         before = settle(scene)
 

@@ -1,13 +1,23 @@
-"""The scene every benchmark needs: a playground of its own (consumer `home`, provider `far`),
-vk's CRDs, a VirtualNode `far` with its kubeconfig Secret, the namespace `bench-remote`
-offloaded to `far` as `bench-remote-home`, and the virtual kubelet run as a process."""
+"""The scene every benchmark needs, made the way a user makes it: a playground of its own
+(consumer `home`, provider `far`, each with vk installed), `vkctl peer` from home to far (the
+ResourceSlice flow: far's Quota for home's slice identity, whose kubeconfig home gets in the
+Secret `kubeconfig-resourceslice-far`, and the VirtualNode `far`), and the namespace
+`bench-remote` offloaded with `vkctl offload namespace` (far makes its twin `bench-remote-home`
+for that identity). So the offloaded pods take the real path: the virtual kubelet writes
+ShadowPods as the slice identity, far's webhook admits them against the Quota's ledger, and
+far's controller manager makes the Pods.
+
+The one departure: home's controller manager runs without its VirtualNode launcher, and the
+benchmark runs the virtual kubelet itself as a process (as home's admin at home), to measure
+it, `kill -9` it and start it again. A scene that fails on the way up takes its clusters down
+with it."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,8 +36,10 @@ from vk.playground.spec import ClusterSpec
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 VK = str(Path(sys.executable).parent / "vk")
+VKCTL = str(Path(sys.executable).parent / "vkctl")
 TENANT = "liqo-tenant-far"
 NODE = "far"
+SECRET = "kubeconfig-resourceslice-far"
 LOCAL_NAMESPACE, REMOTE_NAMESPACE = "bench-remote", "bench-remote-home"
 
 Sample = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -53,13 +65,46 @@ def apply(kubeconfig: Path, *objects: dict[str, Any]) -> None:
     )
 
 
+def vkctl(kubeconfig: Path, *args: str) -> None:
+    """vkctl against `kubeconfig`; its output shown, a failure raised with it."""
+    done = subprocess.run(
+        [VKCTL, *args, f"--kubeconfig={kubeconfig}"], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"vkctl {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def scrape(url: str, context: ssl.SSLContext | None = None) -> Sample:
+    """A Prometheus endpoint's samples, by (name, sorted labels); retried for 30 s while the
+    process comes up."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context) as response:
+                text = response.read().decode()
+            return {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text)
+                for s in family.samples
+            }
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 class BenchVirtualNode:
-    def __init__(self, *, pods_capacity: int, name: str) -> None:
+    def __init__(
+        self, *, pods_capacity: int, name: str, twin_namespace_quota: str | None = None
+    ) -> None:
+        """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
+        reflects more objects than the default allows."""
+        self.twin_namespace_quota = twin_namespace_quota
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
         self.process: subprocess.Popen[bytes] | None = None
-        self.controller_manager: subprocess.Popen[bytes] | None = None
+        self.controller_managers: list[subprocess.Popen[bytes]] = []
         self.metrics_port = 0
         self.kubelet_port = 0
 
@@ -72,79 +117,82 @@ class BenchVirtualNode:
         return self.playground.kubeconfig("far")
 
     def __enter__(self) -> BenchVirtualNode:
+        try:
+            self._set_up()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _set_up(self) -> None:
         self.playground.up(
             (
                 ClusterSpec("home", "consumer", 1, {}, self.capacity),
-                ClusterSpec("far", "provider", 2, {}, self.capacity),
+                ClusterSpec("far", "provider", 1, {}, self.capacity),
             )
         )
-        home, far = self.home, self.far
-        self._without_virtual_node_controller()
-        kubectl(home, "apply", "--server-side", "-f", str(REPOSITORY / "deploy" / "crds"))
-        kubectl(
-            home,
-            "wait",
-            "--for=condition=Established",
-            "crd/namespacemaps.offloading.liqo.io",
-            "crd/virtualnodes.offloading.liqo.io",
+        # home's without its VirtualNode launcher, which would start a virtual kubelet of its
+        # own for far: the benchmark runs and restarts its own. It still approves the virtual
+        # kubelet's serving certificate.
+        self._run_controller_manager("home")
+        if self.twin_namespace_quota is not None:
+            self._run_controller_manager(
+                "far", f"--tenant-namespace-quota={self.twin_namespace_quota}"
+            )
+        print("peering home with far (vkctl peer), the virtual kubelet run by the benchmark")
+        peering = subprocess.Popen(
+            [VKCTL, "peer", f"--remote-kubeconfig={self.far}", f"--kubeconfig={self.home}",
+             "--timeout=3m"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            self._wait_for(
+                lambda: (
+                    self._exists("virtualnodes.offloading.liqo.io", NODE)
+                    and self._exists("secret", SECRET)
+                ),
+                "the VirtualNode far and its kubeconfig Secret",
+                peering,
+            )
+            self.start_kubelet()
+            _, errors = peering.communicate(timeout=240)
+        finally:
+            if peering.poll() is None:
+                peering.kill()
+        if peering.returncode != 0:
+            raise RuntimeError(f"vkctl peer failed: {errors.strip()}")
+        kubectl(self.home, "create", "namespace", LOCAL_NAMESPACE)
+        vkctl(self.home, "offload", "namespace", LOCAL_NAMESPACE, "--timeout=2m")
+        offloading = json.loads(
+            kubectl(self.home, "get", "namespaceoffloading", "offloading", "-n", LOCAL_NAMESPACE,
+                    "-o", "json")
+        )  # fmt: skip
+        remote = offloading["status"]["remoteNamespaceName"]
+        if remote != REMOTE_NAMESPACE:
+            raise RuntimeError(
+                f"{LOCAL_NAMESPACE} was offloaded as {remote}, not {REMOTE_NAMESPACE}"
+            )
+
+    def _exists(self, kind: str, name: str) -> bool:
+        found = subprocess.run(
+            ["kubectl", f"--kubeconfig={self.home}", "get", kind, name, "-n", TENANT],
+            capture_output=True,
         )
-        for namespace in (TENANT, LOCAL_NAMESPACE):
-            kubectl(home, "create", "namespace", namespace)
-        kubectl(far, "create", "namespace", REMOTE_NAMESPACE)
-        apply(
-            home,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "kubeconfig-resourceslice-far", "namespace": TENANT},
-                "data": {"kubeconfig": base64.b64encode(far.read_bytes()).decode()},
-            },
-            {
-                "apiVersion": "offloading.liqo.io/v1beta1",
-                "kind": "VirtualNode",
-                "metadata": {"name": NODE, "namespace": TENANT},
-                "spec": {
-                    "clusterID": "far",
-                    "createNode": True,
-                    "kubeconfigSecretRef": {"name": "kubeconfig-resourceslice-far"},
-                    "resourceQuota": {"hard": self.capacity},
-                },
-            },
-            {
-                "apiVersion": "offloading.liqo.io/v1beta1",
-                "kind": "NamespaceMap",
-                "metadata": {
-                    "name": "far",
-                    "namespace": TENANT,
-                    "labels": {"liqo.io/remote-cluster-id": "far"},
-                },
-                "spec": {"desiredMapping": {LOCAL_NAMESPACE: REMOTE_NAMESPACE}},
-            },
-        )
-        kubectl(
-            home,
-            "patch",
-            "namespacemaps.offloading.liqo.io",
-            "far",
-            "-n",
-            TENANT,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            json.dumps(
-                {
-                    "status": {
-                        "currentMapping": {
-                            LOCAL_NAMESPACE: {
-                                "remoteNamespace": REMOTE_NAMESPACE,
-                                "phase": "Accepted",
-                            }
-                        }
-                    }
-                }
-            ),
-        )
-        return self
+        return found.returncode == 0
+
+    @staticmethod
+    def _wait_for(
+        done: Any, what: str, peering: subprocess.Popen[str], timeout: float = 180
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if peering.poll() is not None:
+                raise RuntimeError(f"vkctl peer ended before {what}: {peering.communicate()[1]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no {what} after {timeout:.0f} s")
+            time.sleep(0.5)
 
     def __exit__(
         self,
@@ -152,32 +200,43 @@ class BenchVirtualNode:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self.kill()
-        if self.controller_manager is not None:
-            self.controller_manager.send_signal(signal.SIGTERM)
-            self.controller_manager.wait(timeout=30)
-        self.playground.down()
+        try:
+            self.kill()
+            for process in self.controller_managers:
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                    process.wait(timeout=30)
+        finally:
+            self.playground.down()
 
-    def _without_virtual_node_controller(self) -> None:
-        """home's controller manager without its VirtualNode controller, which would launch a
-        virtual kubelet of its own for `far`: the benchmark runs and restarts its own. It
-        still approves the virtual kubelet's serving certificate."""
-        self.playground.stop_component("home", "vk-controller-manager")
-        paths = self.playground.paths("home")
+    def _run_controller_manager(self, cluster: str, *flags: str) -> subprocess.Popen[bytes]:
+        """`cluster`'s vk controller manager run by the benchmark instead of the playground,
+        with `flags`, on the same metrics port."""
+        self.playground.stop_component(cluster, "vk-controller-manager")
+        paths = self.playground.paths(cluster)
+        port = json.loads(paths.ports_file.read_text())["vk-controller-manager"]
         env = {**os.environ, "KUBECONFIG": str(paths.component_kubeconfig("vk-controller-manager"))}
-        with open(self.scratch / "controller-manager.log", "ab") as out:
-            self.controller_manager = subprocess.Popen(
-                [VK, "controller-manager", f"--metrics-address=127.0.0.1:{free_port()}"],
+        with open(self.scratch / f"{cluster}-controller-manager.log", "ab") as out:
+            process = subprocess.Popen(
+                [VK, "controller-manager", f"--metrics-address=127.0.0.1:{port}", *flags],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
+        self.controller_managers.append(process)
+        return process
 
     def start_kubelet(self) -> subprocess.Popen[bytes]:
         """The virtual kubelet, always as the same POD_NAME: a kill -9 then models a container
         restart in the same pod, which holds the HA Lease already."""
         self.metrics_port, self.kubelet_port = free_port(), free_port()
-        env = {**os.environ, "KUBECONFIG": str(self.home), "POD_NAME": "bench-virtual-kubelet"}
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.home),
+            "POD_NAME": "bench-virtual-kubelet",
+            "POD_NAMESPACE": TENANT,
+            "VIRTUALNODE_NAME": NODE,
+        }
         with open(self.scratch / "virtual-kubelet.log", "ab") as out:
             self.process = subprocess.Popen(
                 [
@@ -187,7 +246,7 @@ class BenchVirtualNode:
                     f"--tenant-namespace={TENANT}",
                     "--home-cluster-id=home",
                     "--foreign-cluster-id=far",
-                    "--foreign-kubeconfig-secret-name=kubeconfig-resourceslice-far",
+                    f"--foreign-kubeconfig-secret-name={SECRET}",
                     f"--metrics-address=127.0.0.1:{self.metrics_port}",
                     f"--listen-port={self.kubelet_port}",
                     "--pod-reflection-workers=10",
@@ -231,21 +290,21 @@ class BenchVirtualNode:
         raise RuntimeError(f"the virtual node {NODE} did not become Ready")
 
     def metrics(self) -> Sample:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    text = response.read().decode()
-                return {
-                    (s.name, tuple(sorted(s.labels.items()))): s.value
-                    for family in text_string_to_metric_families(text)
-                    for s in family.samples
-                }
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        """The virtual kubelet's metrics."""
+        return scrape(f"http://127.0.0.1:{self.metrics_port}/metrics")
+
+    def provider_metrics(self) -> dict[str, Sample]:
+        """The metrics of far's own vk components, by component: its controller manager and
+        its webhook (served with its HTTPS port)."""
+        paths = self.playground.paths("far")
+        ports = json.loads(paths.ports_file.read_text())
+        trust = ssl.create_default_context(cafile=str(paths.pki.ca_crt))
+        return {
+            "controller-manager": scrape(
+                f"http://127.0.0.1:{ports['vk-controller-manager']}/metrics"
+            ),
+            "webhook": scrape(f"https://127.0.0.1:{ports['vk-webhook']}/metrics", trust),
+        }
 
 
 def proc_stats(pid: int) -> tuple[float, float, float]:
