@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Clusters
+from tests.integration.test_namespace_offloading import is_peered, peer, unpeer
 from vk.playground.processes import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -91,3 +92,15 @@ def hand_made_virtual_kubelets(
             yield installed
         finally:
             stop_controller_manager(process)
+
+
+@pytest.fixture(scope="module")
+def naples_peered(installed: Clusters) -> Iterator[Clusters]:
+    """venice peered with naples as the tutorial peers them, for a module's tests; unpeered
+    afterwards unless it was peered before (the README's first command peers them)."""
+    was_peered = is_peered(installed, "naples")
+    if not was_peered:
+        peer(installed, "naples")
+    yield installed
+    if not was_peered and is_peered(installed, "naples"):
+        unpeer(installed, "naples")

@@ -23,9 +23,6 @@ from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import (
     apply,
     deployment,
-    is_peered,
-    peer,
-    unpeer,
     vkctl,
 )
 from vk.api.constants import kubeconfig_secret_name, resource_slice_user, tenant_group
@@ -88,28 +85,18 @@ class Tenancy:
         return json.loads(found.stdout) if found.returncode == 0 else None
 
 
-@pytest.fixture(scope="module")
-def peered(installed: Clusters) -> Iterator[Clusters]:
-    was_peered = is_peered(installed, PROVIDER)
-    if not was_peered:
-        peer(installed, PROVIDER)
-    yield installed
-    if not was_peered and is_peered(installed, PROVIDER):
-        unpeer(installed, PROVIDER)
-
-
 @pytest.fixture
-def tenancy(peered: Clusters, tmp_path: Path) -> Iterator[Tenancy]:
+def tenancy(naples_peered: Clusters, tmp_path: Path) -> Iterator[Tenancy]:
     namespace = f"zt-{uuid.uuid4().hex[:8]}"
-    peered.kubectl(CONSUMER, "create", "namespace", namespace)
+    naples_peered.kubectl(CONSUMER, "create", "namespace", namespace)
     done = vkctl(
-        peered, "offload", "namespace", namespace,
+        naples_peered, "offload", "namespace", namespace,
         "--namespace-mapping-strategy", "EnforceSameName", "--pod-offloading-strategy", "Remote",
         "--selector=topology.liqo.io/region=south",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     secret = json.loads(
-        peered.kubectl(
+        naples_peered.kubectl(
             CONSUMER, "get", "secret", kubeconfig_secret_name(PROVIDER),
             "-n", f"liqo-tenant-{PROVIDER}", "-o", "json",
         ).stdout
@@ -117,10 +104,10 @@ def tenancy(peered: Clusters, tmp_path: Path) -> Iterator[Tenancy]:
     slice_kubeconfig = tmp_path / "slice.kubeconfig"
     slice_kubeconfig.write_bytes(base64.b64decode(secret["data"]["kubeconfig"]))
     try:
-        yield Tenancy(peered, namespace, slice_kubeconfig)
+        yield Tenancy(naples_peered, namespace, slice_kubeconfig)
     finally:
-        vkctl(peered, "unoffload", "namespace", namespace, "--timeout=120s")
-        peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+        vkctl(naples_peered, "unoffload", "namespace", namespace, "--timeout=120s")
+        naples_peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
 
 
 def test_the_tenant_writes_shadow_pods_and_only_reads_pods(tenancy: Tenancy) -> None:
@@ -377,56 +364,61 @@ def ready_condition(clusters: Clusters, namespace: str) -> dict[str, Any]:
 
 
 def test_a_reserved_name_or_one_another_namespace_holds_is_refused_on_both_sides(
-    peered: Clusters,
+    naples_peered: Clusters,
 ) -> None:
     first, second, squatter = (f"zt-{uuid.uuid4().hex[:8]}" for _ in range(3))
     shared = f"shared-{uuid.uuid4().hex[:6]}"
     for namespace in (first, second, squatter):
-        peered.kubectl(CONSUMER, "create", "namespace", namespace)
+        naples_peered.kubectl(CONSUMER, "create", "namespace", namespace)
     try:
         # A tenant asking for the provider's own namespace gets nothing there.
-        refused = offload_as(peered, squatter, "kube-system")
+        refused = offload_as(naples_peered, squatter, "kube-system")
         assert refused.returncode != 0
-        assert ready_condition(peered, squatter)["reason"] == "CreationLoopBackOff"
+        assert ready_condition(naples_peered, squatter)["reason"] == "CreationLoopBackOff"
         assert "namespace name kube-system is reserved on this cluster" in (
-            wait_until(lambda: namespace_map_events(peered), "the provider's Event")
+            wait_until(lambda: namespace_map_events(naples_peered), "the provider's Event")
         )
         kube_system = json.loads(
-            peered.kubectl(PROVIDER, "get", "namespace", "kube-system", "-o", "json").stdout
+            naples_peered.kubectl(PROVIDER, "get", "namespace", "kube-system", "-o", "json").stdout
         )
         assert "liqo.io/remote-namespace-managed-by" not in (
             kube_system["metadata"].get("annotations") or {}
         )
         assert not json.loads(
-            peered.kubectl(
+            naples_peered.kubectl(
                 PROVIDER, "get", "rolebindings", "-n", "kube-system", "-o", "json",
                 "--field-selector=metadata.name=vk-virtual-kubelet-remote",
             ).stdout
         )["items"]  # fmt: skip
 
         # Two namespaces of one consumer mapped to one name: the first keeps it.
-        assert offload_as(peered, first, shared).returncode == 0
-        taken = offload_as(peered, second, shared)
+        assert offload_as(naples_peered, first, shared).returncode == 0
+        taken = offload_as(naples_peered, second, shared)
         assert taken.returncode != 0
-        condition = ready_condition(peered, second)
+        condition = ready_condition(naples_peered, second)
         assert condition["reason"] == "CreationLoopBackOff"
         assert f"already holds this cluster's namespace {first}" in condition["message"]
         assert f"{first}, mapped to that name first" in taken.stderr  # vkctl says it too
         said = wait_until(
-            lambda: f"already holds {CONSUMER}'s namespace {first}" in namespace_map_events(peered),
+            lambda: (
+                f"already holds {CONSUMER}'s namespace {first}"
+                in namespace_map_events(naples_peered)
+            ),
             "the provider's Event naming the first",
         )
         assert said
-        assert ready_condition(peered, first)["reason"] == "RemoteNamespaceCreated"
+        assert ready_condition(naples_peered, first)["reason"] == "RemoteNamespaceCreated"
         # Giving up the second mapping leaves the first's namespace alone.
-        vkctl(peered, "unoffload", "namespace", second, "--timeout=60s")
-        twin = json.loads(peered.kubectl(PROVIDER, "get", "namespace", shared, "-o", "json").stdout)
+        vkctl(naples_peered, "unoffload", "namespace", second, "--timeout=60s")
+        twin = json.loads(
+            naples_peered.kubectl(PROVIDER, "get", "namespace", shared, "-o", "json").stdout
+        )
         assert twin["metadata"]["annotations"]["liqo.io/remote-namespace-original-name"] == first
         assert not twin["metadata"].get("deletionTimestamp")
     finally:
         for namespace in (first, second, squatter):
-            vkctl(peered, "unoffload", "namespace", namespace, "--timeout=120s")
-            peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+            vkctl(naples_peered, "unoffload", "namespace", namespace, "--timeout=120s")
+            naples_peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
 
 
 def test_a_service_taking_over_external_ips_is_refused_in_a_twin_namespace(

@@ -193,8 +193,8 @@ def is_accounted(shadow_pod: Mapping[str, Any]) -> bool:
     }
     reserved = by_type.get(ShadowPodConditionType.QUOTA_RESERVED)
     if reserved is not None:
-        return reserved == "True"
-    return by_type.get(ShadowPodConditionType.POD_CREATED) == "True"
+        return bool(reserved == "True")
+    return bool(by_type.get(ShadowPodConditionType.POD_CREATED) == "True")
 
 
 def forge_counted_status(

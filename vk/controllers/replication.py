@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from prometheus_client import Counter
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
@@ -35,10 +36,17 @@ from vk.kube.controller import Controller, Reconciler, Result, run_with_informer
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import EventHandler, Informer, object_key, split_key
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
+from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
 
 FINALIZER = "crdreplicator.liqo.io/finalizer"
+UNTRUSTED_MAPPINGS = Counter(
+    "vk_untrusted_mappings_total",
+    "NamespaceMap status entries a provider reported Accepted for namespaces this cluster did not "
+    "offload there (ignored)",
+    ["provider"],
+)
 RETRY = 2.0
 
 
@@ -162,6 +170,7 @@ class Replicator(Reconciler):
         self.controller = Controller(self, workers=4)
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
+        self._untrusted: dict[str, str] = {}  # likewise
 
     async def run(self) -> None:
         for kind in REPLICATED_KINDS:
@@ -271,11 +280,37 @@ class Replicator(Reconciler):
             )
         ):
             await link.client.apply(twin_path, desired)
-        if twin is not None and twin.get("status") and twin["status"] != local.get("status"):
+        status = (twin or {}).get("status")
+        if status and kind.kind == NamespaceMap.KIND:
+            status = await self._trusted_status(key, local, status, provider)
+        if status and status != local.get("status"):
             await self.client.merge_patch(
                 resource_path(
                     kind.api_version, plural, namespace=namespace, name=name, subresource="status"
                 ),
-                {"status": replacement_patch(local.get("status") or {}, twin["status"])},
+                {"status": replacement_patch(local.get("status") or {}, status)},
             )
         return Result()
+
+    async def _trusted_status(self, key: str, local: JSON, status: JSON, provider: str) -> JSON:
+        """The provider's NamespaceMap status without the entries it reports Accepted for
+        namespaces this cluster did not offload there: they would have this cluster reflect
+        what it never offloaded. Each such report is an Event and counted, once."""
+        untrusted = untrusted_mappings({"spec": local.get("spec") or {}, "status": status})
+        if not untrusted:
+            self._untrusted.pop(key, None)
+            return status
+        entries = ", ".join(f"{local} -> {remote}" for local, remote in sorted(untrusted.items()))
+        message = (
+            f"cluster {provider} reports namespaces Accepted that this cluster did not offload "
+            f"there (local -> remote: {entries}): ignored, nothing is reflected for them; the "
+            "provider's vk is misbehaving or compromised"
+        )
+        if self._untrusted.get(key) != message:
+            self._untrusted[key] = message
+            UNTRUSTED_MAPPINGS.labels(provider).inc(len(untrusted))
+            log.warning(
+                "untrusted namespace mappings ignored", provider=provider, entries=untrusted
+            )
+            await self.events.record(local, WARNING, "UntrustedMapping", message)
+        return without_untrusted(local, status)
