@@ -1,19 +1,27 @@
 """The kubelet API through the virtual kubelet against the same directly on the provider, in
 one run (issue 5's benchmark): port-forward throughput (an echo, both ways) and exec round trip
 (the Python client over WebSocket, so no kubectl start-up hides the difference), then the
-virtual kubelet's memory with 50 concurrent `kubectl logs -f` streams.
+virtual kubelet's memory with 50 concurrent `kubectl logs -f` streams; then 1000 slowloris
+connections on the kubelet port (no credentials, 900 KiB of unfinished request head each, issue
+19's probe): how many get through TLS, when the server has closed them all, the virtual
+kubelet's memory over idle, the node Ready, and logs and exec served meanwhile.
 
     .venv/bin/python -m bench.kubelet_api [--megabytes 20] [--execs 20] [--streams 50]
+        [--slowloris 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import os
 import socket
+import ssl
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -104,11 +112,54 @@ async def exec_round_trips(kubeconfig: Path, namespace: str, pod: str, count: in
     return times
 
 
+ATTACKER_ADDRESS = "127.0.0.2"
+
+
+async def slowloris(port: int, count: int, head_bytes: int) -> tuple[int, int, float]:
+    """`count` connections to the kubelet port, no credentials, each sending `head_bytes` of an
+    unfinished request head and nothing more, all at once. Returns (how many got through the
+    TLS handshake, how many were turned away before or during it, seconds until the last one
+    was closed by the server)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    started = time.monotonic()
+
+    async def one() -> tuple[bool, float]:
+        try:
+            # From another address than the API server's (as a pod elsewhere would attack):
+            # the per-source cap is what turns most of them away.
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=context, local_addr=(ATTACKER_ADDRESS, 0)
+            )
+        except (OSError, ssl.SSLError):
+            return False, time.monotonic() - started
+        try:
+            writer.write(b"GET /pods HTTP/1.1\r\nX-Slow: " + b"a" * head_bytes)
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.drain()
+                while await reader.read(65536):
+                    pass
+            return True, time.monotonic() - started
+        finally:
+            writer.close()
+
+    results = await asyncio.gather(*(one() for _ in range(count)))
+    held = sum(1 for through, _ in results if through)
+    return held, count - held, max(elapsed for _, elapsed in results)
+
+
+def node_ready(kubeconfig: Path) -> bool:
+    jsonpath = '{.status.conditions[?(@.type=="Ready")].status}'
+    return kubectl(kubeconfig, "get", "node", NODE, "-o", f"jsonpath={jsonpath}") == "True"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--megabytes", type=int, default=20)
     parser.add_argument("--execs", type=int, default=20)
     parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--slowloris", type=int, default=1000)
     arguments = parser.parse_args()
     with BenchVirtualNode(pods_capacity=110, name="kubelet-api") as scene:
         process = scene.process
@@ -167,6 +218,35 @@ def main() -> None:
         for stream in streams:
             stream.wait(timeout=10)
 
+        # Slowloris on the kubelet port, while logs and exec are asked through the API server.
+        time.sleep(2)
+        before_attack, _, _ = proc_stats(process.pid)
+        attack_started = time.monotonic()
+        attack = subprocess.Popen(
+            [sys.executable, "-c", SLOWLORIS_PROCESS, str(scene.kubelet_port),
+             str(arguments.slowloris)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        time.sleep(2)
+        served = []
+        for _ in range(3):
+            logs = subprocess.run(
+                ["kubectl", f"--kubeconfig={scene.home}", "logs", "-n", LOCAL_NAMESPACE, local_pod,
+                 "--request-timeout=10s"],
+                capture_output=True,
+            )  # fmt: skip
+            execed = subprocess.run(
+                ["kubectl", f"--kubeconfig={scene.home}", "exec", "-n", LOCAL_NAMESPACE, local_pod,
+                 "--request-timeout=10s", "--", "true"],
+                capture_output=True,
+            )  # fmt: skip
+            served.append(logs.returncode == 0 and execed.returncode == 0)
+        attacked_rss, _, _ = proc_stats(process.pid)
+        stays_ready = node_ready(scene.home)
+        held, turned_away, closed_after = json.loads(attack.communicate(timeout=120)[0])
+        attack_seconds = time.monotonic() - attack_started
+
     ratio = relayed_mbps / direct_mbps
     direct_median, relayed_median = statistics.median(direct_exec), statistics.median(relayed_exec)
     print(f"\n== results ({arguments.megabytes} MB echoed, {arguments.execs} execs)")
@@ -185,6 +265,30 @@ def main() -> None:
     )
     print(f"virtual kubelet RSS idle:               {idle_rss:7.1f} MiB")
     print(f"virtual kubelet RSS, {alive} logs -f:      {streaming_rss:7.1f} MiB")
+    growth = attacked_rss - before_attack
+    print(
+        f"slowloris, {arguments.slowloris} connections of 900 KiB unfinished heads "
+        f"({attack_seconds:.0f} s):"
+    )
+    print(f"  got through TLS / turned away:        {held} / {turned_away}")
+    print(
+        f"  all closed by the server after:       {closed_after:7.1f} s   goal <= head "
+        f"timeout (10 s) + handshake (5 s): {'met' if closed_after <= 15 else 'MISSED'}"
+    )
+    print(
+        f"  virtual kubelet RSS under it:         {attacked_rss:7.1f} MiB   +{growth:.1f} over "
+        f"idle, goal <= +50: {'met' if growth <= 50 else 'MISSED'}"
+    )
+    print(f"  node Ready during it:                 {'yes' if stays_ready else 'NO'}")
+    print(f"  logs and exec served during it:       {sum(served)} of {len(served)}")
+
+
+# The attack in a process of its own, so its CPU and sockets are not the benchmark's.
+SLOWLORIS_PROCESS = """
+import asyncio, json, sys
+from bench.kubelet_api import slowloris
+print(json.dumps(asyncio.run(slowloris(int(sys.argv[1]), int(sys.argv[2]), 900 * 1024))))
+"""
 
 
 if __name__ == "__main__":

@@ -34,8 +34,13 @@ BENCHES = [
     ),
     (
         "bench.kubelet_api",
-        "--megabytes 2 --execs 3 --streams 5",
-        ["port-forward, through the virtual node:", "exec round trip, through (median):"],
+        "--megabytes 2 --execs 3 --streams 5 --slowloris 300",
+        [
+            "port-forward, through the virtual node:",
+            "exec round trip, through (median):",
+            "all closed by the server after:",
+            "logs and exec served during it:",
+        ],
     ),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
 ]

@@ -5,6 +5,7 @@ requests are authenticated and authorized as the real kubelet does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -179,6 +180,107 @@ def test_kubelet_port_refuses_anonymous_and_unauthorized_callers(offloaded: Offl
     code, body = kubelet_get(port, "/containerLogs/default/not-offloaded/c", cert=cert)
     assert code == 404
     assert "is not offloaded by the virtual node" in json.loads(body)["message"]
+
+
+def api_server_certificate(setup: VirtualNodeSetup) -> tuple[Path, Path]:
+    """The client certificate venice's API server presents to kubelets."""
+    pki = setup.clusters.playground.paths("venice").pki
+    return pki.path("apiserver-kubelet-client.crt"), pki.path("apiserver-kubelet-client.key")
+
+
+def tls_connection(
+    port: int, cert: tuple[Path, Path] | None = None, source: tuple[str, int] | None = None
+) -> ssl.SSLSocket:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    if cert is not None:
+        context.load_cert_chain(*cert)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=source)
+    return context.wrap_socket(raw)
+
+
+def read_to_close(connection: socket.socket, limit: float = 15.0) -> bytes:
+    """What the other side sends until it closes (within `limit` seconds)."""
+    connection.settimeout(limit)
+    received = b""
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received
+
+
+def test_the_kubelet_port_closes_slow_and_oversized_request_heads(offloaded: Offloaded) -> None:
+    setup, _, _ = offloaded
+    port = setup.replicas[0].kubelet_port
+    # Slowloris: connections that start a head and never finish it, no credentials.
+    slow = [tls_connection(port) for _ in range(20)]
+    for connection in slow:
+        connection.sendall(b"GET /pods HTTP/1.1\r\nX-Slow: ")
+    oversized = tls_connection(port)
+    oversized.sendall(b"GET /pods HTTP/1.1\r\n" + b"X-Big: " + b"a" * 64 * 1024)
+    started = time.monotonic()
+    assert read_to_close(oversized, 5) == b""  # closed at once, unanswered
+    # Meanwhile the port serves.
+    assert kubelet_get(port, "/pods", cert=api_server_certificate(setup))[0] == 200
+    for connection in slow:
+        assert read_to_close(connection) == b""
+    closed_after = time.monotonic() - started
+    assert closed_after < 13, f"slow heads closed after {closed_after:.1f} s"
+    for connection in [*slow, oversized]:
+        connection.close()
+
+
+def test_connections_beyond_one_sources_cap_are_closed_before_tls(offloaded: Offloaded) -> None:
+    setup, _, _ = offloaded
+    port = setup.replicas[0].kubelet_port
+    # From another address than the API server's, as a pod elsewhere would attack.
+    attacker = ("127.0.0.2", 0)
+    idle = [
+        socket.create_connection(("127.0.0.1", port), timeout=10, source_address=attacker)
+        for _ in range(128)
+    ]
+    try:
+        time.sleep(0.5)
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            tls_connection(port, source=attacker).close()  # the 129th: closed before TLS
+        # The API server's address is served all the while.
+        assert kubelet_get(port, "/pods", cert=api_server_certificate(setup))[0] == 200
+        # The idle ones never sent a ClientHello: closed after the handshake's deadline.
+        for connection in idle:
+            assert read_to_close(connection, 10) == b""
+        tls_connection(port, source=attacker).close()  # and the address may connect again
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_nothing_rides_the_providers_connection_after_a_plain_request(
+    offloaded: Offloaded,
+) -> None:
+    setup, namespace, pod = offloaded
+    port = setup.replicas[0].kubelet_port
+    with tls_connection(port, api_server_certificate(setup)) as connection:
+        # A logs request posing as an upgrade, and a second request pipelined behind it: were
+        # the first relayed as an upgrade, the second would reach the provider as the tenant.
+        connection.sendall(
+            f"GET /containerLogs/{namespace}/{pod}/app HTTP/1.1\r\nHost: x\r\n"
+            "Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n"
+            f"GET /api/v1/namespaces/{namespace}-venice/pods HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        )
+        answer = read_to_close(connection)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert b"hello from naples" in answer
+    assert answer.count(b"HTTP/1.1 ") == 1, answer[-2000:]
+    assert b"PodList" not in answer
+
+
+def test_an_unknown_method_gets_405(offloaded: Offloaded) -> None:
+    setup, _, _ = offloaded
+    port = setup.replicas[0].kubelet_port
+    with tls_connection(port, api_server_certificate(setup)) as connection:
+        connection.sendall(b"BREW /pods HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_to_close(connection).startswith(b"HTTP/1.1 405 ")
 
 
 def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded: Offloaded) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from vk.kubelet.routes import (
     Route,
+    asks_upgrade,
     authorization_subresource,
     parse_route,
     provider_request_head,
@@ -110,6 +111,7 @@ def test_an_upgrade_keeps_its_negotiation_headers_in_order() -> None:
         ],
         host="127.0.0.1:6443",
         bearer_token="tenant-token",
+        upgrade=True,
     ).decode()
     assert head == (
         "POST /api/v1/namespaces/ns/pods/p/exec HTTP/1.1\r\nHost: 127.0.0.1:6443\r\n"
@@ -122,6 +124,34 @@ def test_an_upgrade_keeps_its_negotiation_headers_in_order() -> None:
 
 def test_a_plain_request_asks_the_provider_to_close_when_done() -> None:
     head = provider_request_head(
-        "GET", "/log", [("Connection", "keep-alive")], host="h", bearer_token=None
+        "GET",
+        "/log",
+        [("Connection", "keep-alive, Upgrade"), ("Upgrade", "h2c"), ("Content-Length", "99")],
+        host="h",
+        bearer_token=None,
+        upgrade=False,
     ).decode()
+    # Neither the client's Connection nor its Upgrade, nor a body's length: one request, closed.
     assert head == "GET /log HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "upgrade"),
+    [
+        ("/exec/ns/p/c?command=sh", [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")], True),
+        (
+            "/portForward/ns/p",
+            [("connection", "keep-alive, upgrade"), ("upgrade", "websocket")],
+            True,
+        ),
+        # Logs never switch protocols, whatever the client asks.
+        ("/containerLogs/ns/p/c", [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")], False),
+        ("/exec/ns/p/c?command=sh", [("Upgrade", "SPDY/3.1")], False),
+        ("/exec/ns/p/c?command=sh", [("Connection", "Upgrade")], False),
+        ("/attach/ns/p/c", [("Connection", "Upgrade"), ("Upgrade", " ")], False),
+    ],
+)
+def test_only_a_genuine_upgrade_on_a_streaming_route_is_one(
+    path: str, headers: list[tuple[str, str]], upgrade: bool
+) -> None:
+    assert asks_upgrade(parse_route(path), headers) is upgrade

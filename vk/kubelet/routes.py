@@ -103,6 +103,7 @@ def provider_target(route: Route, remote_namespace: str) -> str:
 
 
 # Request headers that travel to the provider: the upgrade negotiation, untouched and in order.
+# No body ever does (none of the relayed requests has one), so neither does its length.
 FORWARDED_HEADERS = (
     "upgrade",
     "connection",
@@ -111,10 +112,28 @@ FORWARDED_HEADERS = (
     "sec-websocket-version",
     "sec-websocket-protocol",
     "sec-websocket-extensions",
-    "content-length",
     "content-type",
     "accept",
 )
+# The routes whose answer is a protocol switch (101), after which bytes go both ways.
+UPGRADABLE = ("exec", "attach", "portForward")
+_UPGRADE_ONLY = ("upgrade", "connection")
+
+
+def asks_upgrade(route: Route, headers: list[tuple[str, str]]) -> bool:
+    """Whether a request is a genuine protocol upgrade: on exec, attach or portForward, with an
+    `Upgrade` header and `upgrade` among its `Connection` tokens. Anything else is one plain
+    request, whatever headers it carries."""
+    if route.kind not in UPGRADABLE:
+        return False
+    upgrade = any(k.lower() == "upgrade" and v.strip() for k, v in headers)
+    connection = {
+        token.strip().lower()
+        for k, v in headers
+        if k.lower() == "connection"
+        for token in v.split(",")
+    }
+    return upgrade and "upgrade" in connection
 
 
 def provider_request_head(
@@ -124,14 +143,17 @@ def provider_request_head(
     *,
     host: str,
     bearer_token: str | None,
+    upgrade: bool,
 ) -> bytes:
     """The request head sent to the provider: the forwarded headers, its Host, our identity
-    (a bearer token when the kubeconfig has one; a client certificate travels in TLS), and
-    `Connection: close` on plain requests so the provider ends the response by closing."""
-    upgrade = any(k.lower() == "upgrade" for k, _ in headers)
+    (a bearer token when the kubeconfig has one; a client certificate travels in TLS). An
+    upgrade (`asks_upgrade`) keeps its negotiation; a plain request drops the client's
+    `Connection` and `Upgrade` and asks the provider to close when done (`Connection: close`), so
+    that nothing else can ride the tenant identity's connection after it."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
     for key, value in headers:
-        if key.lower() in FORWARDED_HEADERS and (upgrade or key.lower() != "connection"):
+        name = key.lower()
+        if name in FORWARDED_HEADERS and (upgrade or name not in _UPGRADE_ONLY):
             lines.append(f"{key}: {value}")
     if not upgrade:
         lines.append("Connection: close")

@@ -7,6 +7,14 @@ rewritten to the offloaded pod's subresource under the tenant identity, the prov
 bytes are copied both ways. SPDY/3.1, WebSocket v4/v5 and port-forward tunnelling all pass
 alike, since nothing after the upgrade names a pod or a namespace. aiohttp cannot serve this
 (it will not accept a SPDY upgrade), so the server reads request heads itself.
+
+Anyone who can reach the node reaches this port, so it holds against them: connections beyond
+a cap (in all, and per source address) are closed before TLS starts; the handshake and the
+request head each have a deadline, and the head a size far below the kubelet's 1 MiB; unknown
+methods get 405. Only a genuine upgrade (exec, attach, portForward) is relayed as one, and
+only once the provider has answered 101 do the client's bytes reach the provider: anything
+else is one request on a connection the provider closes, so nothing can be smuggled onto the
+tenant identity's connection after it.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import asyncio
 import contextlib
 import datetime
 import json
+import socket
 import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -22,6 +31,7 @@ from urllib.parse import urlsplit
 
 import structlog
 from cryptography import x509
+from prometheus_client import Counter
 
 from vk.kube.client import JSON, ApiError
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
@@ -32,6 +42,7 @@ from vk.kubelet.routes import (
     RELAYED,
     VERBS,
     Route,
+    asks_upgrade,
     authorization_subresource,
     parse_route,
     provider_request_head,
@@ -51,11 +62,33 @@ from vk.kubelet.tls import (
 
 log = structlog.get_logger("vk.kubelet.server")
 
-# Go's http.DefaultMaxHeaderBytes, as the kubelet's server has it. It is also the StreamReader
-# limit, which sets how much a relay reads ahead: 64 KiB held port-forward at 0.6 of direct.
-MAX_HEAD = 1 << 20
+# The kubelet port is open to anyone who can reach the node: everything before authentication
+# is bounded, in time and in memory, tighter than the kubelet's own server (1 MiB heads, no
+# head timeout). kubectl's requests through the API server carry heads of a few hundred bytes.
+MAX_REQUEST_HEAD = 16 * 1024
+# Set on the client's StreamReader: a head longer than this is refused. The provider's side
+# keeps a large one, which is how much a relay reads ahead (64 KiB held port-forward at 0.6 of
+# direct).
+PROVIDER_READ_AHEAD = 1 << 20
+TLS_HANDSHAKE_SECONDS = 5.0
+REQUEST_HEAD_SECONDS = 10.0
+# Connections not yet authenticated, in all and from one address: beyond these, a new one is
+# closed before its TLS handshake (each TLS connection costs buffers of its own). The API
+# server's requests are unauthenticated only for the milliseconds their head takes.
+MAX_UNAUTHENTICATED = 512
+MAX_UNAUTHENTICATED_PER_SOURCE = 128
+# Authenticated relays at once (logs -f, exec, attach, port-forward), never closed for idling.
+MAX_STREAMS = 2048
+# How long the provider's API server may take to answer a relayed request's head.
+PROVIDER_ANSWER_SECONDS = 30.0
 MAX_ERROR_BODY = 64 * 1024
 RELAY_CHUNK = 256 * 1024
+
+CONNECTIONS_REFUSED = Counter(
+    "vk_kubelet_connections_refused_total",
+    "Connections to the kubelet port closed before authentication, by why",
+    ["reason"],
+)
 
 
 def forge_self_signed(node_name: str, node_ip: str) -> tuple[bytes, bytes]:
@@ -125,9 +158,16 @@ class Request:
 
 
 async def read_request_head(reader: asyncio.StreamReader) -> Request | None:
+    """The request head, or None when there is none within the reader's limit
+    (MAX_REQUEST_HEAD) or the connection ends first."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+    except (
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+        ConnectionError,
+        ssl.SSLError,
+    ):
         return None
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
@@ -146,6 +186,20 @@ async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> No
         while chunk := await reader.read(RELAY_CHUNK):
             writer.write(chunk)
             await writer.drain()
+
+
+async def until_closed(reader: asyncio.StreamReader) -> None:
+    """Until the client closes its side; what it sends meanwhile goes nowhere (a plain request
+    has no body, and nothing may follow it onto the provider's connection)."""
+    with contextlib.suppress(ConnectionError, ssl.SSLError, OSError):
+        while await reader.read(RELAY_CHUNK):
+            pass
+
+
+def status_code(head: bytes) -> int:
+    """The status code of an HTTP response head; 0 if it has none."""
+    parts = head.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 class KubeletServer:
@@ -182,6 +236,9 @@ class KubeletServer:
         # a scratch file), too slow and too big to do for every exec or log stream.
         self._provider_tls: tuple[ClusterConnection, ssl.SSLContext] | None = None
         self._client_cas: list[x509.Certificate] = []
+        self._tls: ssl.SSLContext | None = None
+        self._unauthenticated: dict[str, int] = {}  # by source address
+        self._streams = 0
 
     def _tls_for(self, connection: ClusterConnection) -> ssl.SSLContext:
         if self._provider_tls is None or self._provider_tls[0] != connection:
@@ -205,29 +262,101 @@ class KubeletServer:
                 install=lambda cert_pem, key_pem: load_key_pair(context, cert_pem, key_pem),
             )
             renewal = asyncio.create_task(self.certificates.run())
-        server = await asyncio.start_server(
-            self._serve, self.address, self.port, ssl=context, limit=MAX_HEAD
-        )
+        self._tls = context
+        # The listening socket is ours: each connection is counted against the caps when it is
+        # accepted, before any TLS (an asyncio server would start TLS on its own first).
+        listener = socket.create_server((self.address, self.port), backlog=1024)
+        listener.setblocking(False)
         self._log.info("kubelet API listening", address=f"{self.address}:{self.port}")
         self.ready.set()
+        connections: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
         try:
-            async with server:
-                await server.serve_forever()
+            while True:
+                connection, peer = await loop.sock_accept(listener)
+                task = asyncio.create_task(self._serve(connection, str(peer[0])))
+                connections.add(task)
+                task.add_done_callback(connections.discard)
         finally:
+            listener.close()
+            for task in connections:
+                task.cancel()
             if renewal is not None:
                 renewal.cancel()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, connection: socket.socket, source: str) -> None:
+        """One connection, from accept to close: turned away beyond the caps, else its TLS
+        handshake and request head within their limits, then the request."""
+        if sum(self._unauthenticated.values()) >= MAX_UNAUTHENTICATED:
+            CONNECTIONS_REFUSED.labels("too-many-connections").inc()
+            connection.close()
+            return
+        if self._unauthenticated.get(source, 0) >= MAX_UNAUTHENTICATED_PER_SOURCE:
+            CONNECTIONS_REFUSED.labels("too-many-from-source").inc()
+            connection.close()
+            return
+        self._unauthenticated[source] = self._unauthenticated.get(source, 0) + 1
+        counted = True
+        writer: asyncio.StreamWriter | None = None
         try:
-            request = await read_request_head(reader)
+            opened = await self._open_tls(connection)
+            if opened is None:
+                return
+            reader, writer = opened
+            request = await self._read_head(reader)
+            self._uncount(source)  # from here on, the request is authenticated or refused
+            counted = False
             if request is not None:
                 await self._handle(request, reader, writer)
         except Exception:
             self._log.exception("kubelet API request failed")
         finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            if counted:
+                self._uncount(source)
+            if writer is not None:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+            else:
+                connection.close()
+
+    def _uncount(self, source: str) -> None:
+        """A connection from `source` leaves the unauthenticated count."""
+        left = self._unauthenticated.get(source, 0) - 1
+        if left > 0:
+            self._unauthenticated[source] = left
+        else:
+            self._unauthenticated.pop(source, None)
+
+    async def _open_tls(
+        self, connection: socket.socket
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """Streams over the connection once its TLS handshake is done within its deadline."""
+        assert self._tls is not None
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_REQUEST_HEAD, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                lambda: protocol,
+                connection,
+                ssl=self._tls,
+                ssl_handshake_timeout=TLS_HANDSHAKE_SECONDS,
+            )
+        except (TimeoutError, ssl.SSLError, ConnectionError, OSError):
+            CONNECTIONS_REFUSED.labels("tls-handshake").inc()
+            return None
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+    async def _read_head(self, reader: asyncio.StreamReader) -> Request | None:
+        try:
+            request = await asyncio.wait_for(read_request_head(reader), REQUEST_HEAD_SECONDS)
+        except TimeoutError:
+            CONNECTIONS_REFUSED.labels("request-head-timeout").inc()
+            return None
+        if request is None:
+            CONNECTIONS_REFUSED.labels("request-head").inc()
+        return request
 
     async def _authenticate(self, request: Request, writer: asyncio.StreamWriter) -> User | None:
         tls = writer.get_extra_info("ssl_object")
@@ -244,6 +373,13 @@ class KubeletServer:
     async def _handle(
         self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        if request.method not in VERBS:
+            writer.write(
+                status_response(
+                    405, "MethodNotAllowed", f"method {request.method[:32]!r} is not served"
+                )
+            )
+            return
         try:
             user = await self._authenticate(request, writer)
         except ApiError as error:
@@ -281,37 +417,34 @@ class KubeletServer:
             summary = forge_summary(self.node_name, self.usage.started, await self.usage.refresh())
             writer.write(text_response(json.dumps(summary).encode(), "application/json"))
         elif route.kind in RELAYED:
-            await self._relay(request, route, reader, writer)
+            if self._streams >= MAX_STREAMS:
+                writer.write(
+                    status_response(
+                        429,
+                        "TooManyRequests",
+                        f"virtual node {self.node_name} relays {MAX_STREAMS} streams already: "
+                        "retry when some have ended",
+                    )
+                )
+                return
+            self._streams += 1
+            try:
+                await self._relay(request, route, reader, writer)
+            finally:
+                self._streams -= 1
         else:
             writer.write(status_response(404, "NotFound", f"{request.target} is not served"))
 
-    async def _log_error_answered(
-        self, upstream: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> bool:
-        """Reads the provider's answer head to a logs request. An error is answered in plain
-        text, as the kubelet answers it (the API server quotes the body in its own error, so a
-        Status JSON would reach the user escaped); True then. Otherwise the head is passed on
-        and the body follows through the relay."""
-        try:
-            head = await upstream.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            writer.write(
-                status_response(
-                    502,
-                    "BadGateway",
-                    "the provider API server closed the connection without answering",
-                )
-            )
-            return True
-        code = int(head.split(b" ", 2)[1])
-        if code < 400:
-            writer.write(head)
-            return False
+    async def _answer_logs_error(
+        self, code: int, upstream: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A logs request the provider refused is answered in plain text, as the kubelet
+        answers it (the API server quotes the body in its own error, so a Status JSON would
+        reach the user escaped)."""
         body = b""  # up to the provider's close (we asked for Connection: close)
         while len(body) < MAX_ERROR_BODY and (chunk := await upstream.read(MAX_ERROR_BODY)):
             body += chunk
         writer.write(plain_error_response(code, log_error_message(body)))
-        return True
 
     async def _relay(
         self,
@@ -345,7 +478,11 @@ class KubeletServer:
         host, port = server.hostname or "", server.port or 443
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(
-                host, port, ssl=self._tls_for(connection), server_hostname=host, limit=MAX_HEAD
+                host,
+                port,
+                ssl=self._tls_for(connection),
+                server_hostname=host,
+                limit=PROVIDER_READ_AHEAD,
             )
         except OSError as error:
             writer.write(
@@ -357,6 +494,7 @@ class KubeletServer:
             )
             return
         target = provider_target(route, remote_namespace)
+        upgrade = asks_upgrade(route, request.headers)
         upstream_writer.write(
             provider_request_head(
                 request.method,
@@ -364,17 +502,37 @@ class KubeletServer:
                 request.headers,
                 host=server.netloc,
                 bearer_token=connection.bearer_token(),
+                upgrade=upgrade,
             )
         )
         self._log.debug("relaying", route=route.kind, namespace=route.namespace, pod=route.pod)
         try:
-            if route.kind == "containerLogs" and await self._log_error_answered(
-                upstream_reader, writer
-            ):
+            try:
+                head = await asyncio.wait_for(
+                    upstream_reader.readuntil(b"\r\n\r\n"), PROVIDER_ANSWER_SECONDS
+                )
+            except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+                writer.write(
+                    status_response(
+                        502,
+                        "BadGateway",
+                        f"the provider API server {connection.server} gave no answer",
+                    )
+                )
                 return
-            # Whatever comes first, the client's side closing (Ctrl-C on `logs -f`) or the
-            # provider's, ends both: TLS cannot half-close, and nothing here needs it to.
-            await _first_done(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+            code = status_code(head)
+            if route.kind == "containerLogs" and code >= 400:
+                await self._answer_logs_error(code, upstream_reader, writer)
+                return
+            writer.write(head)
+            if upgrade and code == 101:
+                # Whatever comes first, the client's side closing or the provider's, ends both:
+                # TLS cannot half-close, and nothing here needs it to.
+                await _first_done(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+            else:
+                # One answer, to the provider's close (or the client's: Ctrl-C on `logs -f`);
+                # nothing the client sends reaches the provider's connection.
+                await _first_done(until_closed(reader), pipe(upstream_reader, writer))
         finally:
             upstream_writer.close()
             with contextlib.suppress(Exception):
