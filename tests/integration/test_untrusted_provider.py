@@ -105,3 +105,82 @@ def test_a_namespace_the_provider_reports_that_was_never_offloaded_reflects_noth
     finally:
         clusters.kubectl(CONSUMER, "delete", "secret", bait, "-n", "kube-system")
         clusters.kubectl(PROVIDER, "delete", "namespace", loot, "--wait=false")
+
+
+def test_a_providers_slice_status_cannot_relabel_the_node_nor_hang_the_consumer(
+    naples_peered: Clusters,
+) -> None:
+    clusters = naples_peered
+    here = f"liqo-tenant-{PROVIDER}"  # venice's tenant namespace for naples
+    virtual_node = ("virtualnodes.offloading.liqo.io", PROVIDER, "-n", here)
+
+    def spec() -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            clusters.kubectl(CONSUMER, "get", *virtual_node, "-o", "json").stdout
+        )["spec"]
+        return found
+
+    def events(reason: str) -> str:
+        return " ".join(
+            e["message"]
+            for e in items(clusters, CONSUMER, "events", "-n", here,
+                           f"--field-selector=reason={reason}")
+        )  # fmt: skip
+
+    granted = spec()["resourceQuota"]["hard"]
+    # venice's administrator puts a label of its own on the VirtualNode.
+    clusters.kubectl(CONSUMER, "patch", *virtual_node, "--type=merge",
+                     "-p", json.dumps({"spec": {"labels": {"tier": "gold"}}}))  # fmt: skip
+    injected = {
+        "tier": "bronze",
+        "kubernetes.io/hostname": "control-plane-1",
+        "node-role.kubernetes.io/control-plane": "",
+        "liqo.io/remote-cluster-id": "florence",
+        "provider-team": "ops",
+    }
+    twin = ("resourceslices.authentication.liqo.io", PROVIDER, "-n", f"liqo-tenant-{CONSUMER}")
+    original = json.loads(clusters.kubectl(PROVIDER, "get", *twin, "-o", "json").stdout)["status"]
+
+    def write_status(status: dict[str, Any]) -> None:
+        clusters.kubectl(PROVIDER, "patch", *twin, "--subresource=status", "--type=merge",
+                         "-p", json.dumps({"status": status}))  # fmt: skip
+
+    try:
+        with installed_controller_manager_stopped(clusters, PROVIDER):
+            write_status({"nodeLabels": injected})
+            labels = wait_until(
+                lambda: (found := spec()["labels"]).get("provider-team") == "ops" and found,
+                "the provider's own label on the VirtualNode",
+            )
+            assert labels["tier"] == "gold"
+            assert labels["liqo.io/remote-cluster-id"] == PROVIDER
+            assert "kubernetes.io/hostname" not in labels
+            assert "node-role.kubernetes.io/control-plane" not in labels
+            said = wait_until(lambda: events("NodeLabelsIgnored"), "venice's Event")
+            for key in ("kubernetes.io/hostname", "liqo.io/remote-cluster-id", "tier"):
+                assert key in said
+
+            # A quantity no cluster keeps, and an API server that is not https.
+            write_status(
+                {
+                    "resources": {**original["resources"], "cpu": "1e30000000"},
+                    "authParams": {"apiServer": "http://naples.example:6443"},
+                }
+            )
+            refused = wait_until(lambda: events("UntrustedStatus"), "venice's refusal Event")
+            assert "'1e30000000' is out of range" in refused
+            assert "is not an https URL" in refused
+            assert spec()["resourceQuota"]["hard"] == granted
+            info = vkctl(clusters, "info", "peer", PROVIDER)
+            assert info.returncode == 0, info.stderr
+    finally:
+        with installed_controller_manager_stopped(clusters, PROVIDER):
+            write_status(
+                {
+                    "nodeLabels": {key: None for key in injected},
+                    "resources": original["resources"],
+                    "authParams": original["authParams"],
+                }
+            )
+        clusters.kubectl(CONSUMER, "patch", *virtual_node, "--type=merge",
+                         "-p", json.dumps({"spec": {"labels": {"tier": None}}}))  # fmt: skip

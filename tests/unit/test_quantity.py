@@ -58,3 +58,19 @@ def test_quantities_are_written_as_people_write_them(
 ) -> None:
     assert format_quantity(resource, value) == shown
     assert parse_quantity(shown) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1e30000000", "9223372036854775808", "8Ei", "10000000000000000k", "-1e30000000", "1e-40"],
+)
+def test_a_quantity_beyond_what_kubernetes_keeps_is_refused_at_once(value: str) -> None:
+    with pytest.raises(InvalidQuantity, match="out of range"):
+        parse_quantity(value)
+
+
+def test_the_largest_quantity_parses_and_a_huge_sum_formats_at_once() -> None:
+    assert parse_quantity("9223372036854775807") == Decimal(2**63 - 1)
+    assert parse_quantity("7Ei") == Decimal(7 * 2**60)
+    # Written out digit by digit, this would take minutes.
+    assert format_quantity("cpu", Decimal("1e30000000")) == "1.000000e+30000000"

@@ -10,7 +10,14 @@ import pytest
 from vk.api.constants import resource_slice_user, tenant_group
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.peering import forge_resource_slice
-from vk.controllers.consumer_resourceslices import forge_virtual_node, wants_virtual_node
+from vk.controllers.consumer_resourceslices import (
+    forge_virtual_node,
+    is_reserved_label,
+    labels_set_by_others,
+    slice_status_problems,
+    trusted_node_labels,
+    wants_virtual_node,
+)
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
     certificate_usable,
@@ -147,7 +154,9 @@ def test_the_virtual_node_of_a_slice_carries_what_the_provider_granted() -> None
         },
     }
     assert wants_virtual_node(resource_slice)
-    virtual_node = forge_virtual_node(resource_slice, "naples")
+    virtual_node = forge_virtual_node(
+        resource_slice, "naples", {"topology.liqo.io/region": "south"}
+    )
     assert virtual_node["metadata"]["name"] == "mypool"
     assert virtual_node["metadata"]["ownerReferences"][0]["controller"] is True
     assert virtual_node["spec"] == {
@@ -204,3 +213,71 @@ def test_a_namespace_map_emptied_is_copied_without_its_empty_mapping() -> None:
     twin = without_empty_maps(forge_twin(emptied, REPLICATED_KINDS[1], "venice"))
     assert "spec" not in twin
     assert twin["metadata"]["name"] == "naples"
+
+
+@pytest.mark.parametrize(
+    ("key", "reserved"),
+    [
+        ("topology.liqo.io/region", False),
+        ("topology.kubernetes.io/zone", False),
+        ("team", False),
+        ("example.com/pool", False),
+        ("liqo.io/type", True),
+        ("liqo.io/remote-cluster-id", True),
+        ("kubernetes.io/hostname", True),
+        ("node-role.kubernetes.io/control-plane", True),
+        ("node.kubernetes.io/exclude-from-external-load-balancers", True),
+        ("node-restriction.kubernetes.io/trusted", True),
+        ("k8s.io/anything", True),
+        ("kubelet.kubernetes.io/x", True),
+    ],
+)
+def test_a_provider_cannot_set_what_vk_or_kubernetes_keeps_for_nodes(
+    key: str, reserved: bool
+) -> None:
+    assert is_reserved_label(key) is reserved
+
+
+def test_the_providers_labels_never_override_the_consumers_administrator() -> None:
+    virtual_node = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "vk", "fieldsV1": {"f:spec": {"f:labels": {"f:region": {}}}}},
+                {
+                    "manager": "kubectl-edit",
+                    "fieldsV1": {"f:spec": {"f:labels": {"f:tier": {}, ".": {}}}},
+                },
+            ]
+        }
+    }
+    admins = labels_set_by_others(virtual_node)
+    assert admins == {"tier"}
+    status = {"nodeLabels": {"region": "south", "tier": "gold", "kubernetes.io/hostname": "x"}}
+    assert trusted_node_labels(status, admins) == (
+        {"region": "south"},
+        ["kubernetes.io/hostname", "tier"],
+    )
+    assert labels_set_by_others(None) == set()
+
+
+@pytest.mark.parametrize(
+    ("status", "problem"),
+    [
+        ({"authParams": {"apiServer": "http://naples:6443"}}, "is not an https URL"),
+        ({"authParams": {"apiServer": "https://"}}, "is not an https URL"),
+        ({"resources": {"cpu": "1e30000000"}}, "resources.cpu: '1e30000000' is out of range"),
+        ({"resources": {"pods": "-5"}}, "resources.pods is negative"),
+    ],
+)
+def test_a_slice_status_the_consumer_cannot_use_says_why(status: dict, problem: str) -> None:
+    problems = slice_status_problems(status)
+    assert len(problems) == 1
+    assert problem in problems[0]
+
+
+def test_a_sound_slice_status_has_no_problem() -> None:
+    status = {
+        "authParams": {"apiServer": "https://naples.example:6443"},
+        "resources": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+    }
+    assert slice_status_problems(status) == []

@@ -149,7 +149,7 @@ def test_a_virtual_node_of_a_slice_is_owned_by_it_but_not_its_own() -> None:
 def test_the_slices_own_virtual_node_is_controlled_by_it() -> None:
     from vk.controllers.consumer_resourceslices import forge_virtual_node
 
-    assert controlling_slice(forge_virtual_node(accepted_slice(), "naples")) == "mypool"
+    assert controlling_slice(forge_virtual_node(accepted_slice(), "naples", {})) == "mypool"
 
 
 def test_a_virtual_node_of_a_secret_takes_liqoctls_defaults_or_the_given_resources() -> None:

@@ -87,6 +87,13 @@ def test_resource_lists_add_up_whatever_their_units() -> None:
     }
 
 
+def test_a_quantity_a_provider_made_up_is_shown_invalid_not_computed() -> None:
+    assert sum_resources([{"cpu": "1e30000000", "pods": "10"}, {"cpu": "4", "pods": "1"}]) == {
+        "cpu": "invalid (1e30000000)",
+        "pods": "11",
+    }
+
+
 def lease(renewed: str | None, holder: str | None = "vk-controller-manager-venice") -> Any:
     return {
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed},

@@ -32,25 +32,55 @@ class InvalidQuantity(ValueError):
     """Not a Kubernetes quantity."""
 
 
-def parse_quantity(value: int | str) -> Decimal:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Decimal(value)
-    if not isinstance(value, str) or not QUANTITY_RE.match(value):
-        raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)")
-    for suffix, factor in _BINARY.items():
-        if value.endswith(suffix):
-            return Decimal(value[: -len(suffix)]) * factor
-    if value[-1:] in _DECIMAL and not value[-1:].isdigit():
-        return Decimal(value[:-1]) * _DECIMAL[value[-1]]
+# The largest quantity Kubernetes keeps (an int64), and the finest (a nano). A CRD's quantity
+# pattern admits `1e30000000`, whose digits would take minutes to write out: a number is
+# checked against these bounds before any arithmetic is done with it.
+MAX_QUANTITY = Decimal(2**63 - 1)
+_MAX_DIGITS_BEFORE_POINT = 20
+_MIN_EXPONENT = -30
+
+
+def _number(text: str, whole: str) -> Decimal:
+    """The number `text` (the quantity `whole` without its suffix), within bounds."""
     try:
-        return Decimal(value)  # plain or with an exponent: 1e3, 12E-1
+        number = Decimal(text)
     except InvalidOperation as error:
-        raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity") from error
+        raise InvalidQuantity(f"{whole!r} is not a Kubernetes quantity") from error
+    if not number.is_finite() or (
+        number != 0
+        and (number.adjusted() >= _MAX_DIGITS_BEFORE_POINT or number.adjusted() < _MIN_EXPONENT)
+    ):
+        raise InvalidQuantity(
+            f"{whole[:40]!r} is out of range: Kubernetes quantities are at most 2^63-1"
+        )
+    return number
+
+
+def parse_quantity(value: int | str) -> Decimal:
+    """The quantity's value; InvalidQuantity if it is none, or beyond what Kubernetes keeps
+    (2^63-1)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = Decimal(value)
+    elif not isinstance(value, str) or not QUANTITY_RE.match(value):
+        raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)")
+    elif binary := next((s for s in _BINARY if value.endswith(s)), None):
+        number = _number(value[: -len(binary)], value) * _BINARY[binary]
+    elif value[-1:] in _DECIMAL and not value[-1:].isdigit():
+        number = _number(value[:-1], value) * _DECIMAL[value[-1]]
+    else:
+        number = _number(value, value)  # plain or with an exponent: 1e3, 12E-1
+    if abs(number) > MAX_QUANTITY:
+        raise InvalidQuantity(
+            f"{str(value)[:40]!r} is out of range: Kubernetes quantities are at most 2^63-1"
+        )
+    return number
 
 
 def format_quantity(resource: str, value: Decimal) -> str:
     """A quantity of `resource` as people write it: `500m` or `4` CPUs, `110` pods, `8Gi` or
     `1G` of memory (bytes get the largest suffix that divides them, binary first)."""
+    if value.is_finite() and value != 0 and value.adjusted() >= 2 * _MAX_DIGITS_BEFORE_POINT:
+        return f"{value:.6e}"  # a sum beyond any quantity: never written out digit by digit
     if value != value.to_integral_value():
         for suffix in ("m", "u", "n"):
             scaled = value / _DECIMAL[suffix]

@@ -30,7 +30,7 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.api.identity import ClusterIdentity
-from vk.api.quantity import format_quantity, parse_quantity
+from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
 from vk.api.usage import pod_usage
 from vk.cli.options import cluster_client, cluster_options, output_option, render
 from vk.cli.peer import read_identity
@@ -50,12 +50,20 @@ CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
 
 
 def sum_resources(lists: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """The sum of resource lists (`{"cpu": "2", "memory": "4Gi"}`), names sorted."""
+    """The sum of resource lists (`{"cpu": "2", "memory": "4Gi"}`), names sorted; a resource
+    with a quantity that is none (or beyond what Kubernetes keeps: a provider's status may say
+    anything) is shown as invalid, never computed with."""
     total: dict[str, Decimal] = {}
+    invalid: dict[str, str] = {}
     for resources in lists:
         for name, quantity in resources.items():
-            total[name] = total.get(name, Decimal(0)) + parse_quantity(quantity)
-    return {name: format_quantity(name, total[name]) for name in sorted(total)}
+            try:
+                total[name] = total.get(name, Decimal(0)) + parse_quantity(quantity)
+            except InvalidQuantity:
+                invalid[name] = f"invalid ({str(quantity)[:20]})"
+    shown = {name: format_quantity(name, value) for name, value in total.items()}
+    shown.update(invalid)
+    return {name: shown[name] for name in sorted(shown)}
 
 
 def used_resources(pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:

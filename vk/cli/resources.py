@@ -50,6 +50,7 @@ from vk.controllers.consumer_resourceslices import (
     KUBECONFIG_FIELD,
     forge_virtual_node,
     owner_reference,
+    trusted_node_labels,
     wants_virtual_node,
 )
 from vk.controllers.provider_resourceslices import ACCEPTED, AUTHENTICATION
@@ -66,7 +67,8 @@ def forge_slice_virtual_node(
     """A VirtualNode `name` on the identity of an accepted slice, with what the provider granted
     it (`overrides` replacing some): the slice's own VirtualNode, renamed and owned, not
     controlled, by the slice (whose controller keeps only its own)."""
-    virtual_node = forge_virtual_node(resource_slice, provider_id)
+    labels, _ = trusted_node_labels(resource_slice.get("status") or {}, admins=set())
+    virtual_node = forge_virtual_node(resource_slice, provider_id, labels)
     virtual_node["metadata"]["name"] = name
     virtual_node["metadata"]["ownerReferences"] = [
         owner_reference(resource_slice, controller=False)

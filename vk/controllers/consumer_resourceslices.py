@@ -6,6 +6,14 @@ signed it (the status comes back by replication), write the kubeconfig the virtu
 uses, and, when the slice asks for one, the VirtualNode: named like the slice, owned by it (so
 deleting the slice deletes it), with the granted resources as its quota and the provider's
 node labels.
+
+The slice's status is the provider's word, and a provider is not trusted: its API server URL
+must be https; its quantities must be quantities Kubernetes keeps (a CRD-valid `1e30000000` is
+refused before any arithmetic); its node labels cannot set what vk sets or Kubernetes reserves
+for nodes (`liqo.io/`, `kubernetes.io/`, `k8s.io/` keys and their subdomains, the topology
+region and zone aside), nor change a label the consumer's own administrator put on the
+VirtualNode (provider labels steer which namespaces, and so which Secrets, a cluster selector
+sends there). What is refused is said in a Warning Event on the ResourceSlice.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import base64
 import contextlib
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 import yaml
@@ -31,6 +40,7 @@ from vk.api.constants import (
     tenant_group,
 )
 from vk.api.offloading import VirtualNode
+from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.controllers.provider_resourceslices import (
     ACCEPTED,
     AUTHENTICATION,
@@ -38,8 +48,17 @@ from vk.controllers.provider_resourceslices import (
     condition_status,
 )
 from vk.controllers.replication import provider_of
-from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, resource_path
+from vk.kube.client import (
+    FIELD_MANAGER,
+    JSON,
+    AlreadyExists,
+    AppliedObjects,
+    KubeClient,
+    NotFound,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError, run_with_informers
+from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, object_key, split_key
 from vk.kube.pki import (
     certificate_matches_key,
@@ -76,14 +95,80 @@ def wants_virtual_node(resource_slice: Mapping[str, Any]) -> bool:
     return value.lower() not in ("", "false", "0")
 
 
-def forge_virtual_node(resource_slice: Mapping[str, Any], provider: str) -> JSON:
-    """The VirtualNode of an accepted slice: same name and namespace, owned by it."""
+# Label domains no provider may set on a consumer's node: vk's own, and what Kubernetes keeps
+# for nodes (the kubelet's, the node roles, NodeRestriction's), but the topology it lets
+# kubelets report.
+RESERVED_LABEL_DOMAINS = ("liqo.io", "kubernetes.io", "k8s.io")
+PROVIDER_SETTABLE_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+
+
+def is_reserved_label(key: str) -> bool:
+    """Whether `key` is a label a provider may not put on a consumer's virtual node."""
+    if key in PROVIDER_SETTABLE_LABELS:
+        return False
+    domain = key.partition("/")[0] if "/" in key else ""
+    return domain == "liqo.io" or any(
+        domain == reserved or domain.endswith(f".{reserved}")
+        for reserved in RESERVED_LABEL_DOMAINS[1:]
+    )
+
+
+def labels_set_by_others(virtual_node: Mapping[str, Any] | None) -> set[str]:
+    """The keys of `spec.labels` of the VirtualNode that a field manager other than vk owns:
+    the consumer's administrator's, which no provider label changes."""
+    keys: set[str] = set()
+    for entry in ((virtual_node or {}).get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER:
+            continue
+        labels = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:labels") or {}
+        keys.update(key.removeprefix("f:") for key in labels if key.startswith("f:"))
+    return keys
+
+
+def slice_status_problems(status: Mapping[str, Any]) -> list[str]:
+    """What makes the provider's slice status unusable: an API server URL that is not https, a
+    quantity that is none or beyond what Kubernetes keeps."""
+    problems = []
+    server = str(((status.get("authParams") or {}).get("apiServer")) or "")
+    if server:
+        parts = urlsplit(server)
+        if parts.scheme != "https" or not parts.hostname:
+            problems.append(f"authParams.apiServer {server[:200]!r} is not an https URL")
+    for name, value in (status.get("resources") or {}).items():
+        try:
+            if parse_quantity(value) < 0:
+                problems.append(f"resources.{name} is negative")
+        except InvalidQuantity as error:
+            problems.append(f"resources.{str(name)[:63]}: {error}")
+    return problems
+
+
+def trusted_node_labels(
+    status: Mapping[str, Any], admins: set[str]
+) -> tuple[dict[str, str], list[str]]:
+    """The provider's node labels this cluster takes, and the keys it drops: reserved ones
+    (`is_reserved_label`) and those the consumer's administrator set (`admins`)."""
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for key, value in (status.get("nodeLabels") or {}).items():
+        if is_reserved_label(key) or key in admins:
+            dropped.append(key)
+        else:
+            kept[key] = value
+    return kept, sorted(dropped)
+
+
+def forge_virtual_node(
+    resource_slice: Mapping[str, Any], provider: str, node_labels: Mapping[str, str]
+) -> JSON:
+    """The VirtualNode of an accepted slice: same name and namespace, owned by it, with the
+    provider's `node_labels` (those `trusted_node_labels` keeps)."""
     metadata, status = resource_slice["metadata"], resource_slice.get("status") or {}
     spec: JSON = {
         "clusterID": provider,
         "createNode": True,
         "kubeconfigSecretRef": {"name": kubeconfig_secret_name(metadata["name"])},
-        "labels": {REMOTE_CLUSTER_ID_LABEL: provider, **(status.get("nodeLabels") or {})},
+        "labels": {**node_labels, REMOTE_CLUSTER_ID_LABEL: provider},
         "resourceQuota": {"hard": dict(status.get("resources") or {})},
     }
     if status.get("storageClasses"):
@@ -144,6 +229,9 @@ class ConsumerResourceSlices(Reconciler):
         )
         self.controller = Controller(self, workers=2)
         self.applied = AppliedObjects(client)
+        self.events = EventRecorder(client, "vk-controller-manager")
+        self._refused: dict[str, str] = {}  # what was said, to say it once
+        self._dropped: dict[str, list[str]] = {}
 
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
@@ -206,7 +294,21 @@ class ConsumerResourceSlices(Reconciler):
                 },
             )
             return Result()
-        params = (resource_slice.get("status") or {}).get("authParams") or {}
+        status = resource_slice.get("status") or {}
+        problems = slice_status_problems(status)
+        if problems:
+            message = (
+                f"the status {provider} wrote on this ResourceSlice is refused: "
+                f"{'; '.join(problems)}; nothing of it is used (no kubeconfig, no VirtualNode "
+                "update) until the provider fixes it"
+            )
+            if self._refused.get(key) != message:
+                self._refused[key] = message
+                log.warning("resource slice status refused", slice=key, problems=problems)
+                await self.events.record(resource_slice, WARNING, "UntrustedStatus", message)
+            return Result()
+        self._refused.pop(key, None)
+        params = status.get("authParams") or {}
         signed = base64.b64decode(params.get("signedCRT") or "")
         if condition_status(resource_slice, AUTHENTICATION) == ACCEPTED and signed:
             if not certificate_matches_key(signed, private_key):
@@ -236,13 +338,25 @@ class ConsumerResourceSlices(Reconciler):
             and condition_status(resource_slice, RESOURCES) == ACCEPTED
             and (resource_slice.get("status") or {}).get("resources")
         ):
-            virtual_node = forge_virtual_node(resource_slice, provider)
-            await self.applied.apply(
-                resource_path(
-                    VirtualNode.group_version(), VirtualNode.PLURAL, namespace=namespace, name=name
-                ),
-                virtual_node,
+            path = resource_path(
+                VirtualNode.group_version(), VirtualNode.PLURAL, namespace=namespace, name=name
             )
+            try:
+                existing: JSON | None = await self.client.get(path)
+            except NotFound:
+                existing = None
+            labels, dropped = trusted_node_labels(status, labels_set_by_others(existing))
+            if dropped and self._dropped.get(key) != dropped:
+                self._dropped[key] = dropped
+                await self.events.record(
+                    resource_slice,
+                    WARNING,
+                    "NodeLabelsIgnored",
+                    f"node labels of {provider} not put on virtual node {name}: "
+                    f"{', '.join(dropped)} (reserved for vk and Kubernetes, or set here by this "
+                    "cluster's administrator)",
+                )
+            await self.applied.apply(path, forge_virtual_node(resource_slice, provider, labels))
         return Result()
 
 
