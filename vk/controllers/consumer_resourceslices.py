@@ -230,8 +230,9 @@ class ConsumerResourceSlices(Reconciler):
         self.controller = Controller(self, workers=2)
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "vk-controller-manager")
-        self._refused: dict[str, str] = {}  # what was said, to say it once
-        self._dropped: dict[str, list[str]] = {}
+        # What was said of each slice (by uid: a slice made again is told again), to say once.
+        self._refused: dict[str, tuple[str, str]] = {}
+        self._dropped: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
@@ -302,8 +303,9 @@ class ConsumerResourceSlices(Reconciler):
                 f"{'; '.join(problems)}; nothing of it is used (no kubeconfig, no VirtualNode "
                 "update) until the provider fixes it"
             )
-            if self._refused.get(key) != message:
-                self._refused[key] = message
+            said = (resource_slice["metadata"].get("uid", ""), message)
+            if self._refused.get(key) != said:
+                self._refused[key] = said
                 log.warning("resource slice status refused", slice=key, problems=problems)
                 await self.events.record(resource_slice, WARNING, "UntrustedStatus", message)
             return Result()
@@ -346,8 +348,9 @@ class ConsumerResourceSlices(Reconciler):
             except NotFound:
                 existing = None
             labels, dropped = trusted_node_labels(status, labels_set_by_others(existing))
-            if dropped and self._dropped.get(key) != dropped:
-                self._dropped[key] = dropped
+            told = (resource_slice["metadata"].get("uid", ""), tuple(dropped))
+            if dropped and self._dropped.get(key) != told:
+                self._dropped[key] = told
                 await self.events.record(
                     resource_slice,
                     WARNING,

@@ -170,7 +170,7 @@ class Replicator(Reconciler):
         self.controller = Controller(self, workers=4)
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
-        self._untrusted: dict[str, str] = {}  # likewise
+        self._untrusted: dict[str, tuple[str, str]] = {}  # likewise, by the map's uid
 
     async def run(self) -> None:
         for kind in REPLICATED_KINDS:
@@ -306,8 +306,9 @@ class Replicator(Reconciler):
             f"there (local -> remote: {entries}): ignored, nothing is reflected for them; the "
             "provider's vk is misbehaving or compromised"
         )
-        if self._untrusted.get(key) != message:
-            self._untrusted[key] = message
+        said = (local["metadata"].get("uid", ""), message)  # a map made again is told again
+        if self._untrusted.get(key) != said:
+            self._untrusted[key] = said
             UNTRUSTED_MAPPINGS.labels(provider).inc(len(untrusted))
             log.warning(
                 "untrusted namespace mappings ignored", provider=provider, entries=untrusted
