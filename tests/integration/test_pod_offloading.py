@@ -516,3 +516,52 @@ def test_remote_pods_whose_local_pod_went_away_while_down_are_deleted(workload: 
         "the orphans deleted on start",
         timeout=60,
     )
+
+
+def test_a_pod_made_again_under_the_same_name_gets_a_remote_pod_of_its_own(
+    workload: Offloaded,
+) -> None:
+    """As a StatefulSet does after a force deletion: same name, another pod (UID), another
+    spec. Done while the virtual kubelet is away, so that it finds the earlier pod's ShadowPod
+    in place."""
+    setup, namespace, remote = workload
+
+    def pod(image: str, generation: str) -> dict[str, Any]:
+        spec = setup.deployment("db", namespace, 1)["spec"]["template"]["spec"]
+        spec["containers"][0]["image"] = image
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "db-0",
+                "namespace": namespace,
+                "labels": {"app": "db", "generation": generation},
+            },
+            "spec": spec,
+        }
+
+    setup.apply(pod("nginx:1", "first"))
+    first = wait_until(lambda: running(setup.pods("naples", remote, "app=db")), "db-0 offloaded")[0]
+    replica = setup.replicas[-1]
+    replica.signal(signal.SIGKILL)
+    replica.wait()
+    setup.kubectl("delete", "pod", "db-0", "-n", namespace, "--grace-period=0", "--force")
+    setup.apply(pod("nginx:2", "second"))
+    local = setup.pods("venice", namespace, "app=db")[0]
+    setup.start("after-the-force-deletion")
+
+    def its_own() -> dict[str, Any] | None:
+        pods = running(setup.pods("naples", remote, "app=db"))
+        mine = [p for p in pods if p["metadata"]["uid"] != first["metadata"]["uid"]]
+        return mine[0] if mine else None
+
+    second = wait_until(its_own, "a remote pod of the second db-0", timeout=60)
+    assert second["metadata"]["labels"]["generation"] == "second"
+    assert second["spec"]["containers"][0]["image"] == "nginx:2"
+    annotations = second["metadata"]["annotations"]
+    assert annotations["shadowpod.vk.io/local-pod-uid"] == local["metadata"]["uid"]
+    wait_until(
+        lambda: not [p for p in setup.pods("naples", remote, "app=db")
+                     if p["metadata"]["uid"] == first["metadata"]["uid"]],
+        "the first db-0's remote pod gone",
+    )  # fmt: skip

@@ -16,19 +16,19 @@ import pytest
 from tests.conftest import Clusters
 from tests.integration.conftest import installed_controller_manager_stopped
 from tests.integration.polling import wait_until
-from tests.integration.test_namespace_offloading import vkctl
+from tests.integration.test_namespace_offloading import apply, deployment, vkctl
 
 CONSUMER, PROVIDER = "venice", "naples"
 
 
 @pytest.fixture
 def offloaded(naples_peered: Clusters) -> Iterator[str]:
-    """A namespace of venice offloaded to naples under its own name."""
+    """A namespace of venice offloaded to naples under its own name, its pods all there."""
     namespace = f"ut-{uuid.uuid4().hex[:8]}"
     naples_peered.kubectl(CONSUMER, "create", "namespace", namespace)
     done = vkctl(
         naples_peered, "offload", "namespace", namespace,
-        "--namespace-mapping-strategy", "EnforceSameName",
+        "--namespace-mapping-strategy", "EnforceSameName", "--pod-offloading-strategy", "Remote",
         "--selector=topology.liqo.io/region=south",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -184,3 +184,42 @@ def test_a_providers_slice_status_cannot_relabel_the_node_nor_hang_the_consumer(
             )
         clusters.kubectl(CONSUMER, "patch", *virtual_node, "--type=merge",
                          "-p", json.dumps({"spec": {"labels": {"tier": None}}}))  # fmt: skip
+
+
+def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
+    naples_peered: Clusters, offloaded: str
+) -> None:
+    clusters = naples_peered
+    apply(clusters, offloaded, deployment("web", 1))
+
+    def running() -> dict[str, Any] | None:
+        pods = items(clusters, CONSUMER, "pods", "-n", offloaded, "-l", "app=web")
+        ok = pods and pods[0]["status"].get("phase") == "Running" and pods[0]["status"].get("podIP")
+        return pods[0] if ok else None
+
+    local = wait_until(running, "the offloaded pod Running with its IP", timeout=60)
+    name = local["metadata"]["name"]
+    # venice's API server's ClusterIP: what naples would have venice's Services route to it.
+    hijack = json.loads(
+        clusters.kubectl(
+            CONSUMER, "get", "service", "kubernetes", "-n", "default", "-o", "json"
+        ).stdout
+    )["spec"]["clusterIP"]
+    clusters.kubectl(
+        PROVIDER, "patch", "pod", name, "-n", offloaded, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"podIP": hijack, "podIPs": [{"ip": hijack}]}}),
+    )  # fmt: skip
+
+    def said() -> str | None:
+        selector = f"--field-selector=reason=PodIPRefused,involvedObject.name={name}"
+        events = items(clusters, CONSUMER, "events", "-n", offloaded, selector)
+        return events[0]["message"] if events else None
+
+    message = wait_until(said, "venice's PodIPRefused Event")
+    assert hijack in message
+    assert "service range" in message
+    reflected = json.loads(
+        clusters.kubectl(CONSUMER, "get", "pod", name, "-n", offloaded, "-o", "json").stdout
+    )["status"]
+    assert reflected.get("podIP") != hijack
+    assert hijack not in [entry.get("ip") for entry in reflected.get("podIPs") or []]

@@ -20,6 +20,7 @@ from vk.reflection.forge.pods import (
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
+    local_pod_uid,
     local_status_needs_update,
     remote_pod_needs_update,
     remote_root_ca_configmap_name,
@@ -387,17 +388,29 @@ def test_ownership_labels_win_over_local_labels_with_the_same_keys() -> None:
     )
 
 
-def test_remote_pod_keeps_the_local_annotations() -> None:
+LOCAL_UID = {"shadowpod.vk.io/local-pod-uid": "5f0c7a3e-9a51-4a43-8f0e-3b1f1b7d2c11"}
+
+
+def test_remote_pod_keeps_the_local_annotations_and_records_the_local_uid() -> None:
     assert forge()["metadata"]["annotations"] == {
-        "kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z"
+        "kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z",
+        **LOCAL_UID,
     }
 
 
-def test_remote_pod_has_no_annotations_when_the_local_one_has_none() -> None:
+def test_remote_pod_has_only_the_local_uid_when_the_local_one_has_no_annotations() -> None:
     pod = local_pod()
     del pod["metadata"]["annotations"]
 
-    assert "annotations" not in forge(pod)["metadata"]
+    assert forge(pod)["metadata"]["annotations"] == LOCAL_UID
+    assert local_pod_uid(forge(pod)) == pod["metadata"]["uid"]
+    assert local_pod_uid({"metadata": {}}) is None  # made by an older vk
+
+
+def test_the_local_uid_cannot_be_forged_by_a_local_annotation() -> None:
+    pod = local_pod()
+    pod["metadata"]["annotations"]["shadowpod.vk.io/local-pod-uid"] = "someone-elses"
+    assert local_pod_uid(forge(pod)) == pod["metadata"]["uid"]
 
 
 def test_labels_and_annotations_the_virtual_node_does_not_reflect_are_dropped() -> None:
@@ -412,7 +425,10 @@ def test_labels_and_annotations_the_virtual_node_does_not_reflect_are_dropped() 
 
     assert "pod-template-hash" not in metadata["labels"]
     assert metadata["labels"]["app"] == "web"
-    assert metadata["annotations"] == {"kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z"}
+    assert metadata["annotations"] == {
+        "kubectl.kubernetes.io/restartedAt": "2025-05-06T09:12:40Z",
+        **LOCAL_UID,
+    }
 
 
 # --- The remote pod: spec ----------------------------------------------------------------

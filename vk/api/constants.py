@@ -190,6 +190,10 @@ DELETION_GRACE_ANNOTATION = "shadowpod.vk.io/deletion-grace-period-seconds"
 # On every Pod the ShadowPod controller makes ("true"): what its informer watches, instead of
 # every pod of the cluster.
 SHADOW_POD_OWNED_LABEL = "shadowpod.vk.io/owned"
+# The UID of the local pod a ShadowPod (and so its Pod) stands for: a local pod deleted and
+# made again under the same name (a StatefulSet's, force-deleted) is another pod, and gets a
+# remote pod of its own, never the earlier one's.
+LOCAL_POD_UID_ANNOTATION = "shadowpod.vk.io/local-pod-uid"
 
 # --- Pod Security (provider) ---------------------------------------------------------------
 

@@ -42,7 +42,10 @@ def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JS
             "metadata": {"name": cluster_role, "labels": labels},
             "rules": [
                 # Its own Node: watch it, create it, keep labels, taints and status.
+                # (Every Node is watched: no pod IP a provider reports may be a node's.)
                 _rule([""], ["nodes"], ["list", "watch", "create"]),
+                # This cluster's service ranges, which no such pod IP may be in either.
+                _rule(["networking.k8s.io"], ["servicecidrs"], ["list", "watch"]),
                 _rule([""], ["nodes"], ["get", "patch", "update"], [node_name]),
                 _rule([""], ["nodes/status"], ["get", "patch", "update"], [node_name]),
                 # Its VirtualNode (spec: labels, taints, resources), in the tenant namespace.

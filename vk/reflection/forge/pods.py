@@ -15,6 +15,7 @@ from typing import Any
 
 from vk.api.constants import (
     DESTINATION_LABEL,
+    LOCAL_POD_UID_ANNOTATION,
     ORIGIN_LABEL,
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
@@ -475,9 +476,21 @@ def _remote_labels(
 
 
 def _remote_annotations(metadata: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, str]:
-    return without_keys(
+    """The local pod's annotations (but those the patch keeps home) and its UID's."""
+    annotations = without_keys(
         metadata.get("annotations") or {}, patch.get("annotationsNotReflected") or []
     )
+    if metadata.get("uid"):
+        annotations[LOCAL_POD_UID_ANNOTATION] = str(metadata["uid"])
+    return annotations
+
+
+def local_pod_uid(remote_pod: Mapping[str, Any]) -> str | None:
+    """The UID of the local pod a ShadowPod or remote Pod stands for, if it records one (those
+    an older vk made do not)."""
+    annotations = (remote_pod.get("metadata") or {}).get("annotations") or {}
+    uid = annotations.get(LOCAL_POD_UID_ANNOTATION)
+    return str(uid) if uid else None
 
 
 def _changed_keys(desired: Mapping[str, str], current: Mapping[str, str]) -> dict[str, str]:

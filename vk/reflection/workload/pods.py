@@ -35,6 +35,7 @@ from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, 
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, namespace_index, split_key
+from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import (
     deletion_grace_period,
@@ -42,6 +43,7 @@ from vk.reflection.forge.pods import (
     forge_remote_pod,
     forge_shadow_pod,
     forge_status_patch,
+    local_pod_uid,
     local_status_needs_update,
     remote_pod_needs_update,
     shadow_pod_as_pod,
@@ -164,7 +166,11 @@ class PodReflector(Reconciler):
         workers: int,
         events: EventRecorder,
         pod_forging: PodForging | None = None,
+        home_network: HomeNetwork | None = None,
     ) -> None:
+        """`home_network`: this cluster's ranges and addresses, which no pod IP a provider
+        reports may be in (run by the reflector; None: only the loopback, link-local,
+        multicast and unspecified addresses are refused)."""
         self.home = home
         self.provider = provider
         self.node_name = node_name
@@ -181,6 +187,9 @@ class PodReflector(Reconciler):
         )
         self.namespace_maps = namespace_maps  # run by the caller: reflection shares it
         self.pod_forging = pod_forging or PodForging()
+        self.home_network = home_network
+        # key -> (local uid, IPs refused): a refusal is told once per pod and IPs.
+        self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
         self.shadows: dict[str, Informer] = {}  # remote namespace -> our ShadowPods there
@@ -229,9 +238,13 @@ class PodReflector(Reconciler):
         self.namespace_maps.add_handler(lambda *_: self._on_namespace_maps())
         self.provider.on_change(self._on_provider_change)
         informers = [asyncio.create_task(self.local.run())]
+        if self.home_network is not None:
+            informers += [asyncio.create_task(i.run()) for i in self.home_network.informers()]
         try:
             await self.local.synced.wait()
             await self.namespace_maps.synced.wait()
+            if self.home_network is not None:
+                await self.home_network.synced()
             self._on_provider_change()
             await self.controller.run()
         finally:
@@ -341,6 +354,11 @@ class PodReflector(Reconciler):
         shadow = shadows.store.get(remote_key)
         if local["metadata"].get("deletionTimestamp"):
             return await self._delete(client, local, shadow, remote_namespace)
+        if shadow is not None and local_pod_uid(shadow) not in (None, local["metadata"]["uid"]):
+            # The ShadowPod of an earlier pod of that name (deleted and made again while this
+            # virtual kubelet was away, as a StatefulSet does): it goes, with its Pod, before
+            # this pod gets its own; its status is never this pod's.
+            return await self._delete_earlier(client, shadow, remote_namespace)
         if shadow is None:
             return await self._create(client, local, remote_namespace)
         patch = shadow_pod_patch(
@@ -441,6 +459,26 @@ class PodReflector(Reconciler):
         await self._finish_local(local)
         return Result()
 
+    async def _delete_earlier(
+        self, client: KubeClient, shadow: JSON, remote_namespace: str
+    ) -> Result:
+        if not shadow["metadata"].get("deletionTimestamp"):
+            self._log.info(
+                "deleting the ShadowPod of an earlier pod of the same name",
+                namespace=remote_namespace,
+                pod=shadow["metadata"]["name"],
+            )
+            with contextlib.suppress(NotFound):
+                await client.delete(
+                    shadow_pod_path(remote_namespace, shadow["metadata"]["name"]),
+                    body={
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "preconditions": {"uid": shadow["metadata"]["uid"]},
+                    },
+                )
+        return Result()  # its deletion brings us back, to create this pod's
+
     async def _finish_local(self, local: JSON) -> None:
         """Deletes the local pod for good, as a kubelet does once its containers stopped."""
         metadata = local["metadata"]
@@ -488,8 +526,12 @@ class PodReflector(Reconciler):
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
         if not status_worth_reporting(remote):
             return
+        home = self.home_network.current() if self.home_network else HomeAddresses()
+        remote_status, refused = trusted_pod_ips(remote.get("status") or {}, home)
+        if refused:
+            await self._refuse_ips(key, local, refused)
         desired = forge_local_pod_status(
-            remote,
+            {**remote, "status": remote_status},
             local,
             node_ip=self.node_ip,
             extra_restarts=self._remote_uids.get(key, ("", 0))[1],
@@ -512,6 +554,22 @@ class PodReflector(Reconciler):
             POD_OFFLOAD_SECONDS.labels(self.node_name).observe(
                 time.monotonic() - self._first_seen[key]
             )
+
+    async def _refuse_ips(self, key: str, local: JSON, refused: list[tuple[str, str]]) -> None:
+        """Says once per pod and IPs which pod IPs the provider reported were left out."""
+        said = (local["metadata"].get("uid", ""), tuple(ip for ip, _ in refused))
+        if self._refused_ips.get(key) == said:
+            return
+        self._refused_ips[key] = said
+        detail = "; ".join(f"{ip[:64]} ({why})" for ip, why in refused)
+        self._log.warning("pod IPs refused", pod=key, refused=detail)
+        await self.events.record(
+            local,
+            WARNING,
+            "PodIPRefused",
+            f"cluster {self.remote_cluster_id} reported pod IPs that are this cluster's own, not "
+            f"reflected (Services here would route there): {detail}",
+        )
 
     async def _report(self, local: JSON, reason: str, message: str) -> None:
         """Why a pod cannot be offloaded: in its status (STATUS in `kubectl get pod`) and as a
