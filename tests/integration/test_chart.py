@@ -26,6 +26,7 @@ from vk.controllers.installation import (
     forge_controller_manager_role,
     forge_runtime_class,
     forge_tenant_services_policy,
+    forge_virtual_node_policy,
     forge_virtual_storage_class,
 )
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
@@ -113,11 +114,15 @@ def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
     for chart, forged in pairs:
         assert chart["rules"] == forged["rules"], chart["metadata"]["name"]
     policy, binding = forge_tenant_services_policy()
+    node_policy, node_binding = forge_virtual_node_policy()
+    node_policy_name = node_policy["metadata"]["name"]
     for chart, forged in (
         (find(documents, "RuntimeClass", "liqo"), forge_runtime_class()),
         (find(documents, "StorageClass", "liqo"), forge_virtual_storage_class()),
         (find(documents, "ValidatingAdmissionPolicy", "vk-tenant-services"), policy),
         (find(documents, "ValidatingAdmissionPolicyBinding", "vk-tenant-services"), binding),
+        (find(documents, "ValidatingAdmissionPolicy", node_policy_name), node_policy),
+        (find(documents, "ValidatingAdmissionPolicyBinding", node_policy_name), node_binding),
     ):
         strip = {"metadata"}
         assert {k: v for k, v in chart.items() if k not in strip} == {

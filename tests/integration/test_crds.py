@@ -7,6 +7,7 @@ import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -23,7 +24,10 @@ CLUSTER = "florence"
 
 
 def ensure_namespace(clusters: Clusters, name: str) -> None:
-    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    metadata: dict[str, Any] = {"name": name}
+    if name.startswith("liqo-tenant-"):  # a tenant namespace, as peering makes it
+        metadata["labels"] = {"liqo.io/tenant-namespace": "true"}
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
     clusters.kubectl(CLUSTER, "apply", "-f", "-", input=json.dumps(manifest))
 
 

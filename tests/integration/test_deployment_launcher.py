@@ -20,6 +20,7 @@ from tests.integration.conftest import (
     stop_controller_manager,
 )
 from tests.integration.polling import wait_until
+from vk.api.constants import TENANT_NAMESPACE_LABEL
 
 CLUSTER = "florence"
 IMAGE = "localhost/vk:launcher-test"
@@ -63,6 +64,9 @@ def test_a_virtual_node_gets_a_deployment_that_comes_and_goes_with_it(
     clusters, log = deployment_launcher
     name = f"launch-{uuid.uuid4().hex[:6]}"
     clusters.kubectl(CLUSTER, "create", "namespace", namespace_name)
+    clusters.kubectl(
+        CLUSTER, "label", "namespace", namespace_name, f"{TENANT_NAMESPACE_LABEL}=true"
+    )
     virtual_node = {
         "apiVersion": "offloading.liqo.io/v1beta1",
         "kind": "VirtualNode",

@@ -283,6 +283,33 @@ def test_an_unknown_method_gets_405(offloaded: Offloaded) -> None:
         assert read_to_close(connection).startswith(b"HTTP/1.1 405 ")
 
 
+def test_a_client_ca_added_or_removed_is_followed_without_a_restart(offloaded: Offloaded) -> None:
+    setup, _, _ = offloaded
+    port = setup.replicas[0].kubelet_port
+    naples = setup.clusters.playground.paths("naples").pki
+    foreign = (naples.path("admin.crt"), naples.path("admin.key"))
+    assert kubelet_get(port, "/pods", cert=foreign)[0] == 401
+    configmap = ("configmap", "extension-apiserver-authentication", "-n", "kube-system")
+    original = json.loads(setup.kubectl("get", *configmap, "-o", "json").stdout)["data"][
+        "client-ca-file"
+    ]
+
+    def write(bundle: str) -> None:
+        setup.kubectl("patch", *configmap, "--type=merge",
+                      "-p", json.dumps({"data": {"client-ca-file": bundle}}))  # fmt: skip
+
+    try:
+        # venice trusts naples' CA for clients too (a rotation's first step): naples' admin,
+        # in system:masters, is let in.
+        write(original + naples.ca_crt.read_text())
+        wait_until(lambda: kubelet_get(port, "/pods", cert=foreign)[0] == 200, "the new CA")
+    finally:
+        write(original)
+    wait_until(lambda: kubelet_get(port, "/pods", cert=foreign)[0] == 401, "the CA removed")
+    assert kubelet_get(port, "/pods", cert=api_server_certificate(setup))[0] == 200
+    assert setup.replicas[0].process.poll() is None
+
+
 def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded: Offloaded) -> None:
     setup, namespace, pod = offloaded
     controller, terminal = pty.openpty()

@@ -168,6 +168,40 @@ def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
     assert replica.process.poll() is None  # the same process, never restarted
 
 
+def test_a_secret_turned_invalid_or_deleted_drops_the_identity_until_it_is_fixed(
+    setup: VirtualNodeSetup,
+) -> None:
+    setup.create()
+    replica = setup.start()
+    wait_until(setup.ready, "the virtual node Ready")
+    setup.write_secret(b"garbage")
+    wait_until(lambda: not setup.ready(), "the node NotReady once its Secret is garbage")
+    assert any("not a YAML mapping" in e["message"] for e in setup.events("ProviderUnreachable"))
+    setup.write_secret(setup.clusters.kubeconfig(setup.provider).read_bytes())
+    wait_until(setup.ready, "the node Ready again")
+    setup.kubectl("delete", "secret", setup.secret, "-n", setup.namespace)
+    wait_until(lambda: not setup.ready(), "the node NotReady once its Secret is gone")
+    wait_until(
+        lambda: any("does not exist" in e["message"] for e in setup.events("ProviderUnreachable")),
+        "the deletion reported",
+    )
+    setup.write_secret(setup.clusters.kubeconfig(setup.provider).read_bytes())
+    wait_until(setup.ready, "the node Ready once the Secret is back")
+    assert replica.process.poll() is None  # the same process, never restarted
+
+
+def test_a_virtual_node_outside_a_tenant_namespace_is_refused(setup: VirtualNodeSetup) -> None:
+    # Whoever may create VirtualNodes in a namespace of theirs would get a virtual kubelet, and
+    # its rights at home, launched for it.
+    namespace = setup.local_namespace()
+    virtual_node = setup.virtual_node()
+    virtual_node["metadata"]["namespace"] = namespace
+    refused = setup.kubectl("apply", "-f", "-", input=json.dumps(virtual_node), check=False)
+    assert refused.returncode != 0
+    assert "a VirtualNode lives in a tenant namespace" in refused.stderr
+    assert f"and {namespace} is none" in refused.stderr
+
+
 def test_unparsable_quantity_is_refused_with_a_clear_message(setup: VirtualNodeSetup) -> None:
     setup.create()
     broken = setup.virtual_node(resourceQuota={"hard": {"cpu": "four"}})

@@ -19,7 +19,7 @@ import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from vk.api.constants import virtual_kubelet_service_account
+from vk.api.constants import TENANT_NAMESPACE_LABEL, virtual_kubelet_service_account
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.processes import free_port
@@ -112,7 +112,9 @@ class VirtualNodeSetup:
 
     def create(self, *, with_secret: bool = True) -> None:
         if self.tenant is None:
+            # A tenant namespace, as peering makes it: VirtualNodes live nowhere else.
             self.kubectl("create", "namespace", self.namespace)
+            self.kubectl("label", "namespace", self.namespace, f"{TENANT_NAMESPACE_LABEL}=true")
         self.apply(forge_virtual_kubelet_rbac(self.node, self.namespace))
         if with_secret:
             self.write_secret(self.clusters.kubeconfig(self.provider).read_bytes())

@@ -8,6 +8,7 @@ import contextlib
 from collections import Counter
 
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
+from vk.kube.informer import TASK_RESTARTS, Informer
 
 
 class Recorder(Reconciler):
@@ -73,3 +74,45 @@ async def test_requeue_after_calls_again() -> None:
     controller = Controller(reconciler)
     controller.enqueue("again")
     await run_until(controller, lambda: reconciler.calls["again"] == 2)
+
+
+class FlakyApiServer:
+    """A collection as an API server serves it, broken on purpose: the first list fails in a
+    way nobody foresaw, and each watch ends as soon as it opens."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.watches: list[float] = []
+
+    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+        self.lists += 1
+        if self.lists == 1:
+            raise KeyError("an unexpected bug")
+        return [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        self.watches.append(asyncio.get_running_loop().time())
+        return
+        yield
+
+
+async def test_an_informer_survives_an_unexpected_failure_and_backs_off_refused_watches() -> None:
+    server = FlakyApiServer()
+    informer = Informer(server, "v1", "configmaps")  # type: ignore[arg-type]
+    before = TASK_RESTARTS.labels("informer:configmaps")._value.get()
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(10):
+            await informer.synced.wait()
+            while len(server.watches) < 3:
+                await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert informer.store.get("ns/a") is not None
+    assert TASK_RESTARTS.labels("informer:configmaps")._value.get() == before + 1
+    gaps = [b - a for a, b in zip(server.watches, server.watches[1:], strict=False)]
+    assert all(gap >= 0.4 for gap in gaps), gaps  # backed off, not a hot loop

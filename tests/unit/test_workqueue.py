@@ -66,6 +66,19 @@ async def test_failures_back_off_exponentially_until_forgotten() -> None:
     assert queue.num_requeues("a") == 0
 
 
+async def test_what_backs_off_is_retried_at_once_when_asked() -> None:
+    queue: WorkQueue[str] = WorkQueue("outage", base_delay=600.0)  # minutes of back-off
+    queue.add("a")
+    item = await queue.get()
+    queue.add_rate_limited(item)  # the provider is away
+    queue.done(item)
+    queue.add_after("b", 600.0)
+    assert len(queue) == 0
+    assert queue.retry_now() == 2  # the provider answers again
+    assert sorted([await asyncio.wait_for(queue.get(), 1) for _ in range(2)]) == ["a", "b"]
+    assert queue.num_requeues("a") == 0
+
+
 def test_exponential_backoff_doubles_up_to_the_cap() -> None:
     assert [exponential_backoff(n, 0.005, 1000) for n in range(4)] == [0.005, 0.01, 0.02, 0.04]
     assert exponential_backoff(40, 0.005, 1000) == 1000

@@ -24,6 +24,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
 )
 from vk.api.identity import forge_cluster_identity_configmap
+from vk.api.offloading import VirtualNode
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
 from vk.reflection.forge.storage import STORAGE_PROVISIONER, VIRTUAL_STORAGE_CLASS
 
@@ -193,6 +194,7 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
         # What providers bind, in each twin namespace, to their consumers' slice identities.
         forge_virtual_kubelet_remote_role(),
         *forge_tenant_services_policy(),
+        *forge_virtual_node_policy(),
         forge_runtime_class(),
         forge_virtual_storage_class(),
     ]
@@ -252,6 +254,56 @@ def forge_tenant_services_policy() -> list[JSON]:
                     }
                 },
             },
+        },
+    ]
+
+
+VIRTUAL_NODE_POLICY = "vk-virtual-nodes-in-tenant-namespaces"
+
+
+def forge_virtual_node_policy() -> list[JSON]:
+    """The ValidatingAdmissionPolicy (and its binding) refusing a new VirtualNode outside a
+    tenant namespace (`liqo.io/tenant-namespace=true`, made by peering). The controller manager
+    runs a virtual kubelet for each VirtualNode, with rights at home (every pod, the Secrets of
+    offloaded namespaces) that whoever may create VirtualNodes in some other namespace must not
+    get that way. The API server judges it itself, webhook or not; only creations are judged,
+    so that one made before can still be deleted."""
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": VIRTUAL_NODE_POLICY, "labels": LABELS},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [VirtualNode.GROUP],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE"],
+                            "resources": [VirtualNode.PLURAL],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "has(namespaceObject.metadata.labels) && "
+                        f"'{TENANT_NAMESPACE_LABEL}' in namespaceObject.metadata.labels && "
+                        f"namespaceObject.metadata.labels['{TENANT_NAMESPACE_LABEL}'] == 'true'",
+                        "messageExpression": "'a VirtualNode lives in a tenant namespace (labelled "
+                        f"{TENANT_NAMESPACE_LABEL}=true, made by peering), and ' + "
+                        "namespaceObject.metadata.name + ' is none: create it in "
+                        "liqo-tenant-<provider cluster ID>'",
+                        "reason": "Forbidden",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": VIRTUAL_NODE_POLICY, "labels": LABELS},
+            "spec": {"policyName": VIRTUAL_NODE_POLICY, "validationActions": ["Deny"]},
         },
     ]
 

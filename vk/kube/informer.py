@@ -10,11 +10,13 @@ should only enqueue keys: reconcilers read the cache, never the event.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 import structlog
+from prometheus_client import Counter
 
 from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
 
@@ -26,6 +28,16 @@ EventHandler = Callable[[str, JSON, JSON | None], None]
 Indexer = Callable[[JSON], list[str]]
 
 log = structlog.get_logger("vk.kube.informer")
+
+TASK_RESTARTS = Counter(
+    "vk_task_restarts_total",
+    "Long-running tasks (informers, by resource) restarted after an unexpected failure",
+    ["task"],
+)
+MIN_BACKOFF, MAX_BACKOFF = 0.5, 30.0
+# A watch that ends sooner than this after it opened was refused, not idle: re-opened after a
+# back-off, not at once.
+QUICK_CLOSE_SECONDS = 1.0
 
 
 def object_key(obj: JSON) -> str:
@@ -122,6 +134,7 @@ class Informer:
             self.params["labelSelector"] = label_selector
         if field_selector:
             self.params["fieldSelector"] = field_selector
+        self.resource = plural
         self.store = Store(indexers)
         self.synced = asyncio.Event()
         self.watch_timeout = watch_timeout
@@ -143,21 +156,39 @@ class Informer:
                 self._log.exception("event handler failed", event=event_type, key=object_key(obj))
 
     async def run(self) -> None:
-        backoff = 0.5
+        """Lists, then watches from there, for ever. Nothing stops it but cancellation: a
+        failure is retried with back-off (an unexpected one logged with its traceback and
+        counted in vk_task_restarts_total, then listed afresh), a watch the server closes at
+        once again and again is re-opened with back-off too, and 410 Gone lists again."""
+        backoff = MIN_BACKOFF
         resume_from: str | None = None
         while True:
             try:
                 if resume_from is None:
                     resume_from = await self._relist()
+                opened = time.monotonic()
                 resume_from = await self._watch(resume_from)
-                backoff = 0.5
+                if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
+                    backoff = MIN_BACKOFF
+                    continue
+                # Closed as soon as opened: a server or proxy refusing watches, not an idle one.
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
             except Gone:
                 self._log.info("watch expired, listing again")
                 resume_from = None
             except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
                 self._log.warning("list/watch failed, retrying", error=str(error), retry_in=backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30.0)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                TASK_RESTARTS.labels(f"informer:{self.resource}").inc()
+                self._log.exception("informer failed unexpectedly, listing again", retry_in=backoff)
+                resume_from = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _relist(self) -> str:
         items, version = await self.client.list_all(self.path, self.params)

@@ -122,6 +122,18 @@ class WorkQueue(Generic[T]):
         )
         self.add_after(item, delay)
 
+    def retry_now(self) -> int:
+        """Every item waiting (backing off after failures, or asked back later) is queued now,
+        its failures forgotten: what waited on something that is back (the provider after an
+        outage) is not left to a back-off that may have grown to minutes. How many."""
+        waiting = list(self._delayed)
+        for item in waiting:
+            _, handle = self._delayed.pop(item)
+            handle.cancel()
+            self._failures.pop(item, None)
+            self.add(item)
+        return len(waiting)
+
     def forget(self, item: T) -> None:
         """Stops tracking failures of `item` (call it once the item succeeded)."""
         self._failures.pop(item, None)

@@ -34,9 +34,10 @@ from cryptography import x509
 from prometheus_client import Counter
 
 from vk.kube.client import JSON, ApiError
+from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
 from vk.kube.pki import issue_self_signed
-from vk.kubelet.auth import KubeletAuth, User
+from vk.kubelet.auth import CLIENT_CA_CONFIGMAP, KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.routes import (
     RELAYED,
@@ -263,6 +264,7 @@ class KubeletServer:
             )
             renewal = asyncio.create_task(self.certificates.run())
         self._tls = context
+        client_ca_watch = asyncio.create_task(self._follow_client_ca(context, client_ca))
         # The listening socket is ours: each connection is counted against the caps when it is
         # accepted, before any TLS (an asyncio server would start TLS on its own first).
         listener = socket.create_server((self.address, self.port), backlog=1024)
@@ -281,8 +283,41 @@ class KubeletServer:
             listener.close()
             for task in connections:
                 task.cancel()
+            client_ca_watch.cancel()
             if renewal is not None:
                 renewal.cancel()
+
+    async def _follow_client_ca(self, context: ssl.SSLContext, current: str) -> None:
+        """The client CA re-read whenever the cluster's `extension-apiserver-authentication`
+        changes (a rotation): certificates of the new CA are let in without a restart, those of
+        a CA removed no longer are. A CA that does not parse is reported and the one in use
+        kept."""
+        namespace, name = CLIENT_CA_CONFIGMAP
+        configmaps = Informer(
+            self.auth.home,
+            "v1",
+            "configmaps",
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+        )
+
+        def changed(_: str, configmap: JSON, __: JSON | None) -> None:
+            nonlocal current
+            pem = (configmap.get("data") or {}).get("client-ca-file") or ""
+            if not pem or pem == current:
+                return
+            try:
+                cas = load_client_cas(pem)
+                context.load_verify_locations(cadata=pem)  # the CA names offered in TLS
+            except (ValueError, ssl.SSLError) as error:
+                self._log.warning("the new client CA does not parse: keeping the one in use",
+                                  error=str(error))  # fmt: skip
+                return
+            current, self._client_cas = pem, cas
+            self._log.info("client CA reloaded", certificates=len(cas))
+
+        configmaps.add_handler(changed)
+        await configmaps.run()
 
     async def _serve(self, connection: socket.socket, source: str) -> None:
         """One connection, from accept to close: turned away beyond the caps, else its TLS

@@ -88,6 +88,7 @@ class NodeController:
         self._applied_metadata: JSON | None = None
         self._last_status_write = 0.0
         self._reported: dict[str, str] = {}
+        self._on_provider_back: list[Callable[[], Any]] = []
         self._log = log.bind(node=options.node_name)
 
     @property
@@ -96,6 +97,10 @@ class NodeController:
 
     def trigger(self, *_: Any) -> None:
         self._dirty.set()
+
+    def on_provider_back(self, listener: Callable[[], Any]) -> None:
+        """`listener` runs each time the provider answers again after it did not."""
+        self._on_provider_back.append(listener)
 
     async def run(self) -> None:
         self.virtual_nodes.add_handler(self.trigger)
@@ -132,6 +137,8 @@ class NodeController:
             if problem != self.provider_problem:
                 if problem is None:
                     self._log.info("provider reachable")
+                    for listener in self._on_provider_back:
+                        listener()
                     await self._report(
                         NORMAL,
                         "ProviderReachable",

@@ -30,6 +30,7 @@ from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.server import KubeletServer
 from vk.kubelet.stats import OffloadedPod, ResourceUsage
 from vk.node.controller import NodeController, NodeOptions
+from vk.reflection.addresses import HomeNetwork
 from vk.reflection.generic import ReflectorOptions
 from vk.reflection.manager import ReflectionManager
 from vk.reflection.resources import ReflectionSettings, build_reflectors
@@ -184,6 +185,7 @@ class VirtualKubelet:
             namespace_maps=namespace_maps,
             workers=options.pod_reflection_workers,
             events=EventRecorder(self.home, "virtual-kubelet"),
+            home_network=HomeNetwork(self.home),
             pod_forging=PodForging(
                 service_account_tokens=settings.enable_apiserver_support
                 and settings.workers_of("serviceaccount") > 0,
@@ -207,6 +209,11 @@ class VirtualKubelet:
             pods.local,
         ):
             reflection.add(reflector)
+        # Work that failed while the provider was away is retried as soon as it answers again,
+        # whatever back-off it had reached.
+        node.on_provider_back(pods.controller.queue.retry_now)
+        for reflector in reflection.reflectors:
+            node.on_provider_back(reflector.controller.queue.retry_now)
         kubelet = KubeletServer(
             node_name=options.node_name,
             address=options.node_ip,

@@ -1,8 +1,9 @@
 """The provider's API server as the identity of the VirtualNode's kubeconfig Secret.
 
 The Secret is watched: a fixed or rotated kubeconfig takes effect without a restart, and a
-missing, empty or malformed one is a `problem` (reported as an Event by the caller), never a
-crash loop. Everything that talks to the provider takes the current client from here.
+missing, empty or malformed one is a `problem` (reported as an Event by the caller, the node
+NotReady), never a crash loop; the identity in use until then is dropped with it.
+Everything that talks to the provider takes the current client from here.
 """
 
 from __future__ import annotations
@@ -100,7 +101,13 @@ class ProviderConnection:
             connection = connection_from_secret(self.secrets.store.get(self.secret_key), self.where)
         except InvalidKubeconfig as error:
             if self.problem != str(error):
+                # The identity it held is dropped, not kept: a Secret emptied or deleted (a
+                # peering ended, a credential revoked) is no longer anyone's to use.
                 log.warning("provider kubeconfig unusable", error=str(error))
+                if self.client is not None:
+                    self._retire(self.client)
+                self.client = None
+                self._connection = None
                 self.problem = str(error)
                 self._notify()
             return
@@ -134,7 +141,7 @@ class ProviderConnection:
     async def ping(self, within: float) -> str | None:
         """None when the provider's API server answers `/livez`, else why not."""
         await self.loaded.wait()
-        if self.client is None:
+        if self.client is None or self.problem is not None:
             return self.problem
         try:
             await asyncio.wait_for(self.client.get_text("/livez"), within)
