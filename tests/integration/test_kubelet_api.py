@@ -333,15 +333,22 @@ def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded: Offloaded) 
         stderr=terminal,
     )
     output = b""
-    try:
-        time.sleep(1)
-        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 44, 122, 0, 0))
-        exec_.send_signal(signal.SIGWINCH)
+
+    def read_until(wanted: bytes) -> None:
+        nonlocal output
         deadline = time.monotonic() + 20
-        while b"44 122" not in output and time.monotonic() < deadline:
+        while wanted not in output and time.monotonic() < deadline:
             ready, _, _ = select.select([controller], [], [], 0.5)
             if ready:
                 output += os.read(controller, 4096)
+
+    try:
+        # Resized once the first size is printed (however long the exec took to start), while
+        # the command sleeps before printing it again.
+        read_until(b"33 111")
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 44, 122, 0, 0))
+        exec_.send_signal(signal.SIGWINCH)
+        read_until(b"44 122")
     finally:
         exec_.wait(timeout=20)
         os.close(controller)

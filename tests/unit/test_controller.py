@@ -8,7 +8,8 @@ import contextlib
 from collections import Counter
 
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
-from vk.kube.informer import TASK_RESTARTS, Informer
+from vk.kube.informer import FAILING_FOR_SECONDS, TASK_RESTARTS, Informer, informer_problems
+from vk.kube.observability import MetricsServer
 
 
 class Recorder(Reconciler):
@@ -116,3 +117,34 @@ async def test_an_informer_survives_an_unexpected_failure_and_backs_off_refused_
     assert TASK_RESTARTS.labels("informer:configmaps")._value.get() == before + 1
     gaps = [b - a for a, b in zip(server.watches, server.watches[1:], strict=False)]
     assert all(gap >= 0.4 for gap in gaps), gaps  # backed off, not a hot loop
+
+
+class DownApiServer:
+    """An API server that never answers the list."""
+
+    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+        raise OSError("connection refused")
+
+
+async def test_readyz_names_an_informer_failing_for_long() -> None:
+    informer = Informer(DownApiServer(), "v1", "secrets", namespace="liqo-tenant-naples")  # type: ignore[arg-type]
+    server = MetricsServer("127.0.0.1:0", ready=lambda: True)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while informer.failing_since is None:
+                await asyncio.sleep(0.01)
+        assert (await server._readyz(None)).status == 200  # type: ignore[arg-type]  # a blip
+        later = asyncio.get_running_loop().time() + FAILING_FOR_SECONDS
+        (problem,) = [p for p in informer_problems(later) if "liqo-tenant-naples" in p]
+        assert problem.startswith("/api/v1/namespaces/liqo-tenant-naples/secrets: ")
+        assert "connection refused" in problem
+        informer.failing_since -= FAILING_FOR_SECONDS  # as if it had been failing that long
+        answer = await server._readyz(None)  # type: ignore[arg-type]
+        assert answer.status == 503
+        assert "liqo-tenant-naples/secrets: connection refused" in (answer.text or "")
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert not [p for p in informer_problems() if "liqo-tenant-naples" in p]  # stopped: gone

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import structlog
@@ -38,6 +40,22 @@ MIN_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 # A watch that ends sooner than this after it opened was refused, not idle: re-opened after a
 # back-off, not at once.
 QUICK_CLOSE_SECONDS = 1.0
+# Informers running in this process, for /readyz to name those that have been failing.
+RUNNING: weakref.WeakSet[Informer] = weakref.WeakSet()
+# Failing for this long, an informer makes its process not ready: a blip is not an outage.
+FAILING_FOR_SECONDS = 30.0
+
+
+def informer_problems(now: float | None = None) -> list[str]:
+    """What each informer of this process failing for FAILING_FOR_SECONDS or more is failing
+    on (sorted), for /readyz."""
+    now = time.monotonic() if now is None else now
+    return sorted(
+        f"{informer.describe()}: {informer.problem} (for {now - informer.failing_since:.0f} s)"
+        for informer in list(RUNNING)
+        if informer.failing_since is not None
+        and now - informer.failing_since >= FAILING_FOR_SECONDS
+    )
 
 
 def object_key(obj: JSON) -> str:
@@ -141,6 +159,8 @@ class Informer:
         self._handlers: list[EventHandler] = []
         self._log = log.bind(resource=plural, namespace=namespace)
         self.lists = 0  # how many times it listed: a relist is worth knowing about
+        self.problem: str | None = None  # why the cache does not follow the server now
+        self.failing_since: float | None = None
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers see every change from now on; the cache's current objects come as ADDED."""
@@ -162,33 +182,59 @@ class Informer:
         once again and again is re-opened with back-off too, and 410 Gone lists again."""
         backoff = MIN_BACKOFF
         resume_from: str | None = None
-        while True:
-            try:
-                if resume_from is None:
-                    resume_from = await self._relist()
-                opened = time.monotonic()
-                resume_from = await self._watch(resume_from)
-                if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
-                    backoff = MIN_BACKOFF
-                    continue
-                # Closed as soon as opened: a server or proxy refusing watches, not an idle one.
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-            except Gone:
-                self._log.info("watch expired, listing again")
-                resume_from = None
-            except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
-                self._log.warning("list/watch failed, retrying", error=str(error), retry_in=backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                TASK_RESTARTS.labels(f"informer:{self.resource}").inc()
-                self._log.exception("informer failed unexpectedly, listing again", retry_in=backoff)
-                resume_from = None
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF)
+        RUNNING.add(self)
+        try:
+            while True:
+                try:
+                    if resume_from is None:
+                        resume_from = await self._relist()
+                        self._failing(None)
+                    opened = time.monotonic()
+                    resume_from = await self._watch(resume_from)
+                    if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
+                        self._failing(None)
+                        backoff = MIN_BACKOFF
+                        continue
+                    # Closed as soon as opened: a server or proxy refusing watches, not idle.
+                    self._failing("the watch is closed as soon as it opens")
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                except Gone:
+                    self._log.info("watch expired, listing again")
+                    resume_from = None
+                except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
+                    self._failing(str(error) or type(error).__name__)
+                    self._log.warning(
+                        "list/watch failed, retrying", error=str(error), retry_in=backoff
+                    )
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as error:
+                    self._failing(f"unexpected {type(error).__name__}: {error}")
+                    TASK_RESTARTS.labels(f"informer:{self.resource}").inc()
+                    self._log.exception(
+                        "informer failed unexpectedly, listing again", retry_in=backoff
+                    )
+                    resume_from = None
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+        finally:
+            RUNNING.discard(self)
+
+    def _failing(self, problem: str | None) -> None:
+        """Notes what keeps the cache from following the server (None: nothing), and since
+        when."""
+        if problem is None:
+            self.failing_since, self.problem = None, None
+        else:
+            self.problem = problem
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+
+    def describe(self) -> str:
+        return self.path + (f"?{urlencode(self.params)}" if self.params else "")
 
     async def _relist(self) -> str:
         items, version = await self.client.list_all(self.path, self.params)

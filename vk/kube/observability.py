@@ -14,6 +14,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from structlog.typing import EventDict
 
+from vk.kube.informer import informer_problems
+
 
 class NamedPrintLogger(structlog.PrintLogger):
     """A PrintLogger that knows the name it was asked for (`structlog.get_logger("vk.x")`)."""
@@ -56,7 +58,8 @@ def configure_logging(level: str = "info", **context: str) -> None:
 
 
 class MetricsServer:
-    """`/metrics`, `/healthz` (the process runs) and `/readyz` (`ready()` says it can work)."""
+    """`/metrics`, `/healthz` (the process runs) and `/readyz` (`ready()` says it can work, and
+    none of its informers has been failing for long: it names those that have)."""
 
     def __init__(self, address: str, ready: Callable[[], bool]) -> None:
         host, _, port = address.rpartition(":")
@@ -74,9 +77,13 @@ class MetricsServer:
         return web.Response(text="ok")
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        return (
-            web.Response(text="ok") if self.ready() else web.Response(status=503, text="not ready")
-        )
+        """Ready when `ready()` says so and no informer has been failing for long; otherwise a
+        503 naming what is down."""
+        if not self.ready():
+            return web.Response(status=503, text="not ready")
+        if problems := informer_problems():
+            return web.Response(status=503, text="not ready: " + "; ".join(problems))
+        return web.Response(text="ok")
 
     async def run(self) -> None:
         app = web.Application()
