@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import click
@@ -22,6 +23,8 @@ from click.core import ParameterSource
 from vk.api.authentication import ResourceSlice, Tenant
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
+    IDENTITY_RESOURCE_SLICE,
+    IDENTITY_TYPE_LABEL,
     VK_NAMESPACE,
     control_plane_secret_name,
     tenant_namespace,
@@ -301,18 +304,28 @@ async def remove_consumer_objects(
     progress: Progress,
 ) -> None:
     """The consumer's ResourceSlices, VirtualNodes and NamespaceMaps for `provider_id`, virtual
-    nodes drained first: slices go first (none makes its VirtualNode again then), the virtual
-    nodes are drained while the provider still runs what they offloaded, then the namespace
-    maps (the provider's twin namespaces). With `release`, the provider is out of reach: the
-    replication finalizer, which waits for it, is taken off."""
+    nodes drained first: slices go first (none makes its VirtualNode again then), their
+    kubeconfig Secrets orphaned, so that the virtual kubelets keep their provider identity
+    (one whose Secret is gone drops it) while their nodes are drained and the provider still
+    runs what they offloaded; then those Secrets, and the namespace maps (the provider's twin
+    namespaces). With `release`, the provider is out of reach: the replication finalizer, which
+    waits for it, is taken off."""
     namespace = tenant_namespace(provider_id)
     release_finalizer = REPLICATION_FINALIZER if release else None
-    for kind in (ResourceSlice, VirtualNode):
+    orphan = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Orphan"}
+    for kind, options in ((ResourceSlice, orphan), (VirtualNode, None)):
         with contextlib.suppress(NotFound):
             await consumer.delete(
-                resource_path(kind.group_version(), kind.PLURAL, namespace=namespace)
+                resource_path(kind.group_version(), kind.PLURAL, namespace=namespace),
+                body=options,
             )
     await wait_until_empty(consumer, [VirtualNode], namespace, deadline=deadline, progress=progress)
+    identities = f"{IDENTITY_TYPE_LABEL}={IDENTITY_RESOURCE_SLICE}"
+    with contextlib.suppress(NotFound):
+        await consumer.delete(
+            resource_path("v1", "secrets", namespace=namespace)
+            + f"?labelSelector={quote(identities)}"
+        )
     with contextlib.suppress(NotFound):
         await consumer.delete(
             resource_path(NamespaceMap.group_version(), NamespaceMap.PLURAL, namespace=namespace)
