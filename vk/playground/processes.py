@@ -119,11 +119,21 @@ def stop_processes(pids: Sequence[int], *, marker: str, grace: float = 10.0) -> 
             child.wait(timeout=5)
 
 
+# Ports handed out by free_port in this process.
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port free now and never handed out before by this process: a port is released as soon
+    as it is chosen, and the kernel may offer it again to the next caller, so two components
+    (of two clusters brought up together) could be given the same one before either listens."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def port_in_use(port: int) -> bool:
