@@ -23,6 +23,7 @@ from tests.integration.polling import wait_until
 from vk.api.constants import VK_NAMESPACE
 from vk.controllers.installation import (
     forge_controller_manager_cluster_role,
+    forge_controller_manager_node_lease_role,
     forge_controller_manager_role,
     forge_runtime_class,
     forge_tenant_services_policy,
@@ -31,6 +32,7 @@ from vk.controllers.installation import (
 )
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
 from vk.controllers.virtualkubelet_deployment import parse_pod_placement
+from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_cluster_roles
 from vk.playground.binaries import KUBERNETES_VERSION
 from vk.playground.manifests import (
     REPOSITORY,
@@ -62,8 +64,16 @@ def rendered(helm: Path, values: dict[str, Any] = VALUES) -> list[dict[str, Any]
     return [d for d in yaml.safe_load_all(helm_template(helm, values)) if d]
 
 
-def find(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    matches = [d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name]
+def find(
+    documents: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None
+) -> dict[str, Any]:
+    matches = [
+        d
+        for d in documents
+        if d["kind"] == kind
+        and d["metadata"]["name"] == name
+        and namespace in (None, d["metadata"].get("namespace"))
+    ]
     assert len(matches) == 1, f"{kind} {name}: {len(matches)} in the chart"
     return matches[0]
 
@@ -104,11 +114,22 @@ def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
             find(documents, "ClusterRole", "vk-controller-manager"),
             forge_controller_manager_cluster_role(),
         ),
-        (find(documents, "Role", "vk-controller-manager"), forge_controller_manager_role()),
+        (
+            find(documents, "Role", "vk-controller-manager", namespace=VK_NAMESPACE),
+            forge_controller_manager_role(),
+        ),
         (find(documents, "ClusterRole", "vk-webhook"), forge_webhook_cluster_role()),
         (
             find(documents, "ClusterRole", "vk-virtual-kubelet-remote"),
             forge_virtual_kubelet_remote_role(),
+        ),
+        (
+            find(documents, "Role", "vk-controller-manager", namespace="kube-node-lease"),
+            forge_controller_manager_node_lease_role(),
+        ),
+        *(
+            (find(documents, "ClusterRole", role["metadata"]["name"]), role)
+            for role in forge_virtual_kubelet_cluster_roles({})
         ),
     ]
     for chart, forged in pairs:

@@ -123,6 +123,7 @@ def reflection(
     try:
         namespace = first.local_namespace()
         remote = first.offload_namespace(namespace)
+        second.bind_offloaded(namespace)
         replicas = {"vk-a": first.start("vk-a"), "vk-b": second.start("vk-b")}
         wait_until(lambda: first.ready() and second.ready(), "both virtual nodes Ready", 60)
         state = Reflection(first, second, namespace, remote, replicas)
@@ -554,6 +555,7 @@ def test_a_namespace_of_the_same_name_in_the_provider_is_reflected_without_churn
     r = reflection
     namespace = r.first.local_namespace()
     r.first.offload_namespace(namespace, remote=namespace)
+    r.second.bind_offloaded(namespace)
     r.local("create", "configmap", "same-name", "-n", namespace, "--from-literal=a=1")
     root_ca = remote_root_ca_configmap_name("venice")
     copies = wait_until(

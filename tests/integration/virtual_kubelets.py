@@ -20,7 +20,10 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from vk.api.constants import TENANT_NAMESPACE_LABEL, virtual_kubelet_service_account
-from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
+from vk.controllers.virtualkubelet_rbac import (
+    forge_offloaded_namespace_binding,
+    forge_virtual_kubelet_rbac,
+)
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.processes import free_port
 
@@ -115,7 +118,7 @@ class VirtualNodeSetup:
             # A tenant namespace, as peering makes it: VirtualNodes live nowhere else.
             self.kubectl("create", "namespace", self.namespace)
             self.kubectl("label", "namespace", self.namespace, f"{TENANT_NAMESPACE_LABEL}=true")
-        self.apply(forge_virtual_kubelet_rbac(self.node, self.namespace))
+        self.apply(forge_virtual_kubelet_rbac(self.node, self.namespace, self.secret))
         if with_secret:
             self.write_secret(self.clusters.kubeconfig(self.provider).read_bytes())
         self.apply(self.virtual_node())
@@ -209,11 +212,17 @@ class VirtualNodeSetup:
         )
         return namespace
 
+    def bind_offloaded(self, namespace: str) -> None:
+        """What the VirtualNode controller binds in each namespace offloaded to the provider,
+        for each of its virtual kubelets: reading what the offloaded pods use."""
+        self.apply(forge_offloaded_namespace_binding(self.node, self.namespace, namespace))
+
     def offload_namespace(self, namespace: str, remote: str | None = None) -> str:
         """What namespace offloading will do: a twin namespace in the provider (DefaultName's
         unless `remote` is given), and the mapping Accepted in the provider's NamespaceMap.
         Returns the remote namespace."""
         remote = remote or f"{namespace}-venice"
+        self.bind_offloaded(namespace)
         self.clusters.kubectl(self.provider, "create", "namespace", remote)
         self.cleanups.append(
             lambda: self.clusters.kubectl(

@@ -25,7 +25,17 @@ from vk.api.constants import (
 )
 from vk.api.identity import forge_cluster_identity_configmap
 from vk.api.offloading import VirtualNode
-from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
+from vk.controllers.provider_namespacemaps import (
+    VIRTUAL_KUBELET_REMOTE_ROLE,
+    forge_virtual_kubelet_remote_role,
+)
+from vk.controllers.virtualkubelet_rbac import (
+    AUTHENTICATION_READER_ROLE,
+    VIRTUAL_KUBELET_OFFLOADED_ROLE,
+    VIRTUAL_KUBELET_ROLE,
+    VIRTUAL_KUBELET_TENANT_ROLE,
+    forge_virtual_kubelet_cluster_roles,
+)
 from vk.reflection.forge.storage import STORAGE_PROVISIONER, VIRTUAL_STORAGE_CLASS
 
 JSON = dict[str, Any]
@@ -33,9 +43,33 @@ JSON = dict[str, Any]
 CONTROLLER_MANAGER = "vk-controller-manager"
 LABELS = {"app.kubernetes.io/name": "vk", "app.kubernetes.io/component": "controller-manager"}
 
-LIQO_GROUPS = ["authentication.liqo.io", "offloading.liqo.io", "core.liqo.io"]
+LIQO_KINDS = {
+    "authentication.liqo.io": ("resourceslices", "tenants"),
+    "offloading.liqo.io": (
+        "namespacemaps",
+        "virtualnodes",
+        "quotas",
+        "namespaceoffloadings",
+        "shadowpods",
+    ),
+    "core.liqo.io": ("foreignclusters",),
+}
+FINALIZED = {
+    "resourceslices",
+    "tenants",
+    "namespacemaps",
+    "virtualnodes",
+    "namespaceoffloadings",
+    "shadowpods",
+}
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ = ["get", "list", "watch"]
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+VIRTUAL_KUBELET_ROLES = [
+    VIRTUAL_KUBELET_ROLE,
+    VIRTUAL_KUBELET_TENANT_ROLE,
+    VIRTUAL_KUBELET_OFFLOADED_ROLE,
+]
 
 
 def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> JSON:
@@ -54,41 +88,25 @@ def forge_controller_manager_cluster_role() -> JSON:
         "metadata": {"name": CONTROLLER_MANAGER, "labels": LABELS},
         "rules": [
             # Every reconciler: ResourceSlices, NamespaceMaps, VirtualNodes, Quotas and
-            # ForeignClusters, their status (copied back, or answered) and finalizers.
-            _rule(
-                LIQO_GROUPS,
-                [
-                    "resourceslices",
-                    "namespacemaps",
-                    "virtualnodes",
-                    "quotas",
-                    "foreignclusters",
-                    "namespaceoffloadings",
-                    "tenants",
-                    "shadowpods",
-                ],
-                ALL_VERBS,
+            # ForeignClusters, their status (copied back, or answered) and finalizers. Each
+            # kind in its own group only.
+            *(_rule([group], list(plurals), ALL_VERBS) for group, plurals in LIQO_KINDS.items()),
+            *(
+                _rule(
+                    [group], [f"{plural}/status" for plural in plurals], ["get", "update", "patch"]
+                )
+                for group, plurals in LIQO_KINDS.items()
             ),
-            _rule(
-                LIQO_GROUPS,
-                [
-                    "resourceslices/status",
-                    "namespacemaps/status",
-                    "virtualnodes/status",
-                    "foreignclusters/status",
-                    "namespaceoffloadings/status",
-                    "tenants/status",
-                    "shadowpods/status",
-                    "quotas/status",
-                    "resourceslices/finalizers",
-                    "namespacemaps/finalizers",
-                    "virtualnodes/finalizers",
-                    "namespaceoffloadings/finalizers",
-                    "tenants/finalizers",
-                    # The Pods made of ShadowPods are owned by them, blocking their deletion.
-                    "shadowpods/finalizers",
-                ],
-                ["get", "update", "patch"],
+            # The finalizers: set on what must be cleaned up (a ShadowPod's also blocks its
+            # owner's deletion for the Pod made of it).
+            *(
+                _rule(
+                    [group],
+                    [f"{plural}/finalizers" for plural in plurals if plural in FINALIZED],
+                    ["get", "update", "patch"],
+                )
+                for group, plurals in LIQO_KINDS.items()
+                if set(plurals) & FINALIZED
             ),
             # Tenant namespaces are found by label; twin namespaces are created for consumers
             # and deleted with their mapping (never one vk did not create: checked in code).
@@ -101,7 +119,9 @@ def forge_controller_manager_cluster_role() -> JSON:
             _rule([""], ["serviceaccounts"], ALL_VERBS),
             # Virtual nodes: cordoned, drained (pods evicted through the Eviction API) and
             # deleted with their VirtualNode; a node name taken by a real Node is detected.
-            _rule([""], ["nodes"], ["get", "list", "watch", "patch", "delete"]),
+            # (update, and the status, only to grant them to each node's virtual kubelet.)
+            _rule([""], ["nodes"], ["get", "list", "watch", "patch", "update", "delete"]),
+            _rule([""], ["nodes/status"], ["get", "patch", "update"]),
             # The Pods consumers ask for with ShadowPods (provider): made, kept in line with
             # them, deleted with them; read for drains too. Pod Security admission checks each.
             _rule([""], ["pods"], ALL_VERBS),
@@ -123,14 +143,26 @@ def forge_controller_manager_cluster_role() -> JSON:
                 ],
             ),
             # The RBAC of each virtual kubelet (consumer) and of each consumer's identities in
-            # its twin namespaces (provider). Those roles are made per node and per tenant, so
-            # the manager may grant them (escalate) and bind them (bind) without holding them.
+            # its twin namespaces (provider). The roles it makes grant only rights it holds
+            # (the API server checks: no escalate); the roles vk ships, and Kubernetes' reader
+            # of the client CA, it may bind by name and by name only.
             _rule(
                 ["rbac.authorization.k8s.io"],
                 ["roles", "rolebindings", "clusterroles", "clusterrolebindings"],
                 ALL_VERBS,
             ),
-            _rule(["rbac.authorization.k8s.io"], ["roles", "clusterroles"], ["escalate", "bind"]),
+            _rule(
+                ["rbac.authorization.k8s.io"],
+                ["clusterroles"],
+                ["bind"],
+                resourceNames=[*VIRTUAL_KUBELET_ROLES, VIRTUAL_KUBELET_REMOTE_ROLE],
+            ),
+            _rule(
+                ["rbac.authorization.k8s.io"],
+                ["roles"],
+                ["bind"],
+                resourceNames=[AUTHENTICATION_READER_ROLE],
+            ),
             # Virtual kubelets as Deployments, on real clusters.
             _rule(["apps"], ["deployments"], ALL_VERBS),
         ],
@@ -148,6 +180,39 @@ def forge_controller_manager_role(namespace: str = VK_NAMESPACE) -> JSON:
             _rule([""], ["configmaps"], ["get"], resourceNames=[CLUSTER_IDENTITY_CONFIGMAP]),
             # Leader election among the controller manager's replicas.
             _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+        ],
+    }
+
+
+def forge_controller_manager_node_lease_role() -> JSON:
+    """The node heartbeat Leases, in kube-node-lease only: held to be granted, each to its
+    node's virtual kubelet (the manager itself writes none)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": CONTROLLER_MANAGER,
+            "namespace": NODE_LEASE_NAMESPACE,
+            "labels": LABELS,
+        },
+        "rules": [
+            _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch", "update"]),
+        ],
+    }
+
+
+def _role_binding(namespace: str) -> JSON:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": CONTROLLER_MANAGER, "namespace": namespace, "labels": LABELS},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": CONTROLLER_MANAGER,
+        },
+        "subjects": [
+            {"kind": "ServiceAccount", "name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE}
         ],
     }
 
@@ -180,19 +245,13 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
             "subjects": [subject],
         },
         forge_controller_manager_role(),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE, "labels": LABELS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": CONTROLLER_MANAGER,
-            },
-            "subjects": [subject],
-        },
+        _role_binding(VK_NAMESPACE),
+        forge_controller_manager_node_lease_role(),
+        _role_binding(NODE_LEASE_NAMESPACE),
         # What providers bind, in each twin namespace, to their consumers' slice identities.
         forge_virtual_kubelet_remote_role(),
+        # What consumers bind to their virtual kubelets.
+        *forge_virtual_kubelet_cluster_roles(LABELS),
         *forge_tenant_services_policy(),
         *forge_virtual_node_policy(),
         forge_runtime_class(),

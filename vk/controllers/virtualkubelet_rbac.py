@@ -2,16 +2,43 @@
 VirtualNode, with only the rights it uses. Not `system:node:*`: NodeRestriction would refuse
 the labels a virtual node needs (`kubernetes.io/role`, `liqo.io/*`).
 
+Three ClusterRoles ship with vk (installation and chart alike) and are bound per node by name;
+the controller manager may bind exactly those (`bind` with resourceNames), never grant a right
+it does not hold itself:
+
+- `vk-virtual-kubelet`, cluster-wide: its Node's registration, the pods bound to it, Events,
+  the volumes it provisions, authenticating and authorizing kubelet API requests;
+- `vk-virtual-kubelet-tenant`, in its tenant namespace: its Leases and NamespaceMaps;
+- `vk-virtual-kubelet-offloaded`, in each namespace offloaded to its provider only: what the
+  offloaded pods use (Secrets, ConfigMaps...), bound when the namespace is offloaded there and
+  unbound when it is not. A virtual kubelet reads no Secret of any other namespace.
+
+What names one object (its Node, its Lease, its VirtualNode, its kubeconfig Secret) is a role
+per node, with rights the controller manager holds.
+
 Every rule says what needs it. Pure: the VirtualNode controller and the tests apply the result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from vk.api.constants import virtual_kubelet_service_account
+from vk.api.offloading import NamespaceMap, VirtualNode
 
 JSON = dict[str, Any]
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+VIRTUAL_KUBELET_ROLE = "vk-virtual-kubelet"
+VIRTUAL_KUBELET_TENANT_ROLE = "vk-virtual-kubelet-tenant"
+VIRTUAL_KUBELET_OFFLOADED_ROLE = "vk-virtual-kubelet-offloaded"
+# Kubernetes' own Role reading kube-system/extension-apiserver-authentication, whose client
+# CA the API server's kubelet-client certificate chains to.
+AUTHENTICATION_READER_ROLE = "extension-apiserver-authentication-reader"
+NODE_NAME_LABEL = "offloading.liqo.io/nodename"
+# Marks the RoleBindings of offloaded namespaces (value: the node), found again to unbind.
+OFFLOADED_ACCESS_LABEL = "vk.io/offloaded-to-node"
 
 
 def _rule(
@@ -23,133 +50,198 @@ def _rule(
     return rule
 
 
-def forge_virtual_kubelet_rbac(node_name: str, tenant_namespace: str) -> list[JSON]:
-    """ServiceAccount, ClusterRole + binding (cluster-scoped needs) and Role + binding (the
-    tenant namespace) for the virtual kubelet of `node_name`."""
+def _cluster_role(name: str, rules: list[JSON], labels: dict[str, str]) -> JSON:
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": labels},
+        "rules": rules,
+    }
+
+
+def forge_virtual_kubelet_cluster_roles(labels: dict[str, str]) -> list[JSON]:
+    """The three ClusterRoles vk ships for its virtual kubelets (see the module docstring)."""
+    cluster_wide = [
+        # Its Node, registered by the kubelet itself; every Node watched (no pod IP a provider
+        # reports may be a node's). Its own Node is written through its per-node role.
+        _rule([""], ["nodes"], ["list", "watch", "create"]),
+        # This cluster's service ranges, which no such pod IP may be in either.
+        _rule(["networking.k8s.io"], ["servicecidrs"], ["list", "watch"]),
+        # The pods bound to its node (watched by field selector), in every namespace: their
+        # status reported from the provider, and deleted once the remote pod is. A pod bound
+        # to it in a namespace not offloaded there must be seen to be refused.
+        _rule([""], ["pods"], ["get", "list", "watch", "delete"]),
+        _rule([""], ["pods/status"], ["get", "patch", "update"]),
+        # Why a pod cannot be offloaded or an object reflected, or what happened to the
+        # provider: Events on the pod, the object or the VirtualNode; and the provider's
+        # Events about offloaded pods and reflected objects, told at home (kept up to date,
+        # deleted with the remote ones).
+        _rule([""], ["events"], ["get", "list", "watch", "create", "patch", "delete"]),
+        # Claims of the virtual storage class: the local volume standing for the remote
+        # claim, created bound to it and deleted with it.
+        _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
+        # The kubelet API authenticates bearer tokens and authorizes every request, as the
+        # real kubelet's webhook modes do.
+        _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+        _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
+        # Its serving certificate, requested from the cluster as the kubelet's is (vk's
+        # controller manager approves it; the cluster signs it).
+        _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ["create", "get"]),
+        # The version reported as the node's kubelet version.
+        {"nonResourceURLs": ["/version"], "verbs": ["get"]},
+    ]
+    tenant = [
+        # The active/passive election among its replicas, and the reflection Lease its
+        # provider's virtual kubelets share (create names no object to restrict it by).
+        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
+        # Which namespaces are offloaded to its provider.
+        _rule([NamespaceMap.GROUP], [NamespaceMap.PLURAL], ["get", "list", "watch"]),
+    ]
+    offloaded = [
+        # Reflection: what offloaded pods use, read in the namespaces offloaded there only.
+        _rule(
+            [""],
+            ["configmaps", "secrets", "services", "persistentvolumeclaims"],
+            ["get", "list", "watch"],
+        ),
+        _rule(["networking.k8s.io"], ["ingresses"], ["get", "list", "watch"]),
+        # The offloaded pods' ServiceAccount tokens, bound to each pod.
+        _rule([""], ["serviceaccounts/token"], ["create"]),
+    ]
+    return [
+        _cluster_role(VIRTUAL_KUBELET_ROLE, cluster_wide, labels),
+        _cluster_role(VIRTUAL_KUBELET_TENANT_ROLE, tenant, labels),
+        _cluster_role(VIRTUAL_KUBELET_OFFLOADED_ROLE, offloaded, labels),
+    ]
+
+
+def _labels(node_name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "virtual-kubelet", NODE_NAME_LABEL: node_name}
+
+
+def _binding(
+    kind: str, name: str, namespace: str | None, role: tuple[str, str], subject: JSON, labels: JSON
+) -> JSON:
+    metadata: JSON = {"name": name, "labels": labels}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": RBAC_API,
+        "kind": kind,
+        "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role[0], "name": role[1]},
+        "subjects": [subject],
+    }
+
+
+def _subject(node_name: str, tenant_namespace: str) -> JSON:
     account = virtual_kubelet_service_account(node_name)
-    subject = [{"kind": "ServiceAccount", "name": account, "namespace": tenant_namespace}]
-    cluster_role = f"vk:virtual-kubelet:{node_name}"
-    labels = {"app.kubernetes.io/name": "virtual-kubelet", "offloading.liqo.io/nodename": node_name}
+    return {"kind": "ServiceAccount", "name": account, "namespace": tenant_namespace}
+
+
+def virtual_kubelet_role_name(node_name: str) -> str:
+    return f"vk:virtual-kubelet:{node_name}"
+
+
+def forge_virtual_kubelet_rbac(
+    node_name: str, tenant_namespace: str, kubeconfig_secret: str
+) -> list[JSON]:
+    """The ServiceAccount of the virtual kubelet of `node_name`, its per-node roles and the
+    bindings of those and of the roles vk ships (all but the offloaded namespaces')."""
+    subject = _subject(node_name, tenant_namespace)
+    own = virtual_kubelet_role_name(node_name)
+    labels = _labels(node_name)
+    own_objects = [
+        # Its own Node: labels, taints and status kept.
+        _rule([""], ["nodes"], ["get", "patch", "update"], [node_name]),
+        _rule([""], ["nodes/status"], ["get", "patch", "update"], [node_name]),
+    ]
+    tenant_objects = [
+        # Its VirtualNode (spec: labels, taints, resources), watched by name.
+        _rule([VirtualNode.GROUP], [VirtualNode.PLURAL], ["get", "list", "watch"], [node_name]),
+    ]
+    if kubeconfig_secret:
+        # The provider kubeconfig Secret, watched by name for rotation.
+        tenant_objects.append(
+            _rule([""], ["secrets"], ["get", "list", "watch"], [kubeconfig_secret])
+        )
     return [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": account, "namespace": tenant_namespace, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": cluster_role, "labels": labels},
-            "rules": [
-                # Its own Node: watch it, create it, keep labels, taints and status.
-                # (Every Node is watched: no pod IP a provider reports may be a node's.)
-                _rule([""], ["nodes"], ["list", "watch", "create"]),
-                # This cluster's service ranges, which no such pod IP may be in either.
-                _rule(["networking.k8s.io"], ["servicecidrs"], ["list", "watch"]),
-                _rule([""], ["nodes"], ["get", "patch", "update"], [node_name]),
-                _rule([""], ["nodes/status"], ["get", "patch", "update"], [node_name]),
-                # Its VirtualNode (spec: labels, taints, resources), in the tenant namespace.
-                _rule(["offloading.liqo.io"], ["virtualnodes"], ["get", "list", "watch"]),
-                # The pods bound to its node (watched by field selector), in every namespace:
-                # their status reported from the provider, and deleted once the remote pod is.
-                _rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-                _rule([""], ["pods/status"], ["get", "patch", "update"]),
-                # Why a pod cannot be offloaded or an object reflected, or what happened to
-                # the provider: Events on the pod, the object or the VirtualNode; and the
-                # provider's Events about offloaded pods and reflected objects, told at home
-                # (kept up to date, deleted with the remote ones).
-                _rule([""], ["events"], ["get", "list", "watch", "create", "patch", "delete"]),
-                # Reflection: what offloaded pods use, read in every offloaded namespace
-                # (which namespaces are offloaded changes at run time).
-                _rule(
-                    [""],
-                    ["configmaps", "secrets", "services", "persistentvolumeclaims"],
-                    ["get", "list", "watch"],
-                ),
-                _rule(["networking.k8s.io"], ["ingresses"], ["get", "list", "watch"]),
-                # The offloaded pods' ServiceAccount tokens, bound to each pod.
-                _rule([""], ["serviceaccounts/token"], ["create"]),
-                # Claims of the virtual storage class: the local volume standing for the
-                # remote claim, created bound to it and deleted with it.
-                _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
-                # The kubelet API authenticates bearer tokens and authorizes every request,
-                # as the real kubelet's webhook modes do.
-                _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
-                _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
-                # Its serving certificate, requested from the cluster as the kubelet's is
-                # (vk's controller manager approves it; the cluster signs it).
-                _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ["create", "get"]),
-                # The version reported as the node's kubelet version.
-                {"nonResourceURLs": ["/version"], "verbs": ["get"]},
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": cluster_role, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": cluster_role,
+            "metadata": {
+                "name": subject["name"],
+                "namespace": tenant_namespace,
+                "labels": labels,
             },
-            "subjects": subject,
         },
+        _cluster_role(own, own_objects, labels),
+        _binding("ClusterRoleBinding", own, None, ("ClusterRole", own), subject, labels),
+        _binding(
+            "ClusterRoleBinding",
+            f"{own}:common",
+            None,
+            ("ClusterRole", VIRTUAL_KUBELET_ROLE),
+            subject,
+            labels,
+        ),
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "apiVersion": RBAC_API,
             "kind": "Role",
-            "metadata": {"name": cluster_role, "namespace": "kube-node-lease", "labels": labels},
+            "metadata": {"name": own, "namespace": "kube-node-lease", "labels": labels},
             "rules": [
                 # The node's heartbeat Lease (create has no name to restrict it by).
                 _rule(["coordination.k8s.io"], ["leases"], ["create"]),
                 _rule(["coordination.k8s.io"], ["leases"], ["get", "patch", "update"], [node_name]),
             ],
         },
+        _binding("RoleBinding", own, "kube-node-lease", ("Role", own), subject, labels),
+        _binding(
+            "RoleBinding",
+            own,
+            "kube-system",
+            ("Role", AUTHENTICATION_READER_ROLE),
+            subject,
+            labels,
+        ),
         {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": cluster_role, "namespace": "kube-node-lease", "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": cluster_role,
-            },
-            "subjects": subject,
-        },
-        {
-            # The client CA that the API server's kubelet-client certificate chains to, read
-            # from kube-system/extension-apiserver-authentication (Kubernetes' own Role).
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": cluster_role, "namespace": "kube-system", "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "extension-apiserver-authentication-reader",
-            },
-            "subjects": subject,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "apiVersion": RBAC_API,
             "kind": "Role",
-            "metadata": {"name": cluster_role, "namespace": tenant_namespace, "labels": labels},
-            "rules": [
-                # The provider kubeconfig Secret, followed for rotation.
-                _rule([""], ["secrets"], ["get", "list", "watch"]),
-                # The active/passive election among its replicas.
-                _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
-                # Which namespaces are offloaded to its provider.
-                _rule(["offloading.liqo.io"], ["namespacemaps"], ["get", "list", "watch"]),
-            ],
+            "metadata": {"name": own, "namespace": tenant_namespace, "labels": labels},
+            "rules": tenant_objects,
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": cluster_role, "namespace": tenant_namespace, "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": cluster_role,
-            },
-            "subjects": subject,
-        },
+        _binding("RoleBinding", own, tenant_namespace, ("Role", own), subject, labels),
+        _binding(
+            "RoleBinding",
+            f"{own}:tenant",
+            tenant_namespace,
+            ("ClusterRole", VIRTUAL_KUBELET_TENANT_ROLE),
+            subject,
+            labels,
+        ),
     ]
+
+
+def forge_offloaded_namespace_binding(
+    node_name: str, tenant_namespace: str, namespace: str
+) -> JSON:
+    """The RoleBinding letting the virtual kubelet of `node_name` read what the offloaded pods
+    of `namespace` use: made when `namespace` is offloaded to its provider."""
+    return _binding(
+        "RoleBinding",
+        f"{virtual_kubelet_role_name(node_name)}:offloaded",
+        namespace,
+        ("ClusterRole", VIRTUAL_KUBELET_OFFLOADED_ROLE),
+        _subject(node_name, tenant_namespace),
+        {**_labels(node_name), OFFLOADED_ACCESS_LABEL: node_name},
+    )
+
+
+def offloaded_namespaces(namespace_maps: Iterable[JSON]) -> set[str]:
+    """The local namespaces this cluster offloads through `namespace_maps` (its own
+    `spec.desiredMapping`, never the provider's status)."""
+    return {
+        str(local)
+        for namespace_map in namespace_maps
+        for local in ((namespace_map.get("spec") or {}).get("desiredMapping") or {})
+    }

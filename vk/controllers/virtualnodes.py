@@ -25,10 +25,16 @@ from vk.api.constants import (
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
 )
-from vk.api.offloading import VirtualNode
-from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_rbac
+from vk.api.offloading import NamespaceMap, VirtualNode
+from vk.controllers.virtualkubelet_rbac import (
+    OFFLOADED_ACCESS_LABEL,
+    forge_offloaded_namespace_binding,
+    forge_virtual_kubelet_rbac,
+    offloaded_namespaces,
+)
 from vk.kube.client import (
     JSON,
+    ApiError,
     AppliedObjects,
     KubeClient,
     NotFound,
@@ -110,6 +116,20 @@ def forge_virtual_kubelet_spec(
     )
 
 
+def flag_value(args: tuple[str, ...], flag: str) -> str:
+    """The value the last `--flag=value` of `args` gives (the template's override Liqo's)."""
+    value = ""
+    for arg in args:
+        if arg.startswith(f"{flag}="):
+            value = arg[len(flag) + 1 :]
+    return value
+
+
+def is_namespace_terminating(error: ApiError) -> bool:
+    """Whether the API server refused a write because its namespace is being deleted."""
+    return error.status == 403 and "being terminated" in error.message
+
+
 def forge_conditions(
     current: list[JSON] | None, wanted: Mapping[str, tuple[str, str]], now: datetime.datetime
 ) -> list[JSON]:
@@ -151,6 +171,19 @@ class VirtualNodeReconciler(Reconciler):
         self.nodes = Informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
+        # Which namespaces each provider is offloaded, so which its virtual kubelets may read.
+        self.namespace_maps = Informer(
+            client,
+            NamespaceMap.group_version(),
+            NamespaceMap.PLURAL,
+            label_selector=REMOTE_CLUSTER_ID_LABEL,
+        )
+        self.offloaded_bindings = Informer(
+            client,
+            "rbac.authorization.k8s.io/v1",
+            "rolebindings",
+            label_selector=OFFLOADED_ACCESS_LABEL,
+        )
         self.events = EventRecorder(client, "virtualnode-controller")
         self.applied = AppliedObjects(client)
         self.controller = Controller(self, workers=4)
@@ -160,14 +193,32 @@ class VirtualNodeReconciler(Reconciler):
             if virtual_node["metadata"]["name"] == node["metadata"]["name"]:
                 self.controller.enqueue(object_key(virtual_node))
 
+    def _on_namespace_map(self, _: str, namespace_map: JSON, __: JSON | None) -> None:
+        for virtual_node in self.virtual_nodes.store.objects():
+            if virtual_node["metadata"]["namespace"] == namespace_map["metadata"]["namespace"]:
+                self.controller.enqueue(object_key(virtual_node))
+
+    def _on_offloaded_binding(self, _: str, binding: JSON, __: JSON | None) -> None:
+        node = (binding["metadata"].get("labels") or {}).get(OFFLOADED_ACCESS_LABEL)
+        for virtual_node in self.virtual_nodes.store.objects():
+            if virtual_node["metadata"]["name"] == node:
+                self.controller.enqueue(object_key(virtual_node))
+
     async def run(self) -> None:
         self.virtual_nodes.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.nodes.add_handler(self._on_node)
+        self.namespace_maps.add_handler(self._on_namespace_map)
+        self.offloaded_bindings.add_handler(self._on_offloaded_binding)
         launcher_informers = self.launcher.watch(
             lambda namespace, name: self.controller.enqueue(f"{namespace}/{name}")
         )
         await run_with_informers(
-            self.controller, self.virtual_nodes, self.nodes, *launcher_informers
+            self.controller,
+            self.virtual_nodes,
+            self.nodes,
+            self.namespace_maps,
+            self.offloaded_bindings,
+            *launcher_informers,
         )
 
     def _path(self, namespace: str, name: str, subresource: str | None = None) -> str:
@@ -214,11 +265,12 @@ class VirtualNodeReconciler(Reconciler):
             self._path(namespace, name), virtual_node, FINALIZER, present=True
         ):
             return Result()
-        for obj in forge_virtual_kubelet_rbac(name, namespace):
+        kubelet = forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
+        secret = flag_value(kubelet.args, "--foreign-kubeconfig-secret-name")
+        for obj in forge_virtual_kubelet_rbac(name, namespace, secret):
             await self.applied.apply(object_path(obj), obj)
-        running = await self.launcher.ensure(
-            forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
-        )
+        await self._bind_offloaded_namespaces(virtual_node)
+        running = await self.launcher.ensure(kubelet)
         creates_node = (virtual_node.get("spec") or {}).get("createNode") is not False
         node = self.nodes.store.get(name)
         await self._set_conditions(
@@ -239,6 +291,53 @@ class VirtualNodeReconciler(Reconciler):
             },
         )
         return Result(requeue_after=None if running else 2.0)
+
+    async def _bind_offloaded_namespaces(self, virtual_node: JSON) -> None:
+        """Lets the virtual kubelet read what offloaded pods use in exactly the namespaces this
+        cluster offloads to its provider, and nowhere else."""
+        metadata = virtual_node["metadata"]
+        cluster_id = (virtual_node.get("spec") or {}).get("clusterID")
+        maps = [
+            m
+            for m in self.namespace_maps.store.objects()
+            if m["metadata"].get("namespace") == metadata["namespace"]
+            and (m["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+        ]
+        wanted = offloaded_namespaces(maps)
+        for local in sorted(wanted):
+            binding = forge_offloaded_namespace_binding(
+                metadata["name"], metadata["namespace"], local
+            )
+            try:
+                await self.applied.apply(object_path(binding), binding)
+            except NotFound:
+                pass  # the namespace is gone: nothing left there to read
+            except ApiError as error:
+                if not is_namespace_terminating(error):
+                    raise
+        await self._unbind_offloaded_namespaces(metadata["name"], keep=wanted)
+
+    async def _unbind_offloaded_namespaces(self, node_name: str, keep: set[str]) -> None:
+        for binding in self.offloaded_bindings.store.objects():
+            binding_metadata = binding["metadata"]
+            if (binding_metadata.get("labels") or {}).get(OFFLOADED_ACCESS_LABEL) != node_name:
+                continue
+            if binding_metadata["namespace"] in keep:
+                continue
+            path = resource_path(
+                "rbac.authorization.k8s.io/v1",
+                "rolebindings",
+                namespace=binding_metadata["namespace"],
+                name=binding_metadata["name"],
+            )
+            self.applied.forget(path)
+            with contextlib.suppress(NotFound):
+                await self.client.delete(path)
+            log.info(
+                "offloaded namespace unbound",
+                node=node_name,
+                namespace=binding_metadata["namespace"],
+            )
 
     async def _foreign_node(self, virtual_node: JSON) -> str | None:
         """Why this VirtualNode may not have its Node: one of that name exists that is not
@@ -290,7 +389,8 @@ class VirtualNodeReconciler(Reconciler):
             return Result(requeue_after=DRAIN_POLL)
         with contextlib.suppress(NotFound):
             await self.client.delete(resource_path("v1", "nodes", name=name))
-        for obj in forge_virtual_kubelet_rbac(name, namespace):
+        await self._unbind_offloaded_namespaces(name, keep=set())
+        for obj in forge_virtual_kubelet_rbac(name, namespace, ""):
             self.applied.forget(object_path(obj))
             with contextlib.suppress(NotFound):
                 await self.client.delete(object_path(obj))

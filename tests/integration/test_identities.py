@@ -1,0 +1,190 @@
+"""The README's table of identities is the truth (issue 19): each row, and nothing else, is
+what `kubectl auth can-i --list` shows for that identity, on the playground, in every
+namespace the table names and in one it does not name. And a virtual kubelet reads the Secrets
+of a namespace only while it is offloaded to its provider."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Clusters
+from tests.integration.polling import wait_until
+from tests.integration.test_namespace_offloading import vkctl
+from vk.api.constants import resource_slice_user, tenant_group
+
+CONSUMER, PROVIDER = "venice", "naples"
+GROUP = tenant_group(CONSUMER)
+README = Path(__file__).resolve().parents[2] / "README.md"
+Triple = tuple[str, str, str]  # resource, name ("" for any), verb
+LINE = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
+
+
+def identity_tables(text: str) -> dict[str, tuple[str, dict[str, set[Triple]]]]:
+    """Heading (up to its colon) -> (its first backticked name, where -> triples), from the
+    section "Every identity vk creates". Rows marked *chart* are left out: the playground
+    does that work itself."""
+    section = text.split("### Every identity vk creates", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, tuple[str, dict[str, set[Triple]]]] = {}
+    for block in section.split("\n#### ")[1:]:
+        heading, _, body = block.partition("\n")
+        title, _, rest = heading.partition(":")
+        user = re.findall(r"`([^`]+)`", rest)[0]
+        rows: dict[str, set[Triple]] = {}
+        for line in body.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not line.startswith("| ") or len(cells) != 4 or cells[0] in ("where", "---"):
+                continue
+            where, resources, names, verbs = cells
+            if "*chart*" in where:
+                continue
+            where = where.replace("*playground*", "").strip().strip("`")
+            for resource in re.findall(r"`([^`]+)`", resources):
+                for name in re.findall(r"`([^`]+)`", names) or [""]:
+                    for verb in verbs.split(","):
+                        rows.setdefault(where, set()).add((resource, name, verb.strip()))
+        tables[title] = (user, rows)
+    return tables
+
+
+def parse_can_i(output: str) -> set[Triple]:
+    """`kubectl auth can-i --list` as triples; non-resource URLs are left out (every
+    authenticated user may read the ones vk's identities use)."""
+    triples: set[Triple] = set()
+    for line in output.splitlines()[1:]:
+        match = LINE.match(line)
+        if not match or match.group(2):
+            continue
+        resource, _, names, verbs = match.groups()
+        for name in names.split() or [""]:
+            for verb in verbs.split():
+                triples.add((resource, name, verb))
+    return triples
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    for placeholder, value in values.items():
+        text = text.replace(placeholder, value)
+    return text
+
+
+@dataclass
+class Offloaded:
+    namespace: str
+    twin: str
+
+
+@pytest.fixture
+def offloaded(naples_peered: Clusters) -> Iterator[Offloaded]:
+    namespace = f"id-{uuid.uuid4().hex[:8]}"
+    naples_peered.kubectl(CONSUMER, "create", "namespace", namespace)
+    done = vkctl(naples_peered, "offload", "namespace", namespace)
+    assert done.returncode == 0, done.stderr
+    try:
+        yield Offloaded(namespace, f"{namespace}-{CONSUMER}")
+    finally:
+        vkctl(naples_peered, "unoffload", "namespace", namespace, "--timeout=120s")
+        naples_peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def can_i(clusters: Clusters, cluster: str, namespace: str, *who: str) -> set[Triple]:
+    listed = clusters.kubectl(cluster, "auth", "can-i", "--list", "-n", namespace, *who)
+    return parse_can_i(listed.stdout)
+
+
+def test_every_identity_may_do_what_the_readme_says_and_nothing_else(
+    naples_peered: Clusters, offloaded: Offloaded
+) -> None:
+    clusters = naples_peered
+    virtual_node = json.loads(
+        clusters.kubectl(
+            CONSUMER, "get", "virtualnodes.offloading.liqo.io", PROVIDER,
+            "-n", f"liqo-tenant-{PROVIDER}", "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    consumer_side = {
+        "<tenant>": f"liqo-tenant-{PROVIDER}",
+        "<node>": PROVIDER,
+        "<kubeconfig secret>": virtual_node["spec"]["kubeconfigSecretRef"]["name"],
+        "<offloaded>": offloaded.namespace,
+    }
+    provider_side = {
+        "<tenant>": f"liqo-tenant-{CONSUMER}",
+        "<consumer>": CONSUMER,
+        "<twin>": offloaded.twin,
+        "<slice>-<hash>": resource_slice_user(CONSUMER, PROVIDER),
+    }
+    tables = identity_tables(README.read_text())
+    # title -> (clusters to look in, placeholder values, --as arguments after the user)
+    checked = {
+        "Controller manager": ([CONSUMER, PROVIDER], {}, []),
+        "Webhook": ([CONSUMER, PROVIDER], {}, []),
+        "Virtual kubelet": ([CONSUMER], consumer_side, []),
+        "ResourceSlice identity": ([PROVIDER], provider_side, [f"--as-group={GROUP}"]),
+        "Control-plane identity": ([PROVIDER], provider_side, []),
+    }  # fmt: skip
+    assert set(tables) == set(checked), "every identity in the README is checked"
+    unnamed = f"unnamed-{uuid.uuid4().hex[:6]}"
+    for cluster in (CONSUMER, PROVIDER):
+        clusters.kubectl(cluster, "create", "namespace", unnamed)
+    try:
+        for title, (user, table) in tables.items():
+            where_clusters, values, extra = checked[title]
+            who = [f"--as={substitute(user, values)}", *extra]
+            rows = {
+                substitute(where, values): {
+                    (r, substitute(name, values), verb) for r, name, verb in triples
+                }
+                for where, triples in table.items()
+            }
+            for cluster in where_clusters:
+                for namespace in {*rows, unnamed} - {"cluster"}:
+                    everyone = can_i(clusters, cluster, namespace, "--as=vk-nobody")
+                    shown = can_i(clusters, cluster, namespace, *who) - everyone
+                    expected = rows.get("cluster", set()) | rows.get(namespace, set())
+                    assert shown == expected, (
+                        f"{title} in {cluster}, namespace {namespace}: "
+                        f"not in the README {sorted(shown - expected)}, "
+                        f"not granted {sorted(expected - shown)}"
+                    )
+    finally:
+        for cluster in (CONSUMER, PROVIDER):
+            clusters.kubectl(cluster, "delete", "namespace", unnamed, "--wait=false")
+
+
+def test_a_virtual_kubelet_reads_a_namespaces_secrets_only_while_it_is_offloaded_there(
+    naples_peered: Clusters,
+) -> None:
+    clusters = naples_peered
+    namespace = f"id-{uuid.uuid4().hex[:8]}"
+    virtual_kubelet = f"--as=system:serviceaccount:liqo-tenant-{PROVIDER}:vk-{PROVIDER}"
+
+    def may_read() -> bool:
+        answer = clusters.kubectl(
+            CONSUMER, "auth", "can-i", "list", "secrets", "-n", namespace, virtual_kubelet,
+            check=False,
+        )  # fmt: skip
+        return answer.stdout.strip() == "yes"
+
+    clusters.kubectl(CONSUMER, "create", "namespace", namespace)
+    try:
+        assert not may_read(), "not offloaded yet"
+        kube_system = clusters.kubectl(
+            CONSUMER, "auth", "can-i", "get", "secrets", "-n", "kube-system", virtual_kubelet,
+            check=False,
+        )  # fmt: skip
+        assert kube_system.stdout.strip() == "no"
+        assert vkctl(clusters, "offload", "namespace", namespace).returncode == 0
+        wait_until(may_read, "the virtual kubelet bound in the offloaded namespace", 30)
+        assert (
+            vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s").returncode == 0
+        )
+        wait_until(lambda: not may_read(), "unbound once the namespace is unoffloaded", 30)
+    finally:
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
