@@ -8,8 +8,14 @@ import contextlib
 from collections import Counter
 
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
-from vk.kube.informer import FAILING_FOR_SECONDS, TASK_RESTARTS, Informer, informer_problems
+from vk.kube.informer import (
+    FAILING_FOR_SECONDS,
+    Informer,
+    informer_problems,
+    retry_informers_now,
+)
 from vk.kube.observability import MetricsServer
+from vk.kube.supervision import TASK_RESTARTS
 
 
 class Recorder(Reconciler):
@@ -148,3 +154,45 @@ async def test_readyz_names_an_informer_failing_for_long() -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert not [p for p in informer_problems() if "liqo-tenant-naples" in p]  # stopped: gone
+
+
+class ComesBackApiServer:
+    """An API server down for the first lists, then answering."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.lists = 0
+
+    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+        self.lists += 1
+        if not self.up:
+            raise OSError("connection refused")
+        return [], "1"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+        yield
+
+
+async def test_informers_of_a_server_back_list_again_at_once_not_after_their_back_off() -> None:
+    server, other = ComesBackApiServer(), ComesBackApiServer()
+    informer = Informer(server, "v1", "pods")  # type: ignore[arg-type]
+    bystander = Informer(other, "v1", "pods")  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(i.run()) for i in (informer, bystander)]
+    try:
+        async with asyncio.timeout(10):
+            while server.lists < 4:  # its pause is 4 s by now
+                await asyncio.sleep(0.05)
+        server.up = other.up = True
+        lists = other.lists
+        retry_informers_now(server)  # type: ignore[arg-type]
+        async with asyncio.timeout(1):
+            await informer.synced.wait()
+        assert not bystander.synced.is_set()  # another server's: still in its pause
+        assert other.lists == lists
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -73,6 +73,10 @@ class Launcher(abc.ABC):
     starts or updates it and says whether it runs; `remove` stops it and says whether it is
     gone (the controller asks again until it is)."""
 
+    # How often a running virtual kubelet is looked at again, for launchers that learn of its
+    # death from nothing else (None: `watch` tells).
+    liveness_poll: float | None = None
+
     @abc.abstractmethod
     async def ensure(self, spec: VirtualKubeletSpec) -> bool: ...
 
@@ -290,7 +294,7 @@ class VirtualNodeReconciler(Reconciler):
                 ),
             },
         )
-        return Result(requeue_after=None if running else 2.0)
+        return Result(requeue_after=self.launcher.liveness_poll if running else 2.0)
 
     async def _bind_offloaded_namespaces(self, virtual_node: JSON) -> None:
         """Lets the virtual kubelet read what offloaded pods use in exactly the namespaces this
@@ -343,16 +347,23 @@ class VirtualNodeReconciler(Reconciler):
         """Why this VirtualNode may not have its Node: one of that name exists that is not
         this virtual node's (a real node, or another provider's)."""
         name = virtual_node["metadata"]["name"]
+        cluster_id = (virtual_node.get("spec") or {}).get("clusterID")
+
+        def is_ours(node: JSON) -> bool:
+            labels = node["metadata"].get("labels") or {}
+            return (
+                labels.get(TYPE_LABEL) == TYPE_VIRTUAL_NODE
+                and labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+            )
+
+        cached = self.nodes.store.get(name)  # virtual nodes only: a real one is never there
+        if cached is not None and is_ours(cached):
+            return None
         try:
             node = await self.client.get(resource_path("v1", "nodes", name=name))
         except NotFound:
             return None
-        labels = node["metadata"].get("labels") or {}
-        cluster_id = (virtual_node.get("spec") or {}).get("clusterID")
-        if (
-            labels.get(TYPE_LABEL) == TYPE_VIRTUAL_NODE
-            and labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
-        ):
+        if is_ours(node):
             return None
         return (
             f"a Node named {name} already exists and is not this virtual node: rename the "

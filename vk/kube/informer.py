@@ -18,9 +18,9 @@ from urllib.parse import urlencode
 
 import aiohttp
 import structlog
-from prometheus_client import Counter
 
 from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
+from vk.kube.supervision import TASK_RESTARTS
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -31,11 +31,6 @@ Indexer = Callable[[JSON], list[str]]
 
 log = structlog.get_logger("vk.kube.informer")
 
-TASK_RESTARTS = Counter(
-    "vk_task_restarts_total",
-    "Long-running tasks (informers, by resource) restarted after an unexpected failure",
-    ["task"],
-)
 MIN_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 # A watch that ends sooner than this after it opened was refused, not idle: re-opened after a
 # back-off, not at once.
@@ -44,6 +39,15 @@ QUICK_CLOSE_SECONDS = 1.0
 RUNNING: weakref.WeakSet[Informer] = weakref.WeakSet()
 # Failing for this long, an informer makes its process not ready: a blip is not an outage.
 FAILING_FOR_SECONDS = 30.0
+
+
+def retry_informers_now(client: KubeClient | None) -> None:
+    """Every informer of `client` in a back-off pause lists or watches again at once: its
+    server answers again, and what waited for the cache (offloading pods made meanwhile) must
+    not wait for a back-off of up to MAX_BACKOFF too."""
+    for informer in list(RUNNING):
+        if client is not None and informer.client is client:
+            informer.retry_now()
 
 
 def informer_problems(now: float | None = None) -> list[str]:
@@ -161,6 +165,7 @@ class Informer:
         self.lists = 0  # how many times it listed: a relist is worth knowing about
         self.problem: str | None = None  # why the cache does not follow the server now
         self.failing_since: float | None = None
+        self._wake = asyncio.Event()  # ends a back-off pause early
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers see every change from now on; the cache's current objects come as ADDED."""
@@ -197,8 +202,7 @@ class Informer:
                         continue
                     # Closed as soon as opened: a server or proxy refusing watches, not idle.
                     self._failing("the watch is closed as soon as it opens")
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    backoff = await self._pause(backoff)
                 except Gone:
                     self._log.info("watch expired, listing again")
                     resume_from = None
@@ -207,8 +211,7 @@ class Informer:
                     self._log.warning(
                         "list/watch failed, retrying", error=str(error), retry_in=backoff
                     )
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    backoff = await self._pause(backoff)
                 except asyncio.CancelledError:
                     raise
                 except Exception as error:
@@ -218,10 +221,24 @@ class Informer:
                         "informer failed unexpectedly, listing again", retry_in=backoff
                     )
                     resume_from = None
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    backoff = await self._pause(backoff)
         finally:
             RUNNING.discard(self)
+
+    async def _pause(self, backoff: float) -> float:
+        """Waits `backoff` seconds, or less if `retry_now` is called; returns the next
+        back-off: doubled, or from the start again when woken (the server is back, and may
+        still need a moment: its storage initializing answers 429)."""
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), backoff)
+        except TimeoutError:
+            return min(backoff * 2, MAX_BACKOFF)
+        return MIN_BACKOFF
+
+    def retry_now(self) -> None:
+        """Ends the back-off pause it is in, if any: the server answers again."""
+        self._wake.set()
 
     def _failing(self, problem: str | None) -> None:
         """Notes what keeps the cache from following the server (None: nothing), and since

@@ -15,6 +15,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from structlog.typing import EventDict
 
 from vk.kube.informer import informer_problems
+from vk.kube.supervision import task_problems
 
 
 class NamedPrintLogger(structlog.PrintLogger):
@@ -77,11 +78,11 @@ class MetricsServer:
         return web.Response(text="ok")
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        """Ready when `ready()` says so and no informer has been failing for long; otherwise a
-        503 naming what is down."""
+        """Ready when `ready()` says so, no informer has been failing for long and no task
+        failed lately; otherwise a 503 naming what is down."""
         if not self.ready():
             return web.Response(status=503, text="not ready")
-        if problems := informer_problems():
+        if problems := [*informer_problems(), *task_problems()]:
             return web.Response(status=503, text="not ready: " + "; ".join(problems))
         return web.Response(text="ok")
 

@@ -37,6 +37,7 @@ from vk.kube.client import JSON, ApiError
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
 from vk.kube.pki import issue_self_signed
+from vk.kube.supervision import supervise
 from vk.kubelet.auth import CLIENT_CA_CONFIGMAP, KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.routes import (
@@ -82,8 +83,12 @@ MAX_UNAUTHENTICATED_PER_SOURCE = 128
 MAX_STREAMS = 2048
 # How long the provider's API server may take to answer a relayed request's head.
 PROVIDER_ANSWER_SECONDS = 30.0
+# Connecting to the provider's API server, TLS included.
+PROVIDER_CONNECT_SECONDS = 10.0
 MAX_ERROR_BODY = 64 * 1024
 RELAY_CHUNK = 256 * 1024
+# After a failed accept (no file descriptor left), the pause before the next one.
+ACCEPT_RETRY = 0.1
 
 CONNECTIONS_REFUSED = Counter(
     "vk_kubelet_connections_refused_total",
@@ -262,9 +267,11 @@ class KubeletServer:
                 self.address,
                 install=lambda cert_pem, key_pem: load_key_pair(context, cert_pem, key_pem),
             )
-            renewal = asyncio.create_task(self.certificates.run())
+            renewal = asyncio.create_task(supervise("serving-certificate", self.certificates.run))
         self._tls = context
-        client_ca_watch = asyncio.create_task(self._follow_client_ca(context, client_ca))
+        client_ca_watch = asyncio.create_task(
+            supervise("client-ca", lambda: self._follow_client_ca(context, client_ca))
+        )
         # The listening socket is ours: each connection is counted against the caps when it is
         # accepted, before any TLS (an asyncio server would start TLS on its own first).
         listener = socket.create_server((self.address, self.port), backlog=1024)
@@ -275,7 +282,15 @@ class KubeletServer:
         loop = asyncio.get_running_loop()
         try:
             while True:
-                connection, peer = await loop.sock_accept(listener)
+                try:
+                    connection, peer = await loop.sock_accept(listener)
+                except OSError as error:
+                    # Out of file descriptors (a flood), or a connection reset before it was
+                    # accepted: the port stays open for the next one.
+                    CONNECTIONS_REFUSED.labels("accept-failed").inc()
+                    self._log.warning("cannot accept a connection", error=str(error))
+                    await asyncio.sleep(ACCEPT_RETRY)
+                    continue
                 task = asyncio.create_task(self._serve(connection, str(peer[0])))
                 connections.add(task)
                 task.add_done_callback(connections.discard)
@@ -512,19 +527,26 @@ class KubeletServer:
         server = urlsplit(connection.server)
         host, port = server.hostname or "", server.port or 443
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(
-                host,
-                port,
-                ssl=self._tls_for(connection),
-                server_hostname=host,
-                limit=PROVIDER_READ_AHEAD,
+            # Bounded as a whole: a frozen provider accepts TCP and never finishes TLS (asyncio
+            # would wait 60 s for the handshake alone), and requests must not pile up on it.
+            upstream_reader, upstream_writer = await asyncio.wait_for(
+                asyncio.open_connection(
+                    host,
+                    port,
+                    ssl=self._tls_for(connection),
+                    server_hostname=host,
+                    limit=PROVIDER_READ_AHEAD,
+                    ssl_handshake_timeout=PROVIDER_CONNECT_SECONDS,
+                ),
+                PROVIDER_CONNECT_SECONDS,
             )
-        except OSError as error:
+        except (OSError, TimeoutError) as error:
+            why = str(error) or f"no connection within {PROVIDER_CONNECT_SECONDS:.0f} s"
             writer.write(
                 status_response(
                     502,
                     "BadGateway",
-                    f"cannot reach the provider API server {connection.server}: {error}",
+                    f"cannot reach the provider API server {connection.server}: {why}",
                 )
             )
             return

@@ -25,6 +25,7 @@ from prometheus_client import Gauge
 from vk.kube.client import JSON, ApiError, Conflict, KubeClient, resource_path
 from vk.kube.events import NORMAL, WARNING, EventRecorder
 from vk.kube.informer import Informer
+from vk.kube.supervision import supervise
 from vk.node.forge import (
     forge_node_lease,
     forge_node_metadata,
@@ -33,6 +34,9 @@ from vk.node.forge import (
     node_capacity,
     status_differs,
 )
+
+# While the provider is unreachable, how often it is pinged.
+RECOVERY_PING = 1.0
 
 log = structlog.get_logger("vk.node.controller")
 
@@ -106,7 +110,10 @@ class NodeController:
         self.virtual_nodes.add_handler(self.trigger)
         self.nodes.add_handler(self.trigger)
         await asyncio.gather(
-            self.nodes.run(), self._sync_loop(), self._ping_loop(), self._lease_loop()
+            self.nodes.run(),
+            supervise("node-status", self._sync_loop),
+            supervise("provider-ping", self._ping_loop),
+            supervise("node-lease", self._lease_loop),
         )
 
     # -- loops -------------------------------------------------------------------------
@@ -157,7 +164,10 @@ class NodeController:
                 PROVIDER_REACHABLE.labels(self.options.node_name).set(0 if problem else 1)
                 self.trigger()
                 self._renew_now.set()
-            await asyncio.sleep(self.options.ping_interval)
+            # An unreachable provider is asked again soon: the node is Ready again, and what
+            # waited for it offloaded, within seconds of its return, not a ping interval later.
+            interval = self.options.ping_interval
+            await asyncio.sleep(interval if problem is None else min(interval, RECOVERY_PING))
 
     async def _lease_loop(self) -> None:
         interval = self.options.lease_duration * 0.25  # the kubelet renews at a quarter

@@ -24,7 +24,14 @@ from vk.api.constants import VK_NAMESPACE, virtual_kubelet_service_account
 from vk.controllers.installation import CONTROLLER_MANAGER, LABELS
 from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
 from vk.kube.client import JSON, KubeClient, resource_path
-from vk.playground.processes import free_port, is_running, read_pid, start_daemon, stop_processes
+from vk.playground.processes import (
+    free_port,
+    is_running,
+    port_in_use,
+    read_pid,
+    start_daemon,
+    stop_processes,
+)
 
 TOKEN_SECONDS = 3600
 TOKEN_REFRESH = TOKEN_SECONDS / 2
@@ -73,7 +80,11 @@ def forge_home_kubeconfig(server: str, ca_file: Path, token_file: Path) -> dict[
 
 
 class LocalProcessLauncher(Launcher):
-    """One directory per VirtualNode under `root`: its kubeconfig, token, ports, pid and log."""
+    """One directory per VirtualNode under `root`: its kubeconfig, token, ports, pid and log.
+    A virtual kubelet that dies is started again within `liveness_poll`, as a Deployment's
+    pod would be."""
+
+    liveness_poll = 2.0
 
     def __init__(self, client: KubeClient, root: Path) -> None:
         self.client = client
@@ -117,10 +128,7 @@ class LocalProcessLauncher(Launcher):
         kubeconfig.write_text(
             yaml.safe_dump(forge_home_kubeconfig(connection.server, ca_file, directory / "token"))
         )
-        ports_file = directory / "ports.json"
-        if not ports_file.exists():
-            ports_file.write_text(json.dumps({"kubelet": free_port(), "metrics": free_port()}))
-        ports = json.loads(ports_file.read_text())
+        ports = self._ports(directory, self._running(directory))
         args = [
             str(Path(sys.executable).parent / "vk"),
             "kubelet",
@@ -154,6 +162,20 @@ class LocalProcessLauncher(Launcher):
         )
         fingerprint_file.write_text(fingerprint)
         return False  # started: running once the next look finds it alive
+
+    def _running(self, directory: Path) -> bool:
+        pid = read_pid(directory / "pid")
+        return pid is not None and is_running(pid, str(directory))
+
+    def _ports(self, directory: Path, running: bool) -> dict[str, int]:
+        """The kubelet's ports, kept across restarts; new ones when another process took one
+        while it was down (the playground hands out ports afresh to whatever it restarts)."""
+        ports_file = directory / "ports.json"
+        ports: dict[str, int] = json.loads(ports_file.read_text()) if ports_file.exists() else {}
+        if not ports or (not running and any(port_in_use(p) for p in ports.values())):
+            ports = {"kubelet": free_port(), "metrics": free_port()}
+            ports_file.write_text(json.dumps(ports))
+        return ports
 
     async def remove(self, namespace: str, name: str) -> bool:
         directory = self.directory(namespace, name)

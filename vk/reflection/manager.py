@@ -19,6 +19,7 @@ import structlog
 from vk.kube.client import KubeClient
 from vk.kube.informer import Informer
 from vk.kube.leaderelection import LeaderElector
+from vk.kube.supervision import supervise
 from vk.reflection.generic import NamespacedReflector
 from vk.reflection.namespacemap import accepted_mappings
 from vk.reflection.provider import Provider
@@ -65,18 +66,19 @@ class ReflectionManager:
     async def run(self) -> None:
         """Until cancelled; the namespace maps' informer is run by the caller."""
         tasks = [asyncio.create_task(reflector.run()) for reflector in self.reflectors]
-        campaign = asyncio.create_task(self._campaign())
+        if any(reflector.leader_only for reflector in self.reflectors):
+            tasks.append(asyncio.create_task(supervise("reflection-lease", self._campaign)))
         try:
             await self.namespace_maps.synced.wait()
             self.namespace_maps.add_handler(lambda *_: self._sync())
             self.provider.on_change(self._sync)
             self._started = True
             self._sync()
-            await asyncio.gather(*tasks, campaign)
+            await asyncio.gather(*tasks)
         finally:
-            for task in [*tasks, campaign]:
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, campaign, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             if self._elector is not None:
                 await self._elector.release()
 
@@ -109,8 +111,6 @@ class ReflectionManager:
     async def _campaign(self) -> None:
         """Campaigns for the reflection Lease for as long as the process works: holding it,
         losing it (an API server too slow to renew it) and winning it again."""
-        if not any(reflector.leader_only for reflector in self.reflectors):
-            return
         while True:
             elector = LeaderElector(
                 self.home,

@@ -22,7 +22,7 @@ from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceMap, VirtualNode
 from vk.kube.client import ApiError, KubeClient
 from vk.kube.events import EventRecorder
-from vk.kube.informer import Informer
+from vk.kube.informer import Informer, retry_informers_now
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
@@ -212,6 +212,7 @@ class VirtualKubelet:
         # Work that failed while the provider was away is retried as soon as it answers again,
         # whatever back-off it had reached.
         node.on_provider_back(pods.controller.queue.retry_now)
+        node.on_provider_back(lambda: retry_informers_now(provider.client))
         for reflector in reflection.reflectors:
             node.on_provider_back(reflector.controller.queue.retry_now)
         kubelet = KubeletServer(

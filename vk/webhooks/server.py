@@ -35,6 +35,7 @@ from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
+from vk.kube.supervision import supervise
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,
@@ -359,15 +360,21 @@ async def run_webhook(options: WebhookOptions) -> int:
         asyncio.create_task(offloadings.run(), name="namespaceoffloadings"),
         asyncio.create_task(server.run(), name="server"),
         asyncio.create_task(
-            reload_certificate_when_changed(
-                context,
-                cert_file,
-                key_file,
-                CERTIFICATE_CHECK_INTERVAL,
+            supervise(
+                "certificate-reload",
+                lambda: reload_certificate_when_changed(
+                    context,
+                    cert_file,
+                    key_file,
+                    CERTIFICATE_CHECK_INTERVAL,
+                ),
             ),
             name="certificate",
         ),
-        *(asyncio.create_task(keep(), name="own-certificate") for keep in own_certificate),
+        *(
+            asyncio.create_task(supervise("own-certificate", keep), name="own-certificate")
+            for keep in own_certificate
+        ),
     ]
     if options.metrics_address:
         metrics = MetricsServer(options.metrics_address, ready=synced)

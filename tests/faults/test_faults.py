@@ -1,0 +1,416 @@
+"""The fault suite (issue 19): the faults real clusters meet, on a playground of its own (rome
+consuming from milan, nothing else running there), each with its outcome measured.
+
+For every fault: no offloaded pod is lost (the local pods keep their remote ones, by UID), none
+is duplicated (never two remote pods for one local pod, sampled throughout), no remote pod
+outlives its local pod once things settle, no object vk does not own is touched, and the
+recovery time is printed at the end of the run (`pytest_terminal_summary`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Clusters
+from tests.faults.figures import record
+from tests.integration.polling import wait_until
+from tests.integration.test_namespace_offloading import deployment
+from vk.api.constants import LOCAL_POD_UID_ANNOTATION
+from vk.playground.playground import Playground
+from vk.playground.processes import processes_with, read_pid
+from vk.playground.spec import ClusterSpec
+
+CONSUMER, PROVIDER = "rome", "milan"
+NAMESPACE = "faults"  # offloaded to milan under its own name
+REGION = "topology.liqo.io/region"
+VKCTL = str(Path(sys.executable).parent / "vkctl")
+# How long a request to a frozen provider may take to fail: the kubelet API gives the provider
+# 30 s to answer (PROVIDER_ANSWER_SECONDS); kubectl and the home API server add their part.
+FROZEN_BOUND = 45.0
+
+
+@dataclass
+class Faults:
+    clusters: Clusters
+    root: Path
+    duplicates: list[str] = field(default_factory=list)
+
+    def kubectl(self, cluster: str, *args: str, check: bool = True, timeout: float = 120) -> Any:
+        return self.clusters.kubectl(cluster, *args, check=check, timeout=timeout)
+
+    def items(self, cluster: str, *args: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = json.loads(
+            self.kubectl(cluster, "get", *args, "-o", "json").stdout
+        )["items"]
+        return found
+
+    def component_pid(self, cluster: str, component: str) -> int:
+        pid = read_pid(self.clusters.playground.paths(cluster).pid(component))
+        assert pid is not None, f"{cluster}'s {component} runs"
+        return pid
+
+    def virtual_kubelet_pid(self) -> int | None:
+        for pid in processes_with(str(self.root)):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"kubelet" in argv and any(a.endswith(b"/vk") for a in argv[:2]):
+                return pid
+        return None
+
+    def open_files(self, pid: int) -> int:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+
+    def local_pods(self) -> list[dict[str, Any]]:
+        return self.items(CONSUMER, "pods", "-n", NAMESPACE)
+
+    def remote_pods(self) -> list[dict[str, Any]]:
+        return self.items(PROVIDER, "pods", "-n", NAMESPACE)
+
+    def problems(self) -> list[str]:
+        """What is wrong between the local pods and the remote ones now; duplicates are also
+        kept in `duplicates`, for the test to fail on even if they go away later."""
+        local = {p["metadata"]["uid"]: p for p in self.local_pods()}
+        owners = Counter(
+            (p["metadata"].get("annotations") or {}).get(LOCAL_POD_UID_ANNOTATION, "")
+            for p in self.remote_pods()
+            if not p["metadata"].get("deletionTimestamp")
+        )
+        found = [f"two remote pods for local pod {uid}" for uid, n in owners.items() if n > 1]
+        self.duplicates += found
+        found += [f"remote pod of a local pod gone ({uid})" for uid in owners if uid not in local]
+        found += [
+            f"local pod {pod['metadata']['name']} has no remote pod"
+            for uid, pod in local.items()
+            if uid not in owners and not pod["metadata"].get("deletionTimestamp")
+        ]
+        return found
+
+    def settled(self, what: str, timeout: float = 120) -> None:
+        wait_until(lambda: not self.problems(), what, timeout, explain=lambda: str(self.problems()))
+        assert not self.duplicates, self.duplicates
+
+    def remote_pods_of(self, selector: str) -> int:
+        """How many local pods of `selector` have a remote pod (by UID)."""
+        local = {p["metadata"]["uid"] for p in self.items(CONSUMER, "pods", "-n", NAMESPACE,
+                                                          "-l", selector)}  # fmt: skip
+        return sum(
+            (p["metadata"].get("annotations") or {}).get(LOCAL_POD_UID_ANNOTATION) in local
+            for p in self.remote_pods()
+        )
+
+    def running(self, selector: str) -> list[str]:
+        """Names of the local pods of `selector` Running (on the virtual node)."""
+        return [
+            p["metadata"]["name"]
+            for p in self.items(CONSUMER, "pods", "-n", NAMESPACE, "-l", selector)
+            if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+
+    def node_ready(self) -> bool:
+        node = json.loads(self.kubectl(CONSUMER, "get", "node", PROVIDER, "-o", "json").stdout)
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in (node.get("status") or {}).get("conditions") or []
+        )
+
+    def api_server_answers(self, cluster: str) -> bool:
+        # The kubeconfig's path, not the playground's record of it: `up` rewrites that.
+        kubeconfig = self.clusters.playground.paths(cluster).kubeconfig
+        try:
+            answer = subprocess.run(
+                ["kubectl", f"--kubeconfig={kubeconfig}", "get", "--raw=/readyz"],
+                capture_output=True,
+                timeout=5,
+            )
+        except subprocess.TimeoutExpired:
+            return False
+        return answer.returncode == 0
+
+    def request(self, args: list[str]) -> tuple[float, Any]:
+        """`kubectl args` against rome: (seconds it took, its result)."""
+        return timed(lambda: self.kubectl(CONSUMER, *args, check=False, timeout=150))
+
+    def restart(self, cluster: str) -> float:
+        """`playground up`, which starts again whatever was stopped or died; returns the
+        monotonic time `cluster`'s API server first answered (recoveries count from then,
+        not from when `up` is done with everything else)."""
+        answered: list[float] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set() and not answered:
+                if self.api_server_answers(cluster):
+                    answered.append(time.monotonic())
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            self.clusters.playground.up()
+            wait_until(lambda: answered, f"{cluster}'s API server back", 60)
+        finally:
+            done.set()
+            watcher.join()
+        return answered[0]
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.clusters.kubectl(CONSUMER, "apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(obj))
+
+
+def vkctl(clusters: Clusters, *args: str) -> None:
+    done = subprocess.run(
+        [VKCTL, *args, f"--kubeconfig={clusters.kubeconfig(CONSUMER)}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module")
+def faults(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[Faults]:
+    root = tmp_path_factory.mktemp("faults")
+    playground = Playground(root=root)
+    specs = (
+        ClusterSpec(CONSUMER, "consumer", 1, {REGION: "north"}),
+        ClusterSpec(PROVIDER, "provider", 2, {REGION: "south"}),
+    )
+    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+    try:
+        with capture.global_and_fixture_disabled():
+            playground.up(specs)
+        clusters = Clusters(playground, specs)
+        vkctl(
+            clusters, "peer", f"--remote-kubeconfig={clusters.kubeconfig(PROVIDER)}",
+            "--pods=300",  # room for the 200-pod burst
+        )  # fmt: skip
+        clusters.kubectl(CONSUMER, "create", "namespace", NAMESPACE)
+        vkctl(
+            clusters, "offload", "namespace", NAMESPACE,
+            "--namespace-mapping-strategy=EnforceSameName", "--pod-offloading-strategy=Remote",
+        )  # fmt: skip
+        state = Faults(clusters, root)
+        bystanders = Bystanders(state)
+        yield state
+        bystanders.check_untouched()
+    finally:
+        keep_logs(root, tmp_path_factory.mktemp("faults-logs"))
+        playground.down()
+
+
+def keep_logs(root: Path, into: Path) -> None:
+    """The components' and virtual kubelets' logs, kept past `down` for whoever debugs a
+    failure (pytest keeps the last runs' temporary directories)."""
+    for log in [*root.glob("*/logs/*.log"), *root.rglob("virtual-kubelets/**/log")]:
+        target = into / log.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, target)
+
+
+class Bystanders:
+    """Objects vk does not own, one in each cluster, next to what it does own: never touched."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        faults.kubectl(CONSUMER, "create", "secret", "generic", "bystander", "-n", "kube-system",
+                       "--from-literal=a=1")  # fmt: skip
+        faults.kubectl(PROVIDER, "create", "configmap", "bystander", "-n", NAMESPACE,
+                       "--from-literal=a=1")  # fmt: skip
+        self.versions = self.current()
+
+    def current(self) -> dict[str, str]:
+        secret = self.faults.kubectl(CONSUMER, "get", "secret", "bystander", "-n", "kube-system",
+                                     "-o", "jsonpath={.metadata.resourceVersion}")  # fmt: skip
+        configmap = self.faults.kubectl(PROVIDER, "get", "configmap", "bystander",
+                                        "-n", NAMESPACE,
+                                        "-o", "jsonpath={.metadata.resourceVersion}")  # fmt: skip
+        return {"secret": secret.stdout, "configmap": configmap.stdout}
+
+    def check_untouched(self) -> None:
+        assert self.current() == self.versions
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.monotonic()
+    result = action()
+    return time.monotonic() - started, result
+
+
+def wait_timed(condition: Callable[[], Any], what: str, timeout: float, since: float) -> float:
+    """Waits for `condition`; returns the seconds from `since` (a monotonic time)."""
+    wait_until(condition, what, timeout)
+    return time.monotonic() - since
+
+
+def test_a_frozen_provider_fails_each_request_within_a_bound_without_piling_up(
+    faults: Faults,
+) -> None:
+    faults.apply(deployment("steady", 2))
+    wait_until(lambda: len(faults.running("app=steady")) == 2, "steady Running offloaded", 60)
+    pod = faults.running("app=steady")[0]
+    virtual_kubelet = faults.virtual_kubelet_pid()
+    assert virtual_kubelet is not None
+    files_before = faults.open_files(virtual_kubelet)
+    api_server = faults.component_pid(PROVIDER, "kube-apiserver")
+    os.kill(api_server, signal.SIGSTOP)
+    frozen = time.monotonic()
+    try:
+        requests = {
+            "kubectl logs": ["logs", pod, "-n", NAMESPACE],
+            "kubectl exec": ["exec", pod, "-n", NAMESPACE, "--", "true"],
+            "/stats/summary": ["get", "--raw", f"/api/v1/nodes/{PROVIDER}/proxy/stats/summary"],
+        }
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            futures = {
+                (name, i): pool.submit(faults.request, args)
+                for name, args in requests.items()
+                for i in range(5)
+            }
+            not_ready = wait_timed(
+                lambda: not faults.node_ready(), "the node NotReady", 60, since=frozen
+            )
+            outcomes = {key: future.result() for key, future in futures.items()}
+        for (name, _), (seconds, result) in outcomes.items():
+            assert result.returncode != 0, f"{name} answered from a frozen provider"
+            assert seconds < FROZEN_BOUND, f"{name} took {seconds:.0f} s to fail"
+        for name in requests:
+            slowest = max(s for (n, _), (s, _) in outcomes.items() if n == name)
+            record("provider API server frozen", f"{name} failed (slowest of 5) after", slowest)
+        record("provider API server frozen", "node NotReady after", not_ready)
+        files_after = faults.open_files(virtual_kubelet)
+        assert files_after - files_before < 10, "requests to a frozen provider pile up"
+    finally:
+        os.kill(api_server, signal.SIGCONT)
+    thawed = time.monotonic()
+    # The provider's controller manager could not renew its Lease while the API server was
+    # frozen, and exited for a fresh replica to take over: started again, as its pod would be.
+    faults.clusters.playground.up()
+    ready = wait_timed(faults.node_ready, "the node Ready again", 60, since=thawed)
+    record("provider API server frozen", "node Ready again after thawing", ready)
+    logs = faults.kubectl(CONSUMER, "logs", pod, "-n", NAMESPACE, check=False)
+    assert logs.returncode == 0, logs.stderr
+    faults.settled("steady offloaded as before")
+
+
+def test_pods_made_during_a_two_minute_provider_outage_are_offloaded_once_it_is_back(
+    faults: Faults,
+) -> None:
+    """And a pod evicted at home meanwhile (a short tolerationSeconds) has its remote pod
+    deleted once the provider is back: it never outlives its local pod."""
+    tolerations = [
+        {"key": f"node.kubernetes.io/{taint}", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 10}
+        for taint in ("not-ready", "unreachable")
+    ]  # fmt: skip
+    faults.apply(deployment("evictable", 1, tolerations=tolerations))
+    wait_until(lambda: faults.running("app=evictable"), "evictable Running offloaded", 60)
+    faults.clusters.playground.stop_component(PROVIDER, "kube-apiserver")
+    down = time.monotonic()
+    not_ready = wait_timed(lambda: not faults.node_ready(), "the node NotReady", 60, since=down)
+    record("provider API server down 2 min", "node NotReady after", not_ready)
+    faults.apply(deployment("during-outage", 5))
+    time.sleep(max(0.0, 120 - (time.monotonic() - down)))
+    back = faults.restart(PROVIDER)  # its API server, and whatever died with it
+    ready = wait_timed(faults.node_ready, "the node Ready again", 60, since=back)
+    record("provider API server down 2 min", "node Ready again after its return", ready)
+    scheduled = wait_timed(
+        lambda: all(
+            (p.get("spec") or {}).get("nodeName") == PROVIDER
+            for p in faults.items(CONSUMER, "pods", "-n", NAMESPACE, "-l", "app=during-outage")
+        ),
+        "the pods made during the outage scheduled",
+        120,
+        since=back,
+    )
+    record("provider API server down 2 min", "pods made meanwhile scheduled after its return",
+           scheduled)  # fmt: skip
+    offloaded = wait_timed(
+        lambda: faults.remote_pods_of("app=during-outage") == 5,
+        "the pods made during the outage offloaded (their remote pods made)",
+        120,
+        since=back,
+    )
+    record("provider API server down 2 min",
+           "pods made meanwhile offloaded (remote pods made) after its return",
+           offloaded)  # fmt: skip
+    # Running is up to the provider's own control plane from there (its scheduler, back
+    # from the outage too, elects a leader first).
+    running = wait_timed(
+        lambda: len(faults.running("app=during-outage")) == 5 and not faults.problems(),
+        "the pods made during the outage Running offloaded",
+        120,
+        since=back,
+    )
+    record("provider API server down 2 min", "pods made meanwhile Running after its return",
+           running)  # fmt: skip
+    faults.settled("every pod offloaded once, none left over")
+    record("provider API server down 2 min", "settled (evicted pods' remote copies gone) after",
+           time.monotonic() - back)  # fmt: skip
+
+
+def test_killing_the_virtual_kubelet_and_the_provider_controller_manager_mid_burst(
+    faults: Faults,
+) -> None:
+    replicas = 200
+    started = time.monotonic()
+    faults.apply(deployment("burst", replicas))
+    wait_until(lambda: len(faults.remote_pods()) >= 60, "a third of the burst offloaded", 120)
+    virtual_kubelet = faults.virtual_kubelet_pid()
+    assert virtual_kubelet is not None
+    os.kill(virtual_kubelet, signal.SIGKILL)
+    faults.problems()  # sampled for duplicates
+    wait_until(lambda: len(faults.remote_pods()) >= 120, "more of the burst offloaded", 120)
+    faults.problems()
+    os.kill(faults.component_pid(PROVIDER, "vk-controller-manager"), signal.SIGKILL)
+    faults.clusters.playground.up()  # as its Deployment would start it again
+
+    def all_offloaded() -> bool:
+        problems = faults.problems()  # sampled for duplicates on every look
+        return not problems and len(faults.running("app=burst")) == replicas
+
+    done = wait_timed(
+        all_offloaded,
+        "the whole burst Running offloaded",
+        300,
+        since=started,
+    )
+    record("kill -9 of the virtual kubelet and of the provider's controller manager",
+           f"{replicas}-pod burst all Running offloaded after", done)  # fmt: skip
+    faults.settled("one remote pod per local pod")
+    faults.kubectl(CONSUMER, "delete", "deployment", "burst", "-n", NAMESPACE)
+    wait_until(lambda: len(faults.remote_pods()) <= 10, "the burst's remote pods deleted", 180)
+
+
+def test_the_consumer_api_server_down_past_the_lease_deadlines_loses_nothing(
+    faults: Faults,
+) -> None:
+    before = {p["metadata"]["uid"] for p in faults.remote_pods()}
+    assert before
+    faults.clusters.playground.stop_component(CONSUMER, "kube-apiserver")
+    time.sleep(30)  # past the virtual kubelet's and the controller manager's renew deadline
+    back = faults.restart(CONSUMER)
+    ready = wait_timed(faults.node_ready, "the virtual node Ready again", 120, since=back)
+    record("consumer API server down 30 s", "virtual node Ready again after its return", ready)
+    faults.settled("every local pod with its remote pod")
+    after = {p["metadata"]["uid"] for p in faults.remote_pods()}
+    assert after == before, "remote pods re-created or lost"
