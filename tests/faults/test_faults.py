@@ -368,7 +368,7 @@ def test_pods_made_during_a_two_minute_provider_outage_are_offloaded_once_it_is_
            time.monotonic() - back)  # fmt: skip
 
 
-def test_killing_the_virtual_kubelet_and_the_provider_controller_manager_mid_burst(
+def test_killing_the_virtual_kubelet_and_both_controller_managers_mid_burst(
     faults: Faults,
 ) -> None:
     replicas = 200
@@ -381,8 +381,9 @@ def test_killing_the_virtual_kubelet_and_the_provider_controller_manager_mid_bur
     faults.problems()  # sampled for duplicates
     wait_until(lambda: len(faults.remote_pods()) >= 120, "more of the burst offloaded", 120)
     faults.problems()
-    os.kill(faults.component_pid(PROVIDER, "vk-controller-manager"), signal.SIGKILL)
-    faults.clusters.playground.up()  # as its Deployment would start it again
+    for cluster in (PROVIDER, CONSUMER):
+        os.kill(faults.component_pid(cluster, "vk-controller-manager"), signal.SIGKILL)
+    faults.clusters.playground.up()  # as their Deployments would start them again
 
     def all_offloaded() -> bool:
         problems = faults.problems()  # sampled for duplicates on every look
@@ -394,7 +395,7 @@ def test_killing_the_virtual_kubelet_and_the_provider_controller_manager_mid_bur
         300,
         since=started,
     )
-    record("kill -9 of the virtual kubelet and of the provider's controller manager",
+    record("kill -9 of the virtual kubelet and of both controller managers",
            f"{replicas}-pod burst all Running offloaded after", done)  # fmt: skip
     faults.settled("one remote pod per local pod")
     faults.kubectl(CONSUMER, "delete", "deployment", "burst", "-n", NAMESPACE)
