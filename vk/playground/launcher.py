@@ -79,6 +79,12 @@ def forge_home_kubeconfig(server: str, ca_file: Path, token_file: Path) -> dict[
     }
 
 
+def write_if_changed(path: Path, content: bytes) -> None:
+    """`ensure` runs every `liveness_poll`: the files stay as they are unless they change."""
+    if not path.exists() or path.read_bytes() != content:
+        path.write_bytes(content)
+
+
 class LocalProcessLauncher(Launcher):
     """One directory per VirtualNode under `root`: its kubeconfig, token, ports, pid and log.
     A virtual kubelet that dies is started again within `liveness_poll`, as a Deployment's
@@ -123,10 +129,13 @@ class LocalProcessLauncher(Launcher):
         await self._refresh_token(spec, directory)
         connection = self.client.connection
         ca_file = directory / "ca.crt"
-        ca_file.write_bytes(connection.ca_pem or b"")
+        write_if_changed(ca_file, connection.ca_pem or b"")
         kubeconfig = directory / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(forge_home_kubeconfig(connection.server, ca_file, directory / "token"))
+        write_if_changed(
+            kubeconfig,
+            yaml.safe_dump(
+                forge_home_kubeconfig(connection.server, ca_file, directory / "token")
+            ).encode(),
         )
         ports = self._ports(directory, self._running(directory))
         args = [
