@@ -25,8 +25,13 @@ from tests.integration.test_namespace_offloading import (
     deployment,
     vkctl,
 )
-from vk.api.constants import kubeconfig_secret_name, resource_slice_user, tenant_group
-from vk.webhooks.configuration import SHADOW_POD_WEBHOOK
+from vk.api.constants import (
+    CREATOR_USER_LABEL,
+    kubeconfig_secret_name,
+    resource_slice_user,
+    tenant_group,
+)
+from vk.webhooks.configuration import SHADOW_POD_WEBHOOK, STAMP_WEBHOOK
 
 CONSUMER, PROVIDER = "venice", "naples"
 USER = resource_slice_user(CONSUMER, PROVIDER)  # the slice `vkctl peer` makes is named naples
@@ -70,18 +75,20 @@ class Tenancy:
         )  # fmt: skip
         return answer.stdout.strip() == "yes"
 
-    def shadow_pod(self, name: str, spec: dict[str, Any]) -> str:
+    def shadow_pod(self, name: str, spec: dict[str, Any], namespace: str | None = None) -> str:
         return json.dumps(
             {
                 "apiVersion": "offloading.liqo.io/v1beta1",
                 "kind": "ShadowPod",
-                "metadata": {"name": name, "namespace": self.namespace},
+                "metadata": {"name": name, "namespace": namespace or self.namespace},
                 "spec": {"pod": spec},
             }
         )
 
-    def get(self, kind: str, name: str) -> dict[str, Any] | None:
-        found = self.provider("get", kind, name, "-n", self.namespace, "-o", "json", check=False)
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        found = self.provider(
+            "get", kind, name, "-n", namespace or self.namespace, "-o", "json", check=False
+        )
         return json.loads(found.stdout) if found.returncode == 0 else None
 
 
@@ -180,47 +187,68 @@ def test_a_shadow_pod_choosing_where_it_runs_is_refused(
 
 
 def test_a_probe_the_providers_admin_writes_gets_no_pod_and_says_why(tenancy: Tenancy) -> None:
-    # The provider's own administrator is no tenant: the webhook lets the ShadowPod through,
-    # and the API server's Pod Security admission refuses the Pod made of it.
-    tenancy.provider("create", "-f", "-", input=tenancy.shadow_pod("admins-probe", PROBE_SPEC))
+    """The provider's own administrator is no tenant: the webhook lets the ShadowPod through
+    unstamped. In a namespace of the provider's own, the API server's Pod Security admission
+    refuses the Pod made of it; in a namespace made for a consumer, whatever is there is the
+    consumer's, and runs only if the consumer's Quota admitted it."""
+    own = f"admins-{uuid.uuid4().hex[:6]}"
+    tenancy.provider("create", "namespace", own)
+    tenancy.provider("label", "namespace", own, "pod-security.kubernetes.io/enforce=baseline")
+    try:
+        for namespace, reason, message in (
+            (own, "PodSecurity", 'violates PodSecurity "baseline:latest"'),
+            (tenancy.namespace, "NotReserved", "carries no creator stamp"),
+        ):
+            probe = tenancy.shadow_pod("admins-probe", PROBE_SPEC, namespace)
+            tenancy.provider("create", "-n", namespace, "-f", "-", input=probe)
 
-    def refusal() -> dict[str, Any] | None:
-        shadow = tenancy.get("shadowpod", "admins-probe") or {}
-        conditions = (shadow.get("status") or {}).get("conditions") or []
-        return next((c for c in conditions if c.get("status") == "False"), None)
+            def refusal(namespace: str = namespace) -> dict[str, Any] | None:
+                shadow = tenancy.get("shadowpod", "admins-probe", namespace) or {}
+                conditions = (shadow.get("status") or {}).get("conditions") or []
+                return next(
+                    (c for c in conditions if c["type"] == "PodCreated" and c["status"] == "False"),
+                    None,
+                )
 
-    condition = wait_until(refusal, "the ShadowPod's PodCreated condition False")
-    assert condition["type"] == "PodCreated"
-    assert condition["reason"] == "PodSecurity"
-    assert 'violates PodSecurity "baseline:latest"' in condition["message"]
-    assert tenancy.get("pod", "admins-probe") is None
-    tenancy.provider("delete", "shadowpod", "admins-probe", "-n", tenancy.namespace)
+            condition = wait_until(refusal, f"the ShadowPod's PodCreated False in {namespace}")
+            assert condition["reason"] == reason
+            assert message in condition["message"]
+            assert tenancy.get("pod", "admins-probe", namespace) is None
+            tenancy.provider("delete", "shadowpod", "admins-probe", "-n", namespace)
+    finally:
+        tenancy.provider("delete", "namespace", own, "--wait=false")
 
 
 @contextmanager
-def without_the_shadow_pod_validation(tenancy: Tenancy) -> Iterator[None]:
+def without_webhooks(tenancy: Tenancy, *, stamp: bool = False) -> Iterator[None]:
     """naples' ShadowPod validating webhook taken out of its configuration for a while, as on a
-    cluster where it was never installed (the stamping webhook stays); put back after."""
-    saved = json.loads(
-        tenancy.provider("get", "validatingwebhookconfiguration", "vk", "-o", "json").stdout
-    )
-    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
-        saved["metadata"].pop(field, None)
-    bypassed = {
-        **saved,
-        "webhooks": [w for w in saved["webhooks"] if w["name"] != SHADOW_POD_WEBHOOK],
-    }
-    tenancy.provider("replace", "-f", "-", input=json.dumps(bypassed))
+    cluster where it was never installed, and with `stamp` the stamping one too (as when both
+    fail open, failurePolicy Ignore, while the webhook is down); put back after."""
+    removed = {("validatingwebhookconfiguration", SHADOW_POD_WEBHOOK)}
+    if stamp:
+        removed.add(("mutatingwebhookconfiguration", STAMP_WEBHOOK))
+    saved = {}
+    for kind, webhook in removed:
+        configuration = json.loads(tenancy.provider("get", kind, "vk", "-o", "json").stdout)
+        for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+            configuration["metadata"].pop(field, None)
+        saved[kind] = configuration
+        bypassed = {
+            **configuration,
+            "webhooks": [w for w in configuration["webhooks"] if w["name"] != webhook],
+        }
+        tenancy.provider("replace", "-f", "-", input=json.dumps(bypassed))
     try:
         yield
     finally:
-        tenancy.provider("replace", "-f", "-", input=json.dumps(saved))
+        for configuration in saved.values():
+            tenancy.provider("replace", "-f", "-", input=json.dumps(configuration))
 
 
 def test_a_consumers_shadow_pod_that_bypassed_the_webhook_gets_no_pod(tenancy: Tenancy) -> None:
     # Within naples' rules in every way, but never admitted: no Quota's ledger holds it.
     spec = {"containers": [{"name": "app", "image": "nginx"}]}
-    with without_the_shadow_pod_validation(tenancy):
+    with without_webhooks(tenancy):
         created = tenancy.as_slice(
             "create", "-f", "-", input=tenancy.shadow_pod("unadmitted", spec)
         )
@@ -256,6 +284,40 @@ def test_a_consumers_shadow_pod_that_bypassed_the_webhook_gets_no_pod(tenancy: T
     assert unadmitted_key not in (quota_status(tenancy).get("reservations") or {})
     for name in ("unadmitted", "admitted"):
         tenancy.provider("delete", "shadowpod", name, "-n", tenancy.namespace)
+
+
+def test_a_shadow_pod_that_bypassed_every_webhook_is_still_the_consumers_and_gets_no_pod(
+    tenancy: Tenancy,
+) -> None:
+    """Unstamped, it once passed for the provider's own, and got a Pod that no Quota counted
+    and no scheduling rule checked (here: a node of its choosing)."""
+    node = json.loads(tenancy.provider("get", "nodes", "-o", "json").stdout)["items"][0]
+    spec = {
+        "nodeName": node["metadata"]["name"],
+        "containers": [{"name": "app", "image": "nginx"}],
+    }
+    with without_webhooks(tenancy, stamp=True):
+        created = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("unstamped", spec))
+    assert created.returncode == 0, created.stderr
+    try:
+        stored = tenancy.get("shadowpod", "unstamped") or {}
+        assert CREATOR_USER_LABEL not in (stored["metadata"].get("labels") or {})
+
+        def verdict() -> dict[str, Any] | None:
+            shadow = tenancy.get("shadowpod", "unstamped") or {}
+            found = (shadow.get("status") or {}).get("conditions") or []
+            return {c["type"]: c for c in found} or None
+
+        conditions = wait_until(verdict, "the unstamped ShadowPod's verdict")
+        assert (conditions["PodCreated"]["status"], conditions["PodCreated"]["reason"]) == (
+            "False",
+            "NotReserved",
+        )
+        assert conditions["QuotaReserved"]["status"] == "False"
+        assert "carries no creator stamp" in conditions["PodCreated"]["message"]
+        assert tenancy.get("pod", "unstamped") is None
+    finally:
+        tenancy.provider("delete", "shadowpod", "unstamped", "-n", tenancy.namespace)
 
 
 def quota_status(tenancy: Tenancy) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from vk.api.constants import (
     DESTINATION_LABEL,
     NODENAME_LABEL,
     ORIGIN_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
     SHADOW_POD_OWNED_LABEL,
 )
 from vk.api.usage import forge_reserved_status, is_accounted
@@ -208,26 +209,30 @@ def test_a_consumers_shadow_pod_says_whether_its_quota_holds_it() -> None:
     # Refused by Pod Security after it was found in the ledger: still accounted.
     refused = forge_shadow_pod_status(created, None, False, "PodSecurity", "no", reserved=True)
     assert is_accounted({"status": refused})
-    message = not_reserved_message(shadow_pod(), quotas=1)
+    message = not_reserved_message(consumers(shadow_pod()), quotas=1)
     unadmitted = forge_shadow_pod_status({}, None, False, "NotReserved", message, reserved=False)
     assert [c["status"] for c in unadmitted["conditions"]] == ["False", "False"]
     assert "did not pass the provider's ShadowPod webhook" in unadmitted["conditions"][1]["message"]
     assert not is_accounted({"status": unadmitted})
 
 
-class QuotaReads:
-    """The API server's Quotas, for the controller's fresh read of a ledger."""
+class ApiReads:
+    """The API server's Quotas and namespaces, for the controller's fresh reads of a ledger
+    and of whose namespace a ShadowPod is in."""
 
-    def __init__(self, *quotas: JSON) -> None:
-        self.quotas = {q["metadata"]["name"]: q for q in quotas}
+    def __init__(self, *quotas: JSON, namespaces: tuple[JSON, ...] = ()) -> None:
+        self.objects = {
+            **{f"quotas/{q['metadata']['name']}": q for q in quotas},
+            **{f"namespaces/{n['metadata']['name']}": n for n in namespaces},
+        }
         self.reads = 0
 
     async def get(self, path: str) -> JSON:
         self.reads += 1
-        name = path.rsplit("/", 1)[-1]
-        if name not in self.quotas:
+        kind_and_name = "/".join(path.rsplit("/", 2)[-2:])
+        if kind_and_name not in self.objects:
             raise NotFound(404, "NotFound", path)
-        return self.quotas[name]
+        return self.objects[kind_and_name]
 
 
 def quota(status: JSON, user: str = "venice-naples") -> JSON:
@@ -238,13 +243,28 @@ def quota(status: JSON, user: str = "venice-naples") -> JSON:
     }
 
 
-def controller(cached: JSON | None, stored: JSON | None) -> tuple[ProviderShadowPods, QuotaReads]:
-    reads = QuotaReads(*([stored] if stored else []))
+def namespace(consumer: str | None = "venice") -> JSON:
+    """shop-venice, made by the provider for `consumer` (None: the provider's own)."""
+    labels = {REMOTE_CLUSTER_ID_LABEL: consumer} if consumer else {}
+    return {"metadata": {"name": "shop-venice", "labels": labels}}
+
+
+def controller(
+    cached: JSON | None, stored: JSON | None, *, cached_namespace: JSON | None = None,
+    stored_namespace: JSON | None = None,
+) -> tuple[ProviderShadowPods, ApiReads]:  # fmt: skip
+    reads = ApiReads(
+        *([stored] if stored else []),
+        namespaces=(stored_namespace,) if stored_namespace else (),
+    )
     quotas = Informer(reads, "offloading.liqo.io/v1beta1", "quotas",  # type: ignore[arg-type]
                       indexers={CREATOR_INDEX: quota_creator_index})  # fmt: skip
     if cached is not None:
         quotas.store.upsert(cached)
-    return ProviderShadowPods(reads, quotas), reads  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(reads, quotas)  # type: ignore[arg-type]
+    if cached_namespace is not None:
+        the_controller.consumer_namespaces.store.upsert(cached_namespace)
+    return the_controller, reads
 
 
 def reserved_for(uid: str) -> JSON:
@@ -260,8 +280,8 @@ def consumers(shadow: JSON, user: str = "venice-naples") -> JSON:
 @pytest.mark.parametrize(
     ("shadow", "cached", "stored", "in_ledger", "reads"),
     [
-        # The provider's own ShadowPod: no Quota limits it.
-        (shadow_pod(), None, None, True, 0),
+        # The provider's own ShadowPod, in a namespace of its own: no Quota limits it.
+        (shadow_pod(), None, None, True, 1),
         # A consumer's, its reservation in the cache.
         (consumers(shadow_pod()), quota(reserved_for("shadow-uid")), None, True, 0),
         # The cache has not seen the reservation yet: the API server has.
@@ -291,9 +311,36 @@ def consumers(shadow: JSON, user: str = "venice-naples") -> JSON:
 def test_a_consumers_shadow_pod_gets_a_pod_only_if_its_ledger_holds_it(
     shadow: JSON, cached: JSON | None, stored: JSON | None, in_ledger: bool, reads: int
 ) -> None:
-    the_controller, api = controller(cached, stored)
+    the_controller, api = controller(cached, stored, stored_namespace=namespace(None))
     assert asyncio.run(the_controller._in_ledger(shadow, "shop-venice/web")) is in_ledger
     assert api.reads == reads
+
+
+@pytest.mark.parametrize(
+    ("cached_namespace", "stored_namespace", "reads"),
+    [
+        (namespace(), None, 0),  # the cache knows whose namespace it is
+        (None, namespace(), 1),  # the cache has not seen it yet: the API server has
+    ],
+)
+def test_an_unstamped_shadow_pod_in_a_consumers_namespace_gets_no_pod(
+    cached_namespace: JSON | None, stored_namespace: JSON | None, reads: int
+) -> None:
+    """It bypassed every ShadowPod webhook (down under failurePolicy Ignore, say): the
+    consumer's, Quota or not, even if it claims to be accounted."""
+    for shadow in (
+        shadow_pod(),
+        shadow_pod(conditions=[{"type": "PodCreated", "status": "True"}]),
+    ):
+        the_controller, api = controller(
+            quota(reserved_for("shadow-uid")),
+            None,
+            cached_namespace=cached_namespace,
+            stored_namespace=stored_namespace,
+        )
+        assert asyncio.run(the_controller._in_ledger(shadow, "shop-venice/web")) is False
+        assert api.reads == reads
+    assert "carries no creator stamp" in not_reserved_message(shadow_pod(), quotas=0)
 
 
 def test_the_provider_keeps_its_pod_in_line_with_the_shadow_pod() -> None:

@@ -183,6 +183,11 @@ def control_plane_request_name(consumer_cluster_id: str) -> str:
 # grace period below), so the pod counts in its Quota until it is gone. The webhook adds it at
 # creation; the ShadowPod controller adds it to a ShadowPod that bypassed the webhook.
 SHADOW_POD_FINALIZER = "shadowpod.vk.io/pod-gone"
+# Reasons of a ShadowPod's PodCreated condition the consumer acts on: a Pod of that name the
+# ShadowPod does not own is there (told at home), and no Quota's ledger holds the ShadowPod's
+# admission (it bypassed the webhook: the consumer withdraws it and asks again).
+SHADOW_POD_NAME_TAKEN = "NameTaken"
+SHADOW_POD_NOT_RESERVED = "NotReserved"
 # On a ShadowPod being deleted: the grace period the consumer's deletion asked for, when it is
 # not the pod's own (a custom resource's deletion keeps no grace period of its own). Not
 # carried to the Pod.

@@ -5,8 +5,11 @@ A consumer never creates Pods here: it asks with ShadowPods, which the provider'
 within its Quota and rules and this controller turns into Pods, which the API server's own Pod
 Security admission checks again. A consumer's ShadowPod gets a Pod only if its Quota's ledger
 holds its admission (the webhook's reservation, naming its uid): one that bypassed the webhook
-(a webhook configuration missing, a restore from a backup) gets none, and says why. Once found,
-the ShadowPod is marked accounted (condition QuotaReserved), for the recount and for later.
+(a webhook configuration missing or failing open while the webhook was down, a restore from a
+backup) gets none, and says why. Whose a ShadowPod is comes from its namespace, which the provider
+made for one consumer, not from the webhook's stamp alone: one that bypassed the stamping too
+carries none, and is still the consumer's. Once found, the ShadowPod is marked accounted
+(condition QuotaReserved), for the recount and for later.
 
 The controller keeps the offloaded workload on its own while the consumer is away: a Pod deleted or
 evicted is made again from its ShadowPod at once; a Pod that finished by its own containers stays
@@ -32,7 +35,10 @@ from vk.api.constants import (
     NODENAME_LABEL,
     ORIGIN_LABEL,
     POD_TERMINAL_PHASES,
+    REMOTE_CLUSTER_ID_LABEL,
     SHADOW_POD_FINALIZER,
+    SHADOW_POD_NAME_TAKEN,
+    SHADOW_POD_NOT_RESERVED,
     SHADOW_POD_OWNED_LABEL,
 )
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
@@ -51,9 +57,9 @@ REASON_CREATED = "PodCreated"
 REASON_POD_SECURITY = "PodSecurity"
 REASON_FORBIDDEN = "Forbidden"
 REASON_INVALID = "Invalid"
-REASON_NAME_TAKEN = "NameTaken"
+REASON_NAME_TAKEN = SHADOW_POD_NAME_TAKEN
 # Why a consumer's ShadowPod has no Pod because no ledger holds it (both conditions' reason).
-REASON_NOT_RESERVED = "NotReserved"
+REASON_NOT_RESERVED = SHADOW_POD_NOT_RESERVED
 REASON_RESERVED = "Reserved"
 # The API server's answers that another try of the same Pod would get again.
 REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
@@ -183,6 +189,14 @@ def consumer_of(shadow_pod: Mapping[str, Any]) -> str | None:
 def not_reserved_message(shadow_pod: Mapping[str, Any], quotas: int) -> str:
     """Why a consumer's ShadowPod no ledger holds gets no Pod, and what to do."""
     metadata = shadow_pod.get("metadata") or {}
+    if consumer_of(shadow_pod) is None:
+        return (
+            "this ShadowPod, in a namespace the provider made for a consumer, carries no creator "
+            "stamp: it passed none of the provider's ShadowPod webhooks (were they down with "
+            "failurePolicy Ignore, or not installed?), or was written by someone other than the "
+            "consumer, and only the consumer's, admitted within its Quota, run there. No Pod is "
+            "made for it; delete it, and have the consumer create it through the webhooks"
+        )
     if not quotas:
         return (
             f"no Quota of this provider counts the pods of {consumer_of(shadow_pod)!r}, so no "
@@ -275,6 +289,11 @@ class ProviderShadowPods(Reconciler):
         self.quotas = quotas
         self.shadow_pods = Informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
         self.pods = Informer(client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true")
+        # The namespaces the provider made for its consumers (tenant and twin namespaces alike
+        # name the consumer): whatever ShadowPod is in one is that consumer's.
+        self.consumer_namespaces = Informer(
+            client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
+        )
         self.controller = Controller(self, workers=workers)
 
     async def run(self) -> None:
@@ -282,7 +301,11 @@ class ProviderShadowPods(Reconciler):
         self.shadow_pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
         self.pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
         await run_with_informers(
-            self.controller, self.shadow_pods, self.pods, shared=(self.quotas,)
+            self.controller,
+            self.shadow_pods,
+            self.pods,
+            self.consumer_namespaces,
+            shared=(self.quotas,),
         )
 
     async def reconcile(self, key: str) -> Result:
@@ -331,12 +354,31 @@ class ProviderShadowPods(Reconciler):
         consumer = consumer_of(shadow)
         return [] if consumer is None else self.quotas.store.by_index(CREATOR_INDEX, consumer)
 
+    async def _is_consumers(self, shadow: JSON) -> bool:
+        """Whether the ShadowPod is a consumer's: stamped by the webhook, or in a namespace
+        the provider made for a consumer, stamp or not (read from the API server when the
+        cache has not seen it: an unstamped ShadowPod is the provider's own only if its
+        namespace surely is)."""
+        if consumer_of(shadow) is not None:
+            return True
+        namespace = shadow["metadata"]["namespace"]
+        if self.consumer_namespaces.store.get(namespace) is not None:
+            return True
+        try:
+            fresh = await self.client.get(resource_path("v1", "namespaces", name=namespace))
+        except NotFound:
+            return False
+        return REMOTE_CLUSTER_ID_LABEL in (fresh["metadata"].get("labels") or {})
+
     async def _in_ledger(self, shadow: JSON, key: str) -> bool:
-        """Whether the ShadowPod may get a Pod: the provider's own (no consumer stamped), one
-        accounted already, or one whose reservation a Quota of its consumer holds (read from
-        the API server when the cache has not seen it yet: the webhook writes it before the
-        ShadowPod is stored, but the two watches are not ordered)."""
-        if consumer_of(shadow) is None or is_accounted(shadow):
+        """Whether the ShadowPod may get a Pod: the provider's own (neither stamped nor in a
+        consumer's namespace), a stamped one accounted already, or one whose reservation a
+        Quota of its consumer holds (read from the API server when the cache has not seen it
+        yet: the webhook writes it before the ShadowPod is stored, but the two watches are not
+        ordered). A consumer's ShadowPod without a stamp bypassed the webhooks: never."""
+        if consumer_of(shadow) is None:
+            return not await self._is_consumers(shadow)
+        if is_accounted(shadow):
             return True
         uid = shadow["metadata"]["uid"]
         for cached in self._quotas_of(shadow):
@@ -432,7 +474,7 @@ class ProviderShadowPods(Reconciler):
         current = shadow.get("status") or {}
         # A consumer's ShadowPod gets here accounted (its Pod made or tried), or refused for
         # want of a reservation.
-        reserved = None if consumer_of(shadow) is None else reason != REASON_NOT_RESERVED
+        reserved = reason != REASON_NOT_RESERVED if await self._is_consumers(shadow) else None
         desired = forge_shadow_pod_status(
             current, phase, created, reason, message, reserved=reserved
         )
