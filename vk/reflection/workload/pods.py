@@ -29,6 +29,8 @@ from vk.api.constants import (
     NODENAME_LABEL,
     ORIGIN_LABEL,
     POD_TERMINAL_PHASES,
+    SHADOW_POD_NAME_TAKEN,
+    SHADOW_POD_NOT_RESERVED,
 )
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
@@ -52,6 +54,7 @@ from vk.reflection.forge.pods import (
 )
 from vk.reflection.namespacemap import accepted_mappings
 from vk.reflection.provider import Provider
+from vk.reflection.workload.admission import AdmissionGate, is_stamped
 
 log = structlog.get_logger("vk.reflection.pods")
 
@@ -73,6 +76,10 @@ REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not b
 # change nothing.
 REFUSALS = (400, 403, 422)
 REFUSED_RETRY = 10.0
+# The provider failing (5xx: its webhook down and failing closed, among others) or throttling
+# (429) a ShadowPod: said at home, and asked again after this long, not after the work queue's
+# back-off (which reaches 1000 s).
+PROVIDER_FAILURE_RETRY = 5.0
 # The provider's word on why it made no Pod is shown at home, cut to this length: it is input
 # from the other side.
 MAX_PROVIDER_MESSAGE = 2048
@@ -203,6 +210,9 @@ class PodReflector(Reconciler):
         self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
         # key -> (local uid, message): a pod recreated under the same name is told again.
         self._reported: dict[str, tuple[str, str]] = {}
+        # Whether the provider admits ShadowPods now, and the pods waiting for it to.
+        self.admission = AdmissionGate()
+        self._awaiting_admission: set[str] = set()
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
@@ -328,6 +338,7 @@ class PodReflector(Reconciler):
             self._offload_observed.discard(key)
             self._remote_uids.pop(key, None)
             self._reported.pop(key, None)
+            self._awaiting_admission.discard(key)
             if client and shadows and shadows.synced.is_set():
                 await self._delete_orphan(client, shadows, remote_namespace or "", name)
             return Result()
@@ -382,9 +393,11 @@ class PodReflector(Reconciler):
             await self._reflect_status(key, local, {"status": {"phase": phase}})
         elif refusal := provider_refusal(shadow):
             reason, message = refusal
+            if reason == SHADOW_POD_NOT_RESERVED:
+                return await self._withdraw_unadmitted(client, local, shadow, message)
             await self._report(
                 local,
-                REASON_CONFLICT if reason == "NameTaken" else REASON_REFUSED,
+                REASON_CONFLICT if reason == SHADOW_POD_NAME_TAKEN else REASON_REFUSED,
                 f"cluster {self.remote_cluster_id} runs no pod for it ({reason}): {message}",
             )
         return Result()
@@ -393,6 +406,18 @@ class PodReflector(Reconciler):
         phase = local.get("status", {}).get("phase")
         if phase in POD_TERMINAL_PHASES:
             return Result()  # finished: a finished pod is never started again
+        key = _key(local)
+        if (wait := self.admission.wait(time.monotonic())) > 0:
+            self._awaiting_admission.add(key)
+            await self._report(
+                local,
+                REASON_REFUSED,
+                f"cluster {self.remote_cluster_id} admits no pod now "
+                f"({SHADOW_POD_NOT_RESERVED}: the last pods asked for passed none of its "
+                "webhooks); this pod is asked for once one does",
+            )
+            return Result(requeue_after=wait)
+        self._awaiting_admission.discard(key)
         name = local["metadata"]["name"]
         remote_pod = forge_remote_pod(
             local,
@@ -405,7 +430,9 @@ class PodReflector(Reconciler):
             home_api_server=self.pod_forging.home_api_server,
         )
         try:
-            await client.create(shadow_pod_path(remote_namespace), forge_shadow_pod(remote_pod))
+            created = await client.create(
+                shadow_pod_path(remote_namespace), forge_shadow_pod(remote_pod)
+            )
         except AlreadyExists:
             try:
                 existing = await client.get(shadow_pod_path(remote_namespace, name))
@@ -421,6 +448,14 @@ class PodReflector(Reconciler):
                 )
             # ours: the informer has not caught up yet; its event brings us back
         except ApiError as error:
+            if error.status >= 500 or error.status == 429:
+                await self._report(
+                    local,
+                    REASON_REFUSED,
+                    f"cluster {self.remote_cluster_id} could not take the pod now "
+                    f"({error.status}): {error.message[:MAX_PROVIDER_MESSAGE]}",
+                )
+                return Result(requeue_after=PROVIDER_FAILURE_RETRY)
             if error.status not in REFUSALS:
                 raise
             # The provider refused it (its webhook: the Quota, its Pod Security level, its
@@ -433,6 +468,11 @@ class PodReflector(Reconciler):
                 f"{error.message[:MAX_PROVIDER_MESSAGE]}",
             )
             return Result(requeue_after=REFUSED_RETRY)
+        if is_stamped(created) and self.admission.admitted():
+            # The provider's webhook is back: every pod that waited for it asks now.
+            for waiting in self._awaiting_admission:
+                self.controller.enqueue(waiting)
+            self._awaiting_admission.clear()
         return Result()
 
     async def _delete(
@@ -478,6 +518,38 @@ class PodReflector(Reconciler):
                     },
                 )
         return Result()  # its deletion brings us back, to create this pod's
+
+    async def _withdraw_unadmitted(
+        self, client: KubeClient, local: JSON, shadow: JSON, message: str
+    ) -> Result:
+        """The provider holds no admission of the pod's ShadowPod and makes no Pod of it (it
+        passed none of the provider's webhooks, which failed open while down): it is deleted,
+        and asked for again through the webhooks once the admission gate lets it."""
+        metadata = shadow["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return Result()  # withdrawn already: its deletion brings us back
+        self.admission.refused(time.monotonic())
+        await self._report(
+            local,
+            REASON_REFUSED,
+            f"cluster {self.remote_cluster_id} runs no pod for it ({SHADOW_POD_NOT_RESERVED}): "
+            f"{message}. vk withdraws it and asks again",
+        )
+        self._log.info(
+            "withdrawing a ShadowPod the provider did not admit",
+            namespace=metadata["namespace"],
+            pod=metadata["name"],
+        )
+        with contextlib.suppress(NotFound):
+            await client.delete(
+                shadow_pod_path(metadata["namespace"], metadata["name"]),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "DeleteOptions",
+                    "preconditions": {"uid": metadata["uid"]},
+                },
+            )
+        return Result()  # its deletion brings us back, to ask again
 
     async def _finish_local(self, local: JSON) -> None:
         """Deletes the local pod for good, as a kubelet does once its containers stopped."""
