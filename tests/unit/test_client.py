@@ -6,7 +6,13 @@ import time
 
 import pytest
 
-from vk.kube.client import object_path, plural_of, resource_of
+from vk.kube.client import (
+    MalformedWatch,
+    object_path,
+    parse_watch_event,
+    plural_of,
+    resource_of,
+)
 from vk.kubelet.server import log_error_message
 
 
@@ -83,3 +89,38 @@ def test_an_objects_path_names_its_namespace_and_name() -> None:
     assert object_path({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}) == (
         "/api/v1/namespaces/x"
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"this is not json",
+        b'{"type": "ADDED", "object": {"metadata": {"name": "a"}}',  # cut short
+        b"[1, 2]",
+        b'"ADDED"',
+        b'{"type": "EXPLODED", "object": {"metadata": {"name": "a"}}}',
+        b'{"type": "ADDED"}',
+        b'{"type": "ADDED", "object": [1]}',
+        b'{"type": "ADDED", "object": {"metadata": "a"}}',
+        b'{"type": "ADDED", "object": {"metadata": {"namespace": "n"}}}',
+        b'{"type": "DELETED", "object": {"metadata": {"name": ""}}}',
+        b'{"type": "MODIFIED", "object": {"metadata": {"name": "a", "namespace": 7}}}',
+        b'{"type": "ERROR"}',
+    ],
+)
+def test_a_watch_line_that_is_no_event_is_refused_whole(line: bytes) -> None:
+    with pytest.raises(MalformedWatch):
+        parse_watch_event(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"type": "ADDED", "object": {"metadata": {"name": "a", "namespace": "n"}}}',
+        b'{"type": "DELETED", "object": {"metadata": {"name": "node-1"}}}',
+        b'{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}',
+        b'{"type": "ERROR", "object": {"kind": "Status", "code": 410}}',
+    ],
+)
+def test_a_watch_event_is_taken_as_it_is(line: bytes) -> None:
+    assert parse_watch_event(line)["type"] in {"ADDED", "DELETED", "BOOKMARK", "ERROR"}

@@ -48,6 +48,11 @@ def resource_of(path: str) -> str:
 
 # How often a 429 is retried before it is an error (client-go: 10).
 TOO_MANY_REQUESTS_RETRIES = 10
+# One watch event carries one object, which the API server stores in at most 1.5 MiB (etcd's
+# request limit; its JSON may be larger): a line longer than this is not an event, and is not
+# read on into memory (the provider's API server is the other party's).
+MAX_WATCH_EVENT_BYTES = 8 * 1024 * 1024
+WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
 
 class ApiError(Exception):
@@ -74,6 +79,39 @@ class Conflict(ApiError):
 
 class Gone(ApiError):
     """410: the resourceVersion asked for is too old; list again."""
+
+
+class MalformedWatch(ValueError):
+    """A watch stream carried something that is not an event: the watch is given up, and
+    opened again from the last event that was one."""
+
+
+def parse_watch_event(line: bytes) -> JSON:
+    """One line of a watch stream as its event, checked for what the informers read: a known
+    type and an object, named unless a bookmark or an error. Anything else is MalformedWatch,
+    never an event half taken in."""
+    try:
+        event = json.loads(line)
+    except ValueError as error:
+        raise MalformedWatch(f"a watch line that is not JSON ({error}): {line[:100]!r}") from None
+    if not isinstance(event, dict) or event.get("type") not in WATCH_EVENT_TYPES:
+        raise MalformedWatch(f"a watch line that is not an event: {line[:100]!r}")
+    obj = event.get("object")
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+        raise MalformedWatch(f"a {event['type']} watch event without an object: {line[:100]!r}")
+    if event["type"] in ("ERROR", "BOOKMARK"):
+        return event
+    metadata = obj.get("metadata") or {}
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    if not (isinstance(name, str) and name) or not isinstance(namespace, str | None):
+        raise MalformedWatch(f"a {event['type']} watch event of an unnamed object: {line[:100]!r}")
+    return event
+
+
+def _error_code(status: Mapping[str, Any]) -> int:
+    """The HTTP code of a watch ERROR event's Status (500 when it names none sensibly)."""
+    code = status.get("code")
+    return code if isinstance(code, int) and 400 <= code <= 599 else 500
 
 
 def _typed_error(status: int, body: str) -> ApiError:
@@ -280,11 +318,17 @@ class KubeClient:
                     del pending[: end + 1]
                     if not line.strip():
                         continue
-                    event: JSON = json.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object", {})
-                        raise _typed_error(int(status.get("code", 500)), json.dumps(status))
+                    event = parse_watch_event(line)
+                    if event["type"] == "ERROR":
+                        status = event["object"]
+                        raise _typed_error(_error_code(status), json.dumps(status))
                     yield event
+                if len(pending) > MAX_WATCH_EVENT_BYTES:
+                    raise MalformedWatch(
+                        f"a watch line over {MAX_WATCH_EVENT_BYTES} bytes: not an event"
+                    )
+            if pending.strip():
+                raise MalformedWatch("the watch stream ended in the middle of an event")
 
     async def create(self, path: str, body: JSON) -> JSON:
         return await self.request("POST", path, body=body)

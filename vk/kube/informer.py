@@ -166,6 +166,9 @@ class Informer:
         self.problem: str | None = None  # why the cache does not follow the server now
         self.failing_since: float | None = None
         self._wake = asyncio.Event()  # ends a back-off pause early
+        # The resourceVersion of the last event taken in: a watch that fails resumes there,
+        # not where it opened (its events are in the cache already).
+        self._watched_to: str | None = None
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers see every change from now on; the cache's current objects come as ADDED."""
@@ -190,11 +193,13 @@ class Informer:
         RUNNING.add(self)
         try:
             while True:
+                opened: float | None = None
                 try:
                     if resume_from is None:
                         resume_from = await self._relist()
                         self._failing(None)
                     opened = time.monotonic()
+                    self._watched_to = resume_from
                     resume_from = await self._watch(resume_from)
                     if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                         self._failing(None)
@@ -207,6 +212,10 @@ class Informer:
                     self._log.info("watch expired, listing again")
                     resume_from = None
                 except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
+                    if opened is not None and time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
+                        backoff = MIN_BACKOFF  # it watched a while: a new failure, not the last
+                    if resume_from is not None:
+                        resume_from = self._watched_to or resume_from
                     self._failing(str(error) or type(error).__name__)
                     self._log.warning(
                         "list/watch failed, retrying", error=str(error), retry_in=backoff
@@ -280,12 +289,11 @@ class Informer:
             obj = event["object"]
             version = resource_version(obj) or version
             event_type = event["type"]
-            if event_type == "BOOKMARK":
-                continue
             if event_type == DELETED:
                 old = self.store.delete(object_key(obj))
                 self._notify(DELETED, obj, old)
-            else:
+            elif event_type != "BOOKMARK":
                 old = self.store.upsert(obj)
                 self._notify(ADDED if old is None else MODIFIED, obj, old)
+            self._watched_to = version
         return version
