@@ -25,6 +25,7 @@ from vk.controllers.installation import (
     forge_controller_manager_cluster_role,
     forge_controller_manager_node_lease_role,
     forge_controller_manager_role,
+    forge_remote_pods_policy,
     forge_runtime_class,
     forge_tenant_services_policy,
     forge_virtual_node_policy,
@@ -137,6 +138,8 @@ def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
     policy, binding = forge_tenant_services_policy()
     node_policy, node_binding = forge_virtual_node_policy()
     node_policy_name = node_policy["metadata"]["name"]
+    pods_policy, pods_binding = forge_remote_pods_policy()
+    pods_policy_name = pods_policy["metadata"]["name"]
     for chart, forged in (
         (find(documents, "RuntimeClass", "liqo"), forge_runtime_class()),
         (find(documents, "StorageClass", "liqo"), forge_virtual_storage_class()),
@@ -144,6 +147,8 @@ def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
         (find(documents, "ValidatingAdmissionPolicyBinding", "vk-tenant-services"), binding),
         (find(documents, "ValidatingAdmissionPolicy", node_policy_name), node_policy),
         (find(documents, "ValidatingAdmissionPolicyBinding", node_policy_name), node_binding),
+        (find(documents, "ValidatingAdmissionPolicy", pods_policy_name), pods_policy),
+        (find(documents, "ValidatingAdmissionPolicyBinding", pods_policy_name), pods_binding),
     ):
         strip = {"metadata"}
         assert {k: v for k, v in chart.items() if k not in strip} == {

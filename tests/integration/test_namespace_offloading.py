@@ -11,14 +11,16 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import Clusters
+from tests.conftest import Clusters, KubectlResult
 from tests.integration.polling import wait_until
+from vk.webhooks.configuration import PLACE_POD_WEBHOOK
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -366,6 +368,62 @@ def test_remote_places_every_pod_on_a_virtual_node(tutorial: Clusters, namespace
         explain=lambda: wide(tutorial, namespace),
     )
     assert set(nodes) <= set(PROVIDERS)
+
+
+@contextmanager
+def without_the_placement_webhook(clusters: Clusters) -> Iterator[None]:
+    """venice's pod placement webhook taken out of its configuration for a while, as when it
+    is down with its configuration failing open (failurePolicy Ignore); put back after."""
+    saved = get_json(clusters, CONSUMER, "mutatingwebhookconfiguration", "vk")
+    for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
+        saved["metadata"].pop(field, None)
+    bypassed = {
+        **saved,
+        "webhooks": [w for w in saved["webhooks"] if w["name"] != PLACE_POD_WEBHOOK],
+    }
+    clusters.kubectl(CONSUMER, "replace", "-f", "-", input=json.dumps(bypassed))
+    try:
+        yield
+    finally:
+        clusters.kubectl(CONSUMER, "replace", "-f", "-", input=json.dumps(saved))
+
+
+def test_a_remote_pod_the_webhook_did_not_place_is_refused_by_the_api_server(
+    tutorial: Clusters, namespace: str
+) -> None:
+    """Without the webhook a plain pod would run at home, against its namespace's Remote; the
+    API server's own policy (the namespace's NamespaceOffloading as parameter) refuses it, and
+    lets through what goes to virtual nodes anyway."""
+    done = vkctl(tutorial, "offload", "namespace", namespace, "--pod-offloading-strategy", "Remote")
+    assert done.returncode == 0, done.stderr
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain"},
+             "spec": {"containers": [{"name": "app", "image": "nginx"}]}}  # fmt: skip
+    placed = json.loads(json.dumps(plain))
+    placed["metadata"]["name"] = "placed-by-hand"
+    virtual = {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [virtual]}]}
+    placed["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+    }
+    by_class = json.loads(json.dumps(plain))
+    by_class["metadata"]["name"] = "by-runtime-class"
+    by_class["spec"]["runtimeClassName"] = "liqo"
+
+    def create(pod: dict[str, Any]) -> KubectlResult:
+        return tutorial.kubectl(CONSUMER, "create", "-n", namespace, "-f", "-",
+                                input=json.dumps(pod), check=False)  # fmt: skip
+
+    with without_the_placement_webhook(tutorial):
+        refused = create(plain)
+        assert refused.returncode != 0
+        assert "vk-remote-pods-on-virtual-nodes" in refused.stderr
+        assert "run on virtual nodes only" in refused.stderr
+        for pod in (placed, by_class):
+            made = create(pod)
+            assert made.returncode == 0, made.stderr
+    admitted = create(plain)  # the webhook back: placed, and let through
+    assert admitted.returncode == 0, admitted.stderr
+    assert get_json(tutorial, CONSUMER, "pod", "plain", "-n", namespace)["spec"]["affinity"]
 
 
 def test_local_keeps_pods_home_but_the_runtime_class_sends_one_to_a_provider(

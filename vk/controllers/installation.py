@@ -14,8 +14,10 @@ from typing import Any
 
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
+    NAMESPACE_OFFLOADING_NAME,
     REMOTE_CLUSTER_ID_LABEL,
     RUNTIME_CLASS_NAME,
+    SCHEDULING_ENABLED_LABEL,
     TENANT_NAMESPACE_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
@@ -24,7 +26,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
 )
 from vk.api.identity import forge_cluster_identity_configmap
-from vk.api.offloading import VirtualNode
+from vk.api.offloading import NamespaceOffloading, PodOffloadingStrategy, VirtualNode
 from vk.controllers.provider_namespacemaps import (
     VIRTUAL_KUBELET_REMOTE_ROLE,
     forge_virtual_kubelet_remote_role,
@@ -254,9 +256,45 @@ def forge_installation(cluster_id: str, cluster_labels: dict[str, str]) -> list[
         *forge_virtual_kubelet_cluster_roles(LABELS),
         *forge_tenant_services_policy(),
         *forge_virtual_node_policy(),
+        *forge_remote_pods_policy(),
         forge_runtime_class(),
         forge_virtual_storage_class(),
     ]
+
+
+def _admission_policy(
+    name: str, rule: tuple[str, str, str, list[str]], validation: JSON, **spec: Any
+) -> JSON:
+    """A ValidatingAdmissionPolicy of vk's, failing closed: `validation` judges the
+    `operations` on (group, version, resource) of `rule`."""
+    group, version, resource, operations = rule
+    resource_rule = {
+        "apiGroups": [group],
+        "apiVersions": [version],
+        "operations": operations,
+        "resources": [resource],
+    }
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": LABELS},
+        "spec": {
+            "failurePolicy": "Fail",
+            **spec,
+            "matchConstraints": {"resourceRules": [resource_rule]},
+            "validations": [{**validation, "reason": "Forbidden"}],
+        },
+    }
+
+
+def _policy_binding(name: str, **spec: Any) -> JSON:
+    """The binding putting the policy `name` to work, denying what it refuses."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": LABELS},
+        "spec": {"policyName": name, "validationActions": ["Deny"], **spec},
+    }
 
 
 TENANT_SERVICES_POLICY = "vk-tenant-services"
@@ -268,52 +306,28 @@ def forge_tenant_services_policy() -> list[JSON]:
     over traffic to any address on the provider's nodes (CVE-2020-8554). The API server judges
     it itself, webhook or not."""
     return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": TENANT_SERVICES_POLICY, "labels": LABELS},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["services"],
-                        }
+        _admission_policy(
+            TENANT_SERVICES_POLICY,
+            ("", "v1", "services", ["CREATE", "UPDATE"]),
+            {
+                "expression": "!has(object.spec.externalIPs) || size(object.spec.externalIPs) == 0",
+                "message": "Services with spec.externalIPs are refused in the namespaces "
+                "this provider made for its consumers: remove them",
+            },
+        ),
+        _policy_binding(
+            TENANT_SERVICES_POLICY,
+            # The twin namespaces: labelled with their consumer, unlike the tenant
+            # namespaces, which carry the tenant label too.
+            matchResources={
+                "namespaceSelector": {
+                    "matchExpressions": [
+                        {"key": REMOTE_CLUSTER_ID_LABEL, "operator": "Exists"},
+                        {"key": TENANT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
                     ]
-                },
-                "validations": [
-                    {
-                        "expression": "!has(object.spec.externalIPs) || "
-                        "size(object.spec.externalIPs) == 0",
-                        "message": "Services with spec.externalIPs are refused in the namespaces "
-                        "this provider made for its consumers: remove them",
-                        "reason": "Forbidden",
-                    }
-                ],
+                }
             },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": TENANT_SERVICES_POLICY, "labels": LABELS},
-            "spec": {
-                "policyName": TENANT_SERVICES_POLICY,
-                "validationActions": ["Deny"],
-                # The twin namespaces: labelled with their consumer, unlike the tenant
-                # namespaces, which carry the tenant label too.
-                "matchResources": {
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {"key": REMOTE_CLUSTER_ID_LABEL, "operator": "Exists"},
-                            {"key": TENANT_NAMESPACE_LABEL, "operator": "DoesNotExist"},
-                        ]
-                    }
-                },
-            },
-        },
+        ),
     ]
 
 
@@ -328,42 +342,74 @@ def forge_virtual_node_policy() -> list[JSON]:
     get that way. The API server judges it itself, webhook or not; only creations are judged,
     so that one made before can still be deleted."""
     return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": VIRTUAL_NODE_POLICY, "labels": LABELS},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [VirtualNode.GROUP],
-                            "apiVersions": ["*"],
-                            "operations": ["CREATE"],
-                            "resources": [VirtualNode.PLURAL],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "has(namespaceObject.metadata.labels) && "
-                        f"'{TENANT_NAMESPACE_LABEL}' in namespaceObject.metadata.labels && "
-                        f"namespaceObject.metadata.labels['{TENANT_NAMESPACE_LABEL}'] == 'true'",
-                        "messageExpression": "'a VirtualNode lives in a tenant namespace (labelled "
-                        f"{TENANT_NAMESPACE_LABEL}=true, made by peering), and ' + "
-                        "namespaceObject.metadata.name + ' is none: create it in "
-                        "liqo-tenant-<provider cluster ID>'",
-                        "reason": "Forbidden",
-                    }
-                ],
+        _admission_policy(
+            VIRTUAL_NODE_POLICY,
+            (VirtualNode.GROUP, "*", VirtualNode.PLURAL, ["CREATE"]),
+            {
+                "expression": "has(namespaceObject.metadata.labels) && "
+                f"'{TENANT_NAMESPACE_LABEL}' in namespaceObject.metadata.labels && "
+                f"namespaceObject.metadata.labels['{TENANT_NAMESPACE_LABEL}'] == 'true'",
+                "messageExpression": "'a VirtualNode lives in a tenant namespace (labelled "
+                f"{TENANT_NAMESPACE_LABEL}=true, made by peering), and ' + "
+                "namespaceObject.metadata.name + ' is none: create it in "
+                "liqo-tenant-<provider cluster ID>'",
             },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": VIRTUAL_NODE_POLICY, "labels": LABELS},
-            "spec": {"policyName": VIRTUAL_NODE_POLICY, "validationActions": ["Deny"]},
-        },
+        ),
+        _policy_binding(VIRTUAL_NODE_POLICY),
+    ]
+
+
+REMOTE_PODS_POLICY = "vk-remote-pods-on-virtual-nodes"
+
+
+def forge_remote_pods_policy() -> list[JSON]:
+    """The ValidatingAdmissionPolicy (and its binding) refusing a pod, in a namespace whose
+    NamespaceOffloading says `Remote`, that does not require virtual nodes: the webhook places
+    such pods, and a pod it did not place (the webhook down while its configuration fails open,
+    or taken out of it) would run at home against its namespace's policy. The API server judges
+    it itself, with the namespace's NamespaceOffloading as parameter, webhook or not; pods of
+    RuntimeClass `liqo` go to virtual nodes by their RuntimeClass."""
+    required = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    remote = (
+        "has(params.spec) && has(params.spec.podOffloadingStrategy) && "
+        f"params.spec.podOffloadingStrategy == '{PodOffloadingStrategy.REMOTE}' && "
+        "!has(params.metadata.deletionTimestamp)"
+    )
+    on_virtual_nodes = (
+        "has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && "
+        f"has({required}) && size({required}.nodeSelectorTerms) > 0 && "
+        f"{required}.nodeSelectorTerms.all(t, has(t.matchExpressions) && "
+        f"t.matchExpressions.exists(e, e.key == '{TYPE_LABEL}' && e.operator == 'In' && "
+        f"e.values == ['{TYPE_VIRTUAL_NODE}']))"
+    )
+    runtime_class = "object.spec.runtimeClassName"
+    of_runtime_class = f"has({runtime_class}) && {runtime_class} == '{RUNTIME_CLASS_NAME}'"
+    return [
+        _admission_policy(
+            REMOTE_PODS_POLICY,
+            ("", "v1", "pods", ["CREATE"]),
+            {
+                "expression": f"!({remote}) || ({of_runtime_class}) || ({on_virtual_nodes})",
+                "messageExpression": "'pods of namespace ' + namespaceObject.metadata.name"
+                " + ' run on virtual nodes only (its NamespaceOffloading says Remote), "
+                "and the vk webhook did not place this one (is it down, with its "
+                "configuration failing open?): its controller retries; if it was made "
+                "by hand, create it again once the webhook answers'",
+            },
+            paramKind={
+                "apiVersion": NamespaceOffloading.group_version(),
+                "kind": NamespaceOffloading.KIND,
+            },
+        ),
+        _policy_binding(
+            REMOTE_PODS_POLICY,
+            # The namespace's own NamespaceOffloading; a namespace without one is not
+            # offloaded, and the webhook refuses its pods while the label says it is.
+            paramRef={"name": NAMESPACE_OFFLOADING_NAME, "parameterNotFoundAction": "Allow"},
+            matchResources={
+                "namespaceSelector": {"matchLabels": {SCHEDULING_ENABLED_LABEL: "true"}}
+            },
+        ),
     ]
 
 
