@@ -23,6 +23,8 @@ def test_every_leaf_is_signed_by_its_ca(tmp_path: Path) -> None:
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     # The aggregator checks the certificate against the APIService's Service name.
     assert "metrics-server.kube-system.svc" in names.get_values_for_type(x509.DNSName)
+    # The API server trusts the cluster CA for clients, from a file a rotation may add to.
+    assert pki.client_ca.read_bytes() == pki.ca_crt.read_bytes()
 
 
 def test_a_second_run_changes_nothing(tmp_path: Path) -> None:
@@ -35,11 +37,13 @@ def test_a_second_run_changes_nothing(tmp_path: Path) -> None:
 def test_an_older_playground_gets_what_it_lacks_from_its_own_ca(tmp_path: Path) -> None:
     pki = write_cluster_pki(tmp_path, "venice")
     ca_before, admin_before = pki.ca_crt.read_bytes(), pki.path("admin.crt").read_bytes()
-    for name in ("metrics-server-serving.crt", "metrics-server-serving.key", "front-proxy-ca.key"):
+    for name in ("metrics-server-serving.crt", "metrics-server-serving.key", "front-proxy-ca.key",
+                 "client-ca.crt"):  # fmt: skip
         pki.path(name).unlink()  # as an earlier vk left it
     write_cluster_pki(tmp_path, "venice")
     assert pki.ca_crt.read_bytes() == ca_before
     assert pki.path("admin.crt").read_bytes() == admin_before
+    assert pki.client_ca.read_bytes() == ca_before
     load(pki.path("metrics-server-serving.crt")).verify_directly_issued_by(load(pki.ca_crt))
     # The front proxy's CA is made again (its key was not kept), and its client with it.
     load(pki.path("front-proxy-client.crt")).verify_directly_issued_by(

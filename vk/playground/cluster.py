@@ -336,7 +336,7 @@ def apiserver_args(
         f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
         f"--tls-cert-file={pki.path('apiserver.crt')}",
         f"--tls-private-key-file={pki.path('apiserver.key')}",
-        f"--client-ca-file={pki.ca_crt}",
+        f"--client-ca-file={pki.client_ca}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={pki.path('sa.pub')}",
         f"--service-account-signing-key-file={pki.path('sa.key')}",

@@ -56,6 +56,13 @@ class ClusterPki:
     def ca_key(self) -> Path:
         return self.root / "ca.key"
 
+    @property
+    def client_ca(self) -> Path:
+        """The API server's --client-ca-file: the cluster CA at first, a file of its own so
+        that a rotation can put a new CA beside it (the CA that signs, ca.crt, must stay one
+        certificate for the controller manager's signer)."""
+        return self.root / "client-ca.crt"
+
 
 # Client identities: file stem -> (common name, organizations).
 CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -190,6 +197,8 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
     for stem, issued in issue_leaves(ca, ca_key, front_proxy_ca, front_proxy_key, now).items():
         if stem not in existing:
             files[f"{stem}.crt"], files[f"{stem}.key"] = issued.cert_pem, issued.key_pem
+    if not pki.client_ca.exists():
+        files[pki.client_ca.name] = ca.public_bytes(serialization.Encoding.PEM)
     for name, data in files.items():
         fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as handle:
