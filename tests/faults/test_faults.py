@@ -1,5 +1,10 @@
 """The fault suite (issue 19): the faults real clusters meet, on a playground of its own (rome
-consuming from milan, nothing else running there), each with its outcome measured.
+consuming from milan, nothing else running there), each with its outcome measured: the
+provider's API server frozen, and down past the eviction of a pod at home; `kill -9` of the
+virtual kubelet and both controller managers mid-burst; the provider's webhook down, failing
+closed and failing open; a client CA rotation; malformed and truncated watch lines through a
+fault-injecting proxy; the consumer's API server down past the lease deadlines. (A provider
+writing status it should not is `tests/integration/test_untrusted_provider.py`.)
 
 For every fault: no offloaded pod is lost (the local pods keep their remote ones, by UID), none
 is duplicated (never two remote pods for one local pod, sampled throughout), no remote pod
@@ -9,6 +14,9 @@ recovery time is printed at the end of the run (`pytest_terminal_summary`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -21,22 +29,32 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from tests.conftest import Clusters
 from tests.faults.figures import record
+from tests.faults.watch_proxy import FAULTS as WATCH_FAULTS
+from tests.faults.watch_proxy import WatchFaultProxy
 from tests.integration.polling import wait_until
+from tests.integration.test_kubelet_api import kubelet_get
 from tests.integration.test_namespace_offloading import deployment
 from vk.api.constants import LOCAL_POD_UID_ANNOTATION
+from vk.kube.client import KubeClient, NotFound, resource_path
+from vk.kube.informer import Informer
+from vk.kube.kubeconfig import ClusterConnection, load_kubeconfig_file
+from vk.kube.pki import build_ca, issue
 from vk.playground.playground import Playground
 from vk.playground.processes import processes_with, read_pid
 from vk.playground.spec import ClusterSpec
 
 CONSUMER, PROVIDER = "rome", "milan"
 NAMESPACE = "faults"  # offloaded to milan under its own name
+WATCHED = "watch-faults"  # milan's, watched through a fault-injecting proxy
 REGION = "topology.liqo.io/region"
 VKCTL = str(Path(sys.executable).parent / "vkctl")
 # How long a request to a frozen provider may take to fail: the kubelet API gives the provider
@@ -400,6 +418,255 @@ def test_killing_the_virtual_kubelet_and_both_controller_managers_mid_burst(
     faults.settled("one remote pod per local pod")
     faults.kubectl(CONSUMER, "delete", "deployment", "burst", "-n", NAMESPACE)
     wait_until(lambda: len(faults.remote_pods()) <= 10, "the burst's remote pods deleted", 180)
+
+
+def set_failure_policy(faults: Faults, cluster: str, policy: str) -> None:
+    """Every vk webhook of `cluster` failing `policy` (Fail: closed, Ignore: open)."""
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        configuration = json.loads(faults.kubectl(cluster, "get", kind, "vk", "-o", "json").stdout)
+        for webhook in configuration["webhooks"]:
+            webhook["failurePolicy"] = policy
+        faults.clusters.kubectl(cluster, "replace", "-f", "-", input=json.dumps(configuration))
+
+
+def told_at_home(faults: Faults, selector: str, words: str) -> bool:
+    """Whether every local pod of `selector` says `words` in its status (why it waits)."""
+    pods = faults.items(CONSUMER, "pods", "-n", NAMESPACE, "-l", selector)
+    return bool(pods) and all(words in ((p.get("status") or {}).get("message") or "") for p in pods)
+
+
+def no_remote_pod_meanwhile(faults: Faults, selector: str, seconds: float) -> None:
+    """Sampled for `seconds`: no local pod of `selector` has a remote pod."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert faults.remote_pods_of(selector) == 0, "a pod ran unadmitted by the provider"
+        time.sleep(2)
+
+
+def offloaded_from_now(faults: Faults, selector: str, replicas: int) -> float:
+    """Seconds from now until the `replicas` pods of `selector` are Running offloaded."""
+    return wait_timed(
+        lambda: (
+            faults.remote_pods_of(selector) == replicas
+            and len(faults.running(selector)) == replicas
+        ),
+        f"the {replicas} pods of {selector} Running offloaded",
+        180,
+        since=time.monotonic(),
+    )
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_the_providers_webhook_down_admits_nothing_unchecked_and_loses_nothing(
+    faults: Faults, policy: str
+) -> None:
+    """Under Fail the provider refuses the ShadowPods (said at home, asked again every few
+    seconds); under Ignore it stores them unstamped and unreserved, and makes no Pod of them
+    (said at home; the virtual kubelet withdraws each and asks again). Once the webhook is
+    back (and its configuration with it), every pod is offloaded once."""
+    selector = f"app=webhook-{policy.lower()}"
+    faults.clusters.playground.stop_component(PROVIDER, "vk-webhook")
+    if policy == "Ignore":
+        set_failure_policy(faults, PROVIDER, "Ignore")
+    try:
+        faults.apply(deployment(f"webhook-{policy.lower()}", 3))
+        why = "could not take the pod now" if policy == "Fail" else "NotReserved"
+        wait_until(lambda: told_at_home(faults, selector, why), f"the pods say {why!r}", 60)
+        no_remote_pod_meanwhile(faults, selector, 20)
+    finally:
+        faults.clusters.playground.up()  # the webhook, and its configurations (Fail)
+    offloaded = offloaded_from_now(faults, selector, 3)
+    record(f"provider's webhook down ({policy})", "pods made meanwhile Running after its return",
+           offloaded)  # fmt: skip
+    faults.settled("one remote pod per local pod")
+    faults.kubectl(CONSUMER, "delete", "deployment", f"webhook-{policy.lower()}", "-n", NAMESPACE)
+
+
+@pytest.mark.parametrize("policy", ["Fail", "Ignore"])
+def test_the_consumers_webhook_down_places_no_pod_against_its_namespace(
+    faults: Faults, policy: str
+) -> None:
+    """The namespace says Remote. Under Fail the API server refuses the pods (the webhook
+    does not answer); under Ignore it refuses them too, by vk's own ValidatingAdmissionPolicy
+    (the webhook did not place them): none runs at home meanwhile. Once the webhook is back,
+    the ReplicaSet controller's retries make them, placed, and they are offloaded."""
+    name = f"home-webhook-{policy.lower()}"
+    selector = f"app={name}"
+    faults.clusters.playground.stop_component(CONSUMER, "vk-webhook")
+    if policy == "Ignore":
+        set_failure_policy(faults, CONSUMER, "Ignore")
+    try:
+        faults.apply(deployment(name, 3))
+        why = "failed calling webhook" if policy == "Fail" else "run on virtual nodes only"
+
+        def refused() -> bool:
+            events = faults.items(CONSUMER, "events", "-n", NAMESPACE,
+                                  "--field-selector=reason=FailedCreate")  # fmt: skip
+            return any(why in (e.get("message") or "") and name in
+                       e["involvedObject"]["name"] for e in events)  # fmt: skip
+
+        wait_until(refused, f"the ReplicaSet told {why!r}", 60)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            assert not faults.items(CONSUMER, "pods", "-n", NAMESPACE, "-l", selector)
+            time.sleep(2)
+    finally:
+        faults.clusters.playground.up()  # the webhook, and its configurations (Fail)
+    offloaded = offloaded_from_now(faults, selector, 3)
+    record(f"consumer's webhook down ({policy})",
+           "pods made and Running offloaded after its return (the ReplicaSet's back-off)",
+           offloaded)  # fmt: skip
+    faults.settled("one remote pod per local pod")
+    faults.kubectl(CONSUMER, "delete", "deployment", name, "-n", NAMESPACE)
+
+
+def test_a_client_ca_rotation_is_followed_without_a_restart(faults: Faults, tmp_path: Path) -> None:
+    """rome's client CA rotated as a cluster's PKI is: a new CA beside the old one in the API
+    server's --client-ca-file (which it reloads, and publishes in
+    extension-apiserver-authentication), then the API server's kubelet client certificate
+    issued by the new CA. The virtual kubelet follows each step without a restart."""
+    faults.apply(deployment("rotation", 1))
+    wait_until(lambda: faults.running("app=rotation"), "rotation Running offloaded", 60)
+    pod = faults.running("app=rotation")[0]
+    pki = faults.clusters.playground.paths(CONSUMER).pki
+    now = datetime.now(UTC)
+    new_ca, new_ca_key = build_ca(f"{CONSUMER}-ca-2", now)
+    kubelet_client = issue(new_ca, new_ca_key, "kube-apiserver-kubelet-client", now,
+                           organizations=("system:masters",), client=True)  # fmt: skip
+    new_client = (tmp_path / "client.crt", tmp_path / "client.key")
+    new_client[0].write_bytes(kubelet_client.cert_pem)
+    new_client[1].write_bytes(kubelet_client.key_pem)
+    node = json.loads(faults.kubectl(CONSUMER, "get", "node", PROVIDER, "-o", "json").stdout)
+    port = int(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"])
+    virtual_kubelet = faults.virtual_kubelet_pid()
+    assert kubelet_get(port, "/pods", cert=new_client)[0] == 401
+
+    pki.client_ca.write_bytes(pki.client_ca.read_bytes() + new_ca.public_bytes(Encoding.PEM))
+    added = time.monotonic()
+    trusted = wait_timed(
+        lambda: kubelet_get(port, "/pods", cert=new_client)[0] == 200,
+        "the new CA trusted by the kubelet API",
+        120,
+        since=added,
+    )
+    record("client CA rotation", "new CA trusted by the kubelet API after the file changed",
+           trusted)  # fmt: skip
+    assert faults.virtual_kubelet_pid() == virtual_kubelet, "the virtual kubelet restarted"
+
+    pki.path("apiserver-kubelet-client.crt").write_bytes(kubelet_client.cert_pem)
+    pki.path("apiserver-kubelet-client.key").write_bytes(kubelet_client.key_pem)
+    faults.clusters.playground.stop_component(CONSUMER, "kube-apiserver")
+    back = faults.restart(CONSUMER)
+    served = wait_timed(
+        lambda: faults.kubectl(CONSUMER, "logs", pod, "-n", NAMESPACE, check=False).returncode == 0,
+        "kubectl logs through the new kubelet client certificate",
+        60,
+        since=back,
+    )
+    record("client CA rotation",
+           "kubectl logs served with the new kubelet client certificate after the API server's "
+           "restart", served)  # fmt: skip
+    execed = faults.kubectl(CONSUMER, "exec", pod, "-n", NAMESPACE, "--", "true", check=False)
+    assert execed.returncode == 0, execed.stderr
+    faults.settled("every local pod with its remote pod")
+    faults.kubectl(CONSUMER, "delete", "deployment", "rotation", "-n", NAMESPACE)
+
+
+async def test_malformed_and_truncated_watch_lines_lose_nothing(faults: Faults) -> None:
+    """vk's informer (what every component of vk watches with) through a proxy spoiling one
+    watch after another in front of milan's API server, objects changing all the while: each
+    spoiled line is refused whole (never half an object in the cache), the watch resumes from
+    the last real event (no list again), and the cache ends equal to the API server's."""
+    faults.kubectl(PROVIDER, "create", "namespace", WATCHED)
+    connection = load_kubeconfig_file(faults.clusters.kubeconfig(PROVIDER))
+    proxy = WatchFaultProxy(connection, list(WATCH_FAULTS))
+    await proxy.start()
+    direct = KubeClient(connection, name="direct")
+    informer = Informer(
+        KubeClient(ClusterConnection(server=proxy.url), name="through-proxy"),
+        "v1",
+        "configmaps",
+        namespace=WATCHED,
+    )
+    names: list[str] = []
+    informer.add_handler(lambda _, obj, __: names.append(obj["metadata"]["name"]))
+    watching = asyncio.create_task(informer.run())
+    changing = asyncio.create_task(keep_changing_configmaps(direct))
+    problems: set[str] = set()
+
+    async def note_problems() -> None:
+        while True:
+            if informer.problem:
+                problems.add(informer.problem)
+            await asyncio.sleep(0.05)
+
+    noting = asyncio.create_task(note_problems())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        deadline = time.monotonic() + 180
+        while len(proxy.served) < len(WATCH_FAULTS):
+            assert time.monotonic() < deadline, f"faults served: {proxy.served}"
+            assert not watching.done(), "the informer stopped"
+            await asyncio.sleep(0.05)
+        last_fault = time.monotonic()
+        # The last fault noticed (the problem is kept until a watch works again).
+        while not any("bytes: not an event" in problem for problem in problems):
+            assert time.monotonic() - last_fault < 30, problems
+            await asyncio.sleep(0.05)
+        changing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await changing
+
+        async def server_copy() -> dict[str, str]:
+            listed = await direct.get(resource_path("v1", "configmaps", namespace=WATCHED))
+            return {
+                c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in listed["items"]
+            }
+
+        def cache_copy() -> dict[str, str]:
+            return {c["metadata"]["name"]: c["metadata"]["resourceVersion"]
+                    for c in informer.store.objects()}  # fmt: skip
+
+        while cache_copy() != await server_copy():
+            assert time.monotonic() - last_fault < 60, "the cache never caught up"
+            await asyncio.sleep(0.1)
+        record("malformed and truncated watch lines (9 kinds, through a proxy)",
+               "informer's cache equal to the API server's after the last",
+               time.monotonic() - last_fault)  # fmt: skip
+        assert proxy.served == list(WATCH_FAULTS)
+        assert informer.lists == 1, "a spoiled line made the informer list everything again"
+        made = {f"watched-{i}" for i in range(10)} | {"kube-root-ca.crt"}
+        assert set(names) <= made, f"half an object cached: {set(names) - made}"
+        for said in ("not JSON", "not an event", "without an object", "unnamed object",
+                     "in the middle of an event", "bytes: not an event"):  # fmt: skip
+            assert any(said in problem for problem in problems), (said, problems)
+    finally:
+        for task in (changing, watching, noting):
+            task.cancel()
+        await asyncio.gather(changing, watching, noting, return_exceptions=True)
+        await informer.client.close()
+        await direct.close()
+        await proxy.stop()
+        faults.kubectl(PROVIDER, "delete", "namespace", WATCHED, "--wait=false")
+
+
+async def keep_changing_configmaps(client: KubeClient) -> None:
+    """ConfigMaps of WATCHED made, changed and deleted, one every 0.2 s."""
+    for step in itertools.count():
+        name = f"watched-{step % 10}"
+        path = resource_path("v1", "configmaps", namespace=WATCHED, name=name)
+        if step % 7 == 6:
+            with contextlib.suppress(NotFound):
+                await client.delete(path)
+        else:
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": WATCHED},
+                "data": {"step": str(step)},
+            }
+            await client.apply(path, body)
+        await asyncio.sleep(0.2)
 
 
 def test_the_consumer_api_server_down_past_the_lease_deadlines_loses_nothing(
