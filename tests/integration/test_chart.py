@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.integration.polling import wait_until
+from tests.integration.test_identities import README, identity_tables, parse_can_i
 from vk.api.constants import VK_NAMESPACE
 from vk.controllers.installation import (
     forge_controller_manager_cluster_role,
@@ -417,3 +418,30 @@ def test_virtual_kubelet_placement_values_reach_the_launcher_as_flags_it_accepts
     assert not [
         a for a in plain_args if a.startswith(("--virtual-kubelet-node", "--virtual-kubelet-tol"))
     ]
+
+
+def test_the_charts_identities_may_do_what_the_readme_says_and_nothing_else(
+    bare_cluster: dict[str, str],
+) -> None:
+    """The README's rows for the controller manager and the webhook as the chart installs
+    them (its *chart* rows included, the *playground* ones left out), against `kubectl auth
+    can-i --list` for the chart's ServiceAccounts."""
+    env = bare_cluster
+    installed = run(env, "vkctl", "install", "--cluster-id", "scratch")
+    assert installed.returncode == 0, installed.stderr
+    tables = identity_tables(README.read_text(), deployment="chart")
+
+    def can_i(namespace: str, who: str) -> set[tuple[str, str, str]]:
+        listed = run(env, "kubectl", "auth", "can-i", "--list", "-n", namespace, f"--as={who}")
+        assert listed.returncode == 0, listed.stderr
+        return parse_can_i(listed.stdout)
+
+    for title in ("Controller manager", "Webhook"):
+        user, rows = tables[title]
+        for namespace in {*rows, "default"} - {"cluster"}:
+            shown = can_i(namespace, user) - can_i(namespace, "vk-nobody")
+            expected = rows.get("cluster", set()) | rows.get(namespace, set())
+            assert shown == expected, (
+                f"{title} in namespace {namespace}: not in the README {sorted(shown - expected)}, "
+                f"not granted {sorted(expected - shown)}"
+            )

@@ -26,10 +26,13 @@ Triple = tuple[str, str, str]  # resource, name ("" for any), verb
 LINE = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 
-def identity_tables(text: str) -> dict[str, tuple[str, dict[str, set[Triple]]]]:
+def identity_tables(
+    text: str, deployment: str = "playground"
+) -> dict[str, tuple[str, dict[str, set[Triple]]]]:
     """Heading (up to its colon) -> (its first backticked name, where -> triples), from the
-    section "Every identity vk creates". Rows marked *chart* are left out: the playground
-    does that work itself."""
+    section "Every identity vk creates", as `deployment` ("playground" or "chart") installs
+    vk: rows marked for the other one are left out."""
+    other = "*chart*" if deployment == "playground" else "*playground*"
     section = text.split("### Every identity vk creates", 1)[1].split("\n## ", 1)[0]
     tables: dict[str, tuple[str, dict[str, set[Triple]]]] = {}
     for block in section.split("\n#### ")[1:]:
@@ -42,9 +45,9 @@ def identity_tables(text: str) -> dict[str, tuple[str, dict[str, set[Triple]]]]:
             if not line.startswith("| ") or len(cells) != 4 or cells[0] in ("where", "---"):
                 continue
             where, resources, names, verbs = cells
-            if "*chart*" in where:
+            if other in where:
                 continue
-            where = where.replace("*playground*", "").strip().strip("`")
+            where = where.replace("*playground*", "").replace("*chart*", "").strip().strip("`")
             for resource in re.findall(r"`([^`]+)`", resources):
                 for name in re.findall(r"`([^`]+)`", names) or [""]:
                     for verb in verbs.split(","):
