@@ -117,6 +117,8 @@ class BenchVirtualNode:
         return self.playground.kubeconfig("far")
 
     def __enter__(self) -> BenchVirtualNode:
+        # Stopped (a timeout, CI), the benchmark still tears its clusters down on the way out.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             self._set_up()
         except BaseException:
@@ -142,7 +144,10 @@ class BenchVirtualNode:
         print("peering home with far (vkctl peer), the virtual kubelet run by the benchmark")
         peering = subprocess.Popen(
             [VKCTL, "peer", f"--remote-kubeconfig={self.far}", f"--kubeconfig={self.home}",
-             "--timeout=3m"],
+             "--timeout=3m",
+             # The whole node's worth: the provider's default slice is 110 pods, and a larger
+             # benchmark would wait for ever for pods the Quota refuses.
+             *(f"--{resource}={value}" for resource, value in self.capacity.items())],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
