@@ -125,6 +125,39 @@ async def test_an_informer_survives_an_unexpected_failure_and_backs_off_refused_
     assert all(gap >= 0.4 for gap in gaps), gaps  # backed off, not a hot loop
 
 
+MANAGED_FIELDS = ({"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:data": {}}},)
+
+
+class TalkativeApiServer:
+    """A collection whose objects carry managedFields, listed and then watched."""
+
+    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+        metadata = {"name": "a", "namespace": "ns", "resourceVersion": "1"}
+        return [{"metadata": {**metadata, "managedFields": MANAGED_FIELDS}}], "1"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        metadata = {"name": "b", "namespace": "ns", "resourceVersion": "2"}
+        metadata["managedFields"] = MANAGED_FIELDS  # type: ignore[assignment]
+        yield {"type": "ADDED", "object": {"metadata": metadata}}
+        await asyncio.sleep(3600)
+
+
+async def test_an_informer_keeps_no_managed_fields() -> None:
+    informer = Informer(TalkativeApiServer(), "v1", "configmaps")  # type: ignore[arg-type]
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while len(informer.store) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert [o["metadata"].get("managedFields") for o in informer.store.objects()] == [None, None]
+
+
 class DownApiServer:
     """An API server that never answers the list."""
 

@@ -4,7 +4,8 @@ A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh 
 collections), so an idle informer costs one long request per five minutes; only a 410 Gone
 makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
 hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
-should only enqueue keys: reconcilers read the cache, never the event.
+should only enqueue keys: reconcilers read the cache, never the event. Objects are kept
+without their managedFields.
 """
 
 from __future__ import annotations
@@ -127,6 +128,17 @@ class Store:
                     keys.discard(key)
                     if not keys:
                         del self._indexes[name][value]
+
+
+def trimmed(obj: JSON) -> JSON:
+    """`obj` as a cache keeps it: without its managedFields, which vk never reads from a cache
+    (it reads them fresh, where it does) and which make up a large part of every object kept
+    (a pod's status writers alone leave several entries). A PUT of a trimmed copy keeps the
+    server's managedFields: the API server leaves them as they are when the body has none."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
 
 
 def resource_version(obj: JSON) -> str:
@@ -267,6 +279,7 @@ class Informer:
         self.lists += 1
         seen = set()
         for obj in items:
+            trimmed(obj)
             key = object_key(obj)
             seen.add(key)
             old = self.store.upsert(obj)
@@ -286,7 +299,7 @@ class Informer:
         resourceVersion seen, to resume from."""
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
         async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
-            obj = event["object"]
+            obj = trimmed(event["object"])
             version = resource_version(obj) or version
             event_type = event["type"]
             if event_type == DELETED:
