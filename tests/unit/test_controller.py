@@ -7,12 +7,22 @@ import asyncio
 import contextlib
 from collections import Counter
 
+import orjson
+import pytest
+
+from vk.kube.client import JSON
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
 from vk.kube.informer import (
+    COMPACT_DEPTH,
     FAILING_FOR_SECONDS,
+    INTERNED_STRING_MAX,
     Informer,
+    compact,
     informer_problems,
+    informer_scope,
+    namespace_index,
     retry_informers_now,
+    shared_informer,
 )
 from vk.kube.observability import MetricsServer
 from vk.kube.supervision import TASK_RESTARTS
@@ -229,3 +239,109 @@ async def test_informers_of_a_server_back_list_again_at_once_not_after_their_bac
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_compacted_object_is_equal_and_shares_its_strings_with_the_others() -> None:
+    def pod(name: str) -> JSON:  # decoded apart, as two watch events are
+        return orjson.loads(
+            orjson.dumps(
+                {
+                    "metadata": {"name": name, "labels": {"app": "web"}, "managedFields": []},
+                    "spec": {"containers": [{"name": "app", "image": "registry.local/web:1"}]},
+                    "data": "x" * (INTERNED_STRING_MAX + 1),
+                }
+            )
+        )
+
+    one, other = compact(pod("one")), compact(pod("other"))
+    expected = pod("one")
+    del expected["metadata"]["managedFields"]
+    assert one == expected
+    image = one["spec"]["containers"][0]["image"]
+    assert image is other["spec"]["containers"][0]["image"]
+    assert next(iter(one["metadata"]["labels"])) is next(iter(other["metadata"]["labels"]))
+    assert one["data"] is not other["data"]  # long values stay each object's own
+
+
+def test_a_hostile_deeply_nested_object_is_kept_as_it_came() -> None:
+    nested: JSON = {"leaf": "x"}
+    for _ in range(5000):  # deeper than the interpreter's recursion limit
+        nested = {"n": nested}
+    compacted = compact({"metadata": {"name": "deep"}, "spec": nested})  # no RecursionError
+    inner, original = compacted["spec"], nested
+    for _ in range(COMPACT_DEPTH + 1):
+        inner, original = inner["n"], original["n"]
+    assert inner is original  # below the depth compacted, the very object decoded
+
+
+class CountingApiServer:
+    """Counts lists and watches; its watches stay open until cancelled."""
+
+    def __init__(self) -> None:
+        self.lists = 0
+        self.watches = 0
+
+    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+        self.lists += 1
+        return [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        self.watches += 1
+        await asyncio.sleep(3600)
+        yield {}
+
+
+async def test_controllers_in_one_scope_share_one_informer_and_its_one_watch() -> None:
+    server = CountingApiServer()
+    client = server  # what the informers are made with
+    with informer_scope():
+        first = shared_informer(client, "v1", "pods", namespace="ns")  # type: ignore[arg-type]
+        second = shared_informer(client, "v1", "pods", namespace="ns")  # type: ignore[arg-type]
+        other = shared_informer(client, "v1", "pods", namespace="elsewhere")  # type: ignore[arg-type]
+    outside = shared_informer(client, "v1", "pods", namespace="ns")  # type: ignore[arg-type]
+    assert first is second
+    assert other is not first
+    assert outside is not first
+
+    runs = [asyncio.create_task(informer.run()) for informer in (first, second)]
+    async with asyncio.timeout(5):
+        await first.synced.wait()
+        while server.watches < 1:
+            await asyncio.sleep(0.01)
+    assert (server.lists, server.watches) == (1, 1)
+    runs[0].cancel()  # one user stops: the other still follows the server
+    await asyncio.sleep(0.05)
+    assert first._following is not None
+    assert not first._following.done()
+    following = first._following
+    runs[1].cancel()  # the last one stops: so does the watch
+    await asyncio.gather(*runs, return_exceptions=True)
+    assert following.cancelled()
+    assert first._following is None
+
+
+def test_an_index_name_means_one_thing_in_a_shared_informer() -> None:
+    client = CountingApiServer()
+    with informer_scope():
+        informer = shared_informer(client, "v1", "pods", indexers={"ns": namespace_index})  # type: ignore[arg-type]
+        informer.store.upsert({"metadata": {"name": "a", "namespace": "x"}})
+        again = shared_informer(client, "v1", "pods", indexers={"node": lambda _: ["n"]})  # type: ignore[arg-type]
+        assert [o["metadata"]["name"] for o in again.store.by_index("node", "n")] == ["a"]
+        with pytest.raises(ValueError, match="defined already"):
+            shared_informer(client, "v1", "pods", indexers={"ns": lambda _: []})  # type: ignore[arg-type]
+
+
+def test_a_removed_handler_sees_no_more_changes() -> None:
+    informer = Informer(CountingApiServer(), "v1", "pods")  # type: ignore[arg-type]
+    seen: list[str] = []
+
+    def handler(event: str, obj: JSON, _: JSON | None) -> None:
+        seen.append(obj["metadata"]["name"])
+        informer.remove_handler(handler)  # removing itself while being notified
+
+    informer.add_handler(handler)
+    informer._notify("ADDED", {"metadata": {"name": "a"}}, None)
+    informer._notify("ADDED", {"metadata": {"name": "b"}}, None)
+    assert seen == ["a"]

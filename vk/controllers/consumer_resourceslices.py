@@ -59,7 +59,7 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import object_key, shared_informer, split_key
 from vk.kube.pki import (
     certificate_matches_key,
     csr_matches_key,
@@ -215,13 +215,13 @@ class ConsumerResourceSlices(Reconciler):
     def __init__(self, client: KubeClient, consumer: str) -> None:
         self.client = client
         self.consumer = consumer
-        self.slices = Informer(
+        self.slices = shared_informer(
             client,
             ResourceSlice.group_version(),
             ResourceSlice.PLURAL,
             label_selector=f"{REPLICATION_LABEL}=true",
         )
-        self.secrets = Informer(
+        self.secrets = shared_informer(
             client,
             "v1",
             "secrets",

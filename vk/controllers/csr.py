@@ -22,7 +22,7 @@ from vk.api.constants import TYPE_LABEL, TYPE_VIRTUAL_NODE, virtual_kubelet_serv
 from vk.api.offloading import VirtualNode
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer
+from vk.kube.informer import shared_informer
 from vk.kubelet.certificates import SIGNER
 
 log = structlog.get_logger("vk.controllers.csr")
@@ -105,14 +105,16 @@ class ServingCSRApprover(Reconciler):
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.csrs = Informer(
+        self.csrs = shared_informer(
             client,
             CSR_API,
             "certificatesigningrequests",
             field_selector=f"spec.signerName={SIGNER}",
         )
-        self.virtual_nodes = Informer(client, VirtualNode.group_version(), VirtualNode.PLURAL)
-        self.nodes = Informer(
+        self.virtual_nodes = shared_informer(
+            client, VirtualNode.group_version(), VirtualNode.PLURAL
+        )
+        self.nodes = shared_informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
         self.controller = Controller(self)

@@ -33,7 +33,7 @@ from vk.api.core import ForeignCluster
 from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer
+from vk.kube.informer import shared_informer
 
 log = structlog.get_logger("vk.controllers.foreignclusters")
 
@@ -122,20 +122,20 @@ class ForeignClusters(Reconciler):
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.foreign_clusters = Informer(
+        self.foreign_clusters = shared_informer(
             client, ForeignCluster.group_version(), ForeignCluster.PLURAL
         )
-        self.identities = Informer(
+        self.identities = shared_informer(
             client,
             "v1",
             "secrets",
             label_selector=f"{IDENTITY_TYPE_LABEL}={IDENTITY_CONTROL_PLANE}",
         )
-        self.tenants = Informer(
+        self.tenants = shared_informer(
             client, "v1", "namespaces", label_selector=f"{TENANT_NAMESPACE_LABEL}=true"
         )
-        self.tenant_records = Informer(client, Tenant.group_version(), Tenant.PLURAL)
-        self.nodes = Informer(
+        self.tenant_records = shared_informer(client, Tenant.group_version(), Tenant.PLURAL)
+        self.nodes = shared_informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
         self.controller = Controller(self)

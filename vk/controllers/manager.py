@@ -47,6 +47,7 @@ from vk.controllers.replication import Replicator
 from vk.controllers.tenants import Tenants
 from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
 from vk.kube.client import KubeClient, resource_path
+from vk.kube.informer import informer_scope
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
@@ -102,28 +103,31 @@ async def run_manager(options: ManagerOptions) -> int:
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()
-        quota_usage = ProviderQuotaUsage(client)
-        reconcilers = [
-            ServingCSRApprover(client).run(),
-            Replicator(client, cluster.cluster_id).run(),
-            ConsumerResourceSlices(client, cluster.cluster_id).run(),
-            ProviderResourceSlices(client, settings).run(),
-            ProviderNamespaceMaps(
-                client,
-                options.tenant_pod_security,
-                options.reserved_namespaces,
-                options.tenant_namespace_quota,
-            ).run(),
-            ProviderShadowPods(client, quota_usage.quotas).run(),
-            quota_usage.run(),
-            ForeignClusters(client).run(),
-            Tenants(client).run(),
-            NamespaceOffloadings(client, cluster.cluster_id).run(),
-        ]
-        if options.launcher is not None:
-            launcher = options.launcher(client)
-            reconcilers.append(VirtualNodeReconciler(client, cluster.cluster_id, launcher).run())
-        await asyncio.gather(*reconcilers)
+        # One cache per watched scope for all the controllers of this term as leader.
+        with informer_scope():
+            quota_usage = ProviderQuotaUsage(client)
+            reconcilers = [
+                ServingCSRApprover(client).run(),
+                Replicator(client, cluster.cluster_id).run(),
+                ConsumerResourceSlices(client, cluster.cluster_id).run(),
+                ProviderResourceSlices(client, settings).run(),
+                ProviderNamespaceMaps(
+                    client,
+                    options.tenant_pod_security,
+                    options.reserved_namespaces,
+                    options.tenant_namespace_quota,
+                ).run(),
+                ProviderShadowPods(client, quota_usage.quotas).run(),
+                quota_usage.run(),
+                ForeignClusters(client).run(),
+                Tenants(client).run(),
+                NamespaceOffloadings(client, cluster.cluster_id).run(),
+            ]
+            if options.launcher is not None:
+                launcher = options.launcher(client)
+                reconciler = VirtualNodeReconciler(client, cluster.cluster_id, launcher)
+                reconcilers.append(reconciler.run())
+            await asyncio.gather(*reconcilers)
 
     try:
         return await run_while_leading(elector, work, background=[metrics.run()])

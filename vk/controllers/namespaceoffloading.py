@@ -55,7 +55,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.namespaceoffloading")
 
@@ -317,21 +317,23 @@ class NamespaceOffloadings(Reconciler):
     def __init__(self, client: KubeClient, home_cluster_id: str) -> None:
         self.client = client
         self.home_cluster_id = home_cluster_id
-        self.offloadings = Informer(
+        self.offloadings = shared_informer(
             client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL
         )
-        self.virtual_nodes = Informer(client, VirtualNode.group_version(), VirtualNode.PLURAL)
-        self.nodes = Informer(
+        self.virtual_nodes = shared_informer(
+            client, VirtualNode.group_version(), VirtualNode.PLURAL
+        )
+        self.nodes = shared_informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
-        self.maps = Informer(
+        self.maps = shared_informer(
             client,
             NamespaceMap.group_version(),
             NamespaceMap.PLURAL,
             label_selector=f"{REPLICATION_LABEL}=true",
         )
-        self.namespaces = Informer(client, "v1", "namespaces")
-        self.pods = Informer(client, "v1", "pods", indexers={NAMESPACE_INDEX: pod_namespace})
+        self.namespaces = shared_informer(client, "v1", "namespaces")
+        self.pods = shared_informer(client, "v1", "pods", indexers={NAMESPACE_INDEX: pod_namespace})
         self.events = EventRecorder(client, "namespaceoffloading-controller")
         self.controller = Controller(self, workers=4)
         self._reported: dict[str, str] = {}  # pod uid -> the violation last reported

@@ -38,7 +38,7 @@ from vk.api.offloading import MappingPhase, NamespaceMap, ShadowPod
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 
@@ -238,13 +238,13 @@ class ProviderNamespaceMaps(Reconciler):
             DEFAULT_TWIN_NAMESPACE_QUOTA if namespace_quota is None else namespace_quota
         )
         self.reserved = (*RESERVED_NAMESPACES, *reserved_namespaces)
-        self.maps = Informer(
+        self.maps = shared_informer(
             client,
             NamespaceMap.group_version(),
             NamespaceMap.PLURAL,
             label_selector=f"{REPLICATED_LABEL}=true",
         )
-        self.namespaces = Informer(client, "v1", "namespaces")
+        self.namespaces = shared_informer(client, "v1", "namespaces")
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
         self.controller = Controller(self, workers=2)

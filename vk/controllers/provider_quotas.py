@@ -24,7 +24,7 @@ from vk.api.offloading import Quota, ShadowPod
 from vk.api.usage import creator_label_value, forge_counted_status, is_accounted, next_expiry
 from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import object_key, shared_informer, split_key
 from vk.reflection.forge.pods import shadow_pod_as_pod
 
 log = structlog.get_logger("vk.controllers.provider_quotas")
@@ -57,13 +57,13 @@ class ProviderQuotaUsage(Reconciler):
     ) -> None:
         self.client = client
         self.clock = clock
-        self.quotas = Informer(
+        self.quotas = shared_informer(
             client,
             Quota.group_version(),
             Quota.PLURAL,
             indexers={CREATOR_INDEX: quota_creator_index},
         )
-        self.shadow_pods = Informer(
+        self.shadow_pods = shared_informer(
             client,
             ShadowPod.group_version(),
             ShadowPod.PLURAL,

@@ -35,7 +35,7 @@ from vk.controllers.csr import CSR_API, decided, forge_approval
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import object_key, shared_informer, split_key
 from vk.kube.pki import csr_subject
 
 log = structlog.get_logger("vk.controllers.provider_resourceslices")
@@ -191,13 +191,13 @@ class ProviderResourceSlices(Reconciler):
     def __init__(self, client: KubeClient, settings: ProviderSettings) -> None:
         self.client = client
         self.settings = settings
-        self.slices = Informer(
+        self.slices = shared_informer(
             client,
             ResourceSlice.group_version(),
             ResourceSlice.PLURAL,
             label_selector=f"{REPLICATED_LABEL}=true",
         )
-        self.requests = Informer(
+        self.requests = shared_informer(
             client,
             CSR_API,
             "certificatesigningrequests",

@@ -46,7 +46,7 @@ from vk.api.usage import holds_reservation, is_accounted
 from vk.controllers.provider_quotas import CREATOR_INDEX
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import Informer, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import live_pod_patch
 from vk.reflection.workload.pods import pod_path, shadow_pod_path
 
@@ -287,11 +287,13 @@ class ProviderShadowPods(Reconciler):
         """`quotas` is the Quota informer the recount runs (indexed by CREATOR_INDEX)."""
         self.client = client
         self.quotas = quotas
-        self.shadow_pods = Informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
-        self.pods = Informer(client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true")
+        self.shadow_pods = shared_informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
+        self.pods = shared_informer(
+            client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true"
+        )
         # The namespaces the provider made for its consumers (tenant and twin namespaces alike
         # name the consumer): whatever ShadowPod is in one is that consumer's.
-        self.consumer_namespaces = Informer(
+        self.consumer_namespaces = shared_informer(
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
         self.controller = Controller(self, workers=workers)

@@ -34,7 +34,7 @@ from vk.api.offloading import NamespaceMap
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import EventHandler, Informer, object_key, split_key
+from vk.kube.informer import EventHandler, Informer, object_key, shared_informer, split_key
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
@@ -153,12 +153,12 @@ class Replicator(Reconciler):
         self.client = client
         self.consumer = consumer
         self.local = {
-            kind.plural: Informer(
+            kind.plural: shared_informer(
                 client, kind.api_version, kind.plural, label_selector=f"{REPLICATION_LABEL}=true"
             )
             for kind in REPLICATED_KINDS
         }
-        self.identities = Informer(
+        self.identities = shared_informer(
             client,
             "v1",
             "secrets",

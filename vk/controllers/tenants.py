@@ -47,7 +47,7 @@ from vk.controllers.replication import FINALIZER as REPLICATION_FINALIZER
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.tenants")
 
@@ -146,15 +146,15 @@ class Tenants(Reconciler):
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.tenants = Informer(client, Tenant.group_version(), Tenant.PLURAL)
+        self.tenants = shared_informer(client, Tenant.group_version(), Tenant.PLURAL)
         self.replicated: dict[type[KubeObject], Informer] = {
-            kind: Informer(
+            kind: shared_informer(
                 client, kind.group_version(), kind.PLURAL, label_selector=f"{REPLICATED_LABEL}=true"
             )
             for kind in (ResourceSlice, NamespaceMap)
         }
         # Tenant namespaces and twin namespaces alike carry the other cluster's ID.
-        self.namespaces = Informer(
+        self.namespaces = shared_informer(
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
         self.events = EventRecorder(client, "tenant-controller")

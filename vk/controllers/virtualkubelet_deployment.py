@@ -30,7 +30,7 @@ from vk.api.constants import (
 )
 from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
-from vk.kube.informer import Informer, object_key
+from vk.kube.informer import Informer, object_key, shared_informer
 
 KUBELET_PORT = 10250
 METRICS_PORT = 5872
@@ -194,7 +194,7 @@ class DeploymentLauncher(Launcher):
         self.image = image
         self.placement = dict(placement or {})
         self.applied = AppliedObjects(client)
-        self.deployments = Informer(
+        self.deployments = shared_informer(
             client,
             "apps/v1",
             "deployments",

@@ -45,7 +45,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import Informer, object_key, split_key
+from vk.kube.informer import Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.virtualnodes")
 
@@ -171,18 +171,20 @@ class VirtualNodeReconciler(Reconciler):
         self.client = client
         self.home_cluster_id = home_cluster_id
         self.launcher = launcher
-        self.virtual_nodes = Informer(client, VirtualNode.group_version(), VirtualNode.PLURAL)
-        self.nodes = Informer(
+        self.virtual_nodes = shared_informer(
+            client, VirtualNode.group_version(), VirtualNode.PLURAL
+        )
+        self.nodes = shared_informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
         # Which namespaces each provider is offloaded, so which its virtual kubelets may read.
-        self.namespace_maps = Informer(
+        self.namespace_maps = shared_informer(
             client,
             NamespaceMap.group_version(),
             NamespaceMap.PLURAL,
             label_selector=REMOTE_CLUSTER_ID_LABEL,
         )
-        self.offloaded_bindings = Informer(
+        self.offloaded_bindings = shared_informer(
             client,
             "rbac.authorization.k8s.io/v1",
             "rolebindings",

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import aiohttp
+import orjson
 from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection
@@ -91,7 +92,7 @@ def parse_watch_event(line: bytes) -> JSON:
     type and an object, named unless a bookmark or an error. Anything else is MalformedWatch,
     never an event half taken in."""
     try:
-        event = json.loads(line)
+        event = orjson.loads(line)
     except ValueError as error:
         raise MalformedWatch(f"a watch line that is not JSON ({error}): {line[:100]!r}") from None
     if not isinstance(event, dict) or event.get("type") not in WATCH_EVENT_TYPES:
@@ -116,7 +117,7 @@ def _error_code(status: Mapping[str, Any]) -> int:
 
 def _typed_error(status: int, body: str) -> ApiError:
     try:
-        payload = json.loads(body)
+        payload = orjson.loads(body)
         reason, message = payload.get("reason", ""), payload.get("message", body)
     except ValueError:
         reason, message = "", body
@@ -229,7 +230,7 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> JSON:
         text = await self._send(method, path, params=params, body=body, content_type=content_type)
-        result: JSON = json.loads(text) if text else {}
+        result: JSON = orjson.loads(text) if text else {}
         return result
 
     async def get_text(self, path: str) -> str:

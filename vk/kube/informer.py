@@ -5,20 +5,24 @@ collections), so an idle informer costs one long request per five minutes; only 
 makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
 hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
 should only enqueue keys: reconcilers read the cache, never the event. Objects are kept
-without their managedFields.
+compacted: without their managedFields, their strings shared.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import sys
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 import structlog
+from prometheus_client import Gauge
 
 from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
 from vk.kube.supervision import TASK_RESTARTS
@@ -38,6 +42,11 @@ MIN_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 QUICK_CLOSE_SECONDS = 1.0
 # Informers running in this process, for /readyz to name those that have been failing.
 RUNNING: weakref.WeakSet[Informer] = weakref.WeakSet()
+INFORMERS = Gauge(
+    "vk_informers",
+    "Informers following an API server in this process, each with its one list and watch",
+)
+INFORMERS.set_function(lambda: len(RUNNING))
 # Failing for this long, an informer makes its process not ready: a blip is not an outage.
 FAILING_FOR_SECONDS = 30.0
 
@@ -90,6 +99,20 @@ class Store:
     def __len__(self) -> int:
         return len(self._objects)
 
+    def add_indexers(self, indexers: dict[str, Indexer]) -> None:
+        """More indexes, built over what the store holds already. An index name means one
+        thing: the same name with another function is a programming error, raised."""
+        for name, indexer in indexers.items():
+            if name in self._indexers:
+                if self._indexers[name] is not indexer:
+                    raise ValueError(f"the index {name!r} is defined already, otherwise")
+                continue
+            self._indexers[name] = indexer
+            self._indexes[name] = {}
+            for key, obj in self._objects.items():
+                for value in indexer(obj):
+                    self._indexes[name].setdefault(value, set()).add(key)
+
     def get(self, key: str) -> JSON | None:
         return self._objects.get(key)
 
@@ -130,15 +153,94 @@ class Store:
                         del self._indexes[name][value]
 
 
-def trimmed(obj: JSON) -> JSON:
+# Strings this short are kept once per process however many objects hold them: keys, and the
+# values thousands of objects repeat (names, uids, images, timestamps, condition types).
+INTERNED_STRING_MAX = 64
+# Below this depth an object is kept as decoded: no Kubernetes object nests this deep, and a
+# hostile one nesting deeper must not cost a recursion error.
+COMPACT_DEPTH = 32
+
+
+def compact(obj: JSON) -> JSON:
     """`obj` as a cache keeps it: without its managedFields, which vk never reads from a cache
     (it reads them fresh, where it does) and which make up a large part of every object kept
-    (a pod's status writers alone leave several entries). A PUT of a trimmed copy keeps the
-    server's managedFields: the API server leaves them as they are when the body has none."""
+    (a pod's status writers alone leave several entries); and with its keys and short strings
+    interned, so that what ten thousand pods repeat is kept once (half a pod's bytes, measured
+    by `bench.offload --heap`). A PUT of a compacted copy keeps the server's managedFields:
+    the API server leaves them as they are when the body has none."""
     metadata = obj.get("metadata")
     if isinstance(metadata, dict):
         metadata.pop("managedFields", None)
-    return obj
+    compacted: JSON = _interned(obj, COMPACT_DEPTH)
+    return compacted
+
+
+def _interned(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        return sys.intern(value) if len(value) <= INTERNED_STRING_MAX else value
+    if depth == 0:
+        return value
+    if kind is dict:
+        return {sys.intern(key): _interned(item, depth - 1) for key, item in value.items()}
+    if kind is list:
+        return [_interned(item, depth - 1) for item in value]
+    return value
+
+
+InformerScope = tuple[int, str, str | None, str | None]
+"""(the client's id, path, label selector, field selector): what one informer follows."""
+
+# The informers shared in the current scope (informer_scope()), by what they follow.
+_SHARED: contextvars.ContextVar[dict[InformerScope, Informer] | None] = contextvars.ContextVar(
+    "shared_informers", default=None
+)
+
+
+@contextlib.contextmanager
+def informer_scope() -> Iterator[None]:
+    """Within it, shared_informer() gives one informer per (client, resource, scope): what a
+    process's controllers set up inside it shares one list, one watch and one cache of each.
+    A process opens one per lifetime of its controllers (the controller manager one per term
+    as leader: a new term's controllers start from informers of their own)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def shared_informer(
+    client: KubeClient,
+    api_version: str,
+    plural: str,
+    *,
+    namespace: str | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+    indexers: dict[str, Indexer] | None = None,
+) -> Informer:
+    """The informer of `plural` in that scope through `client` shared in this informer_scope():
+    made on first use, the same one after (with `indexers` added). Each user runs it (`run()`
+    is shared) and adds its own handlers, removing them if it stops before the scope ends.
+    Outside any scope, a new informer of its own each time."""
+    shared = _SHARED.get()
+    path = resource_path(api_version, plural, namespace=namespace)
+    scope = (id(client), path, label_selector, field_selector)
+    informer = None if shared is None else shared.get(scope)
+    if informer is None:
+        informer = Informer(
+            client,
+            api_version,
+            plural,
+            namespace=namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        if shared is not None:
+            shared[scope] = informer
+    informer.store.add_indexers(indexers or {})
+    return informer
 
 
 def resource_version(obj: JSON) -> str:
@@ -181,6 +283,9 @@ class Informer:
         # The resourceVersion of the last event taken in: a watch that fails resumes there,
         # not where it opened (its events are in the cache already).
         self._watched_to: str | None = None
+        # The one list-and-watch every caller of run() shares, and how many they are.
+        self._following: asyncio.Task[None] | None = None
+        self._runners = 0
 
     def add_handler(self, handler: EventHandler) -> None:
         """Handlers see every change from now on; the cache's current objects come as ADDED."""
@@ -188,14 +293,37 @@ class Informer:
         for obj in self.store.objects():
             handler(ADDED, obj, None)
 
+    def remove_handler(self, handler: EventHandler) -> None:
+        """`handler` sees no more changes (a user of a shared informer that stops early)."""
+        with contextlib.suppress(ValueError):
+            self._handlers.remove(handler)
+
     def _notify(self, event_type: str, obj: JSON, old: JSON | None) -> None:
-        for handler in self._handlers:
+        for handler in tuple(self._handlers):  # a handler may remove itself
             try:
                 handler(event_type, obj, old)
             except Exception:  # one broken handler must not stop the informer
                 self._log.exception("event handler failed", event=event_type, key=object_key(obj))
 
     async def run(self) -> None:
+        """Keeps the cache following the server until cancelled. Shared: the first caller
+        starts the list and watch, later callers join the one running (their `synced` is its
+        own), and it stops when the last of them is cancelled."""
+        if self._following is None:
+            self._following = asyncio.create_task(self._follow(), name=self.describe())
+        following = self._following
+        self._runners += 1
+        try:
+            await asyncio.shield(following)
+        finally:
+            self._runners -= 1
+            if self._runners == 0 and self._following is following:
+                self._following = None
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await following
+
+    async def _follow(self) -> None:
         """Lists, then watches from there, for ever. Nothing stops it but cancellation: a
         failure is retried with back-off (an unexpected one logged with its traceback and
         counted in vk_task_restarts_total, then listed afresh), a watch the server closes at
@@ -278,8 +406,7 @@ class Informer:
         items, version = await self.client.list_all(self.path, self.params)
         self.lists += 1
         seen = set()
-        for obj in items:
-            trimmed(obj)
+        for obj in map(compact, items):
             key = object_key(obj)
             seen.add(key)
             old = self.store.upsert(obj)
@@ -299,7 +426,7 @@ class Informer:
         resourceVersion seen, to resume from."""
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
         async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
-            obj = trimmed(event["object"])
+            obj = compact(event["object"])
             version = resource_version(obj) or version
             event_type = event["type"]
             if event_type == DELETED:
