@@ -7,10 +7,12 @@ offloaded through one virtual kubelet, on the real path: ShadowPods written with
 identity, admitted by far's webhook against the Quota's ledger, turned into Pods by far's
 controller manager. It prints: time to all Ready for each and their ratio; per-pod startup
 p50/p99 (first seen -> Ready, watched); the virtual kubelet's peak RSS and CPU seconds; the
-virtual kubelet's API writes per offloaded pod (heartbeats apart), and, apart from them, the
-provider's own (its controller manager's and its webhook's); then `kill -9` of the virtual
-kubelet with N pods running, a new one started, the time until it has converged and the
-number of remote pods re-created (must be 0).
+virtual kubelet's API writes per offloaded pod on the pod path (its heartbeats, the Events it
+reflects and the ServiceAccount token path counted apart, each said why), the informers each vk
+process runs (one watch each), and, apart from them, the provider's own writes (its controller
+manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods running, a new
+one started, the time until it has converged and the number of remote pods re-created (must
+be 0). `--heap`: where the virtual kubelet's bytes per pod go (bench/heap.py).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
@@ -110,16 +112,38 @@ def percentile(values: list[float], fraction: float) -> float:
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def writes(sample: Sample, *, heartbeat: bool | None = None) -> float:
-    """Write requests in a metrics sample: all of them (`heartbeat` None), the heartbeat's
-    (node Lease, Node status, the HA Lease), or all the others."""
+# The virtual kubelet's writes that are not on the pod path, by what they are for: counted and
+# printed apart (issue 20), each with why it is there.
+HEARTBEAT, EVENTS, TOKENS, POD_PATH = "heartbeat", "events", "tokens", "pod path"
+APART = {
+    ("home", "leases"): HEARTBEAT,
+    ("home", "nodes"): HEARTBEAT,
+    ("home", "nodes/status"): HEARTBEAT,
+    ("home", "events"): EVENTS,
+    ("home", "serviceaccounts/token"): TOKENS,
+    ("provider", "secrets"): TOKENS,
+}
+WHY = {
+    EVENTS: "the provider's Events about each remote pod (its scheduler's), reflected home "
+    "for `kubectl describe pod`",
+    TOKENS: "each pod's ServiceAccount token: a TokenRequest at home, written to the provider "
+    "as the Secret the remote pod mounts (as Liqo does)",
+}
+
+
+def purpose(labels: dict[str, str]) -> str:
+    return APART.get((labels["client"], labels["resource"]), POD_PATH)
+
+
+def writes(sample: Sample, what: str | None = None) -> float:
+    """Write requests in a metrics sample: all of them (`what` None), or those of one purpose
+    (HEARTBEAT, EVENTS, TOKENS, POD_PATH)."""
     total = 0.0
     for (name, labels), value in sample.items():
         label = dict(labels)
         if name != "vk_api_requests_total" or label["verb"] not in WRITE_VERBS:
             continue
-        is_heartbeat = label["resource"] in ("leases", "nodes", "nodes/status")
-        if heartbeat is None or is_heartbeat == heartbeat:
+        if what is None or purpose(label) == what:
             total += value
     return total
 
@@ -147,8 +171,16 @@ def print_breakdown(breakdown: dict[tuple[tuple[str, str], ...], float], n: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000)
-    n = parser.parse_args().pods
-    with BenchVirtualNode(pods_capacity=n + 100, name="offload") as scene:
+    parser.add_argument(
+        "--heap",
+        action="store_true",
+        help="run the virtual kubelet under tracemalloc and print where its bytes per pod go "
+        "(slower: its timings are not the product's)",
+    )
+    arguments = parser.parse_args()
+    n = arguments.pods
+    heap: dict[str, Any] | None = None
+    with BenchVirtualNode(pods_capacity=n + 100, name="offload", heap=arguments.heap) as scene:
         home, far = scene.home, scene.far
         kubectl(home, "create", "namespace", "bench-local")
         print(f"\n== {n} replicas on home's local kwok node (baseline)")
@@ -185,8 +217,11 @@ def main() -> None:
         provider_after = scene.provider_metrics()
         _, peak_rss, cpu_after = proc_stats(process.pid)
         cpu = cpu_after - cpu_before
-        pod_writes = (writes(after, heartbeat=False) - writes(before, heartbeat=False)) / n
-        heartbeat_writes = writes(after, heartbeat=True) - writes(before, heartbeat=True)
+        per_pod = {
+            what: (writes(after, what) - writes(before, what)) / n
+            for what in (POD_PATH, EVENTS, TOKENS)
+        }
+        heartbeat_writes = writes(after, HEARTBEAT) - writes(before, HEARTBEAT)
         breakdown = write_breakdown(before, after)
         provider = {
             component: write_breakdown(provider_before[component], provider_after[component])
@@ -197,6 +232,15 @@ def main() -> None:
             for component in provider_after
         }
         print(f"all Ready in {remote_time:.1f}s")
+        informers = {
+            "virtual kubelet": after.get(("vk_informers", ()), 0),
+            **{
+                f"far's {component}": sample.get(("vk_informers", ()), 0)
+                for component, sample in provider_after.items()
+            },
+        }
+        if arguments.heap:
+            heap = scene.heap_report()
 
         print(f"\n== kill -9 with {n} pods running, and a new virtual kubelet")
         remote_uids = remote_pod_uids(far)
@@ -239,11 +283,17 @@ def main() -> None:
         f"virtual kubelet CPU, offloaded phase:  {cpu:7.1f} s   ({cpu / n * 1000:.1f} ms per pod)"
     )
     print(
-        f"API writes per offloaded pod:          {pod_writes:7.2f}    target <= 3: "
-        f"{verdict(pod_writes <= TARGETS['writes'])}   (+ {heartbeat_writes:.0f} "
-        "heartbeat writes in all)"
+        f"API writes per offloaded pod:          {per_pod[POD_PATH]:7.2f}    on the pod path, "
+        f"target <= 3: {verdict(per_pod[POD_PATH] <= TARGETS['writes'])}   "
+        f"(+ {heartbeat_writes:.0f} heartbeat writes in all)"
     )
+    for what in (EVENTS, TOKENS):
+        print(f"  and apart, {what}: {per_pod[what]:5.2f} per pod: {WHY[what]}")
     print_breakdown(breakdown, n)
+    print(
+        "informers (one watch each): "
+        + ", ".join(f"{name} {count:.0f}" for name, count in informers.items())
+    )
     for component, per_pod in provider_writes.items():
         print(f"far's {component} API writes per pod: {per_pod:7.2f}    (the provider's own)")
         print_breakdown(provider[component], n)
@@ -255,6 +305,28 @@ def main() -> None:
         f"remote pods re-created by the restart: {recreated:7d}    target 0: "
         f"{verdict(recreated == 0)}"
     )
+    if heap is not None:
+        print_heap(heap, n)
+
+
+def print_heap(heap: dict[str, Any], n: int) -> None:
+    """Where the virtual kubelet's Python heap goes with `n` pods offloaded."""
+    mib = 1024 * 1024
+    print(
+        f"\n== the virtual kubelet's Python heap with {n} pods (tracemalloc): "
+        f"{heap['traced'] / mib:.1f} MiB, {heap['traced'] / n / 1024:.1f} KiB per pod"
+    )
+    print("caches (bytes kept alive by each, per pod):")
+    for cache in heap["caches"]:
+        if cache["bytes"]:
+            print(
+                f"    {cache['bytes'] / n / 1024:6.1f} KiB  {cache['objects']:6d} objects  "
+                f"{cache['informer']}"
+            )
+    print("allocation sites alive (per pod):")
+    for site in heap["sites"]:
+        per_pod = site["bytes"] / n / 1024
+        print(f"    {per_pod:6.1f} KiB  {site['blocks']:8d} blocks  {site['site']}")
 
 
 def remote_pod_uids(far: Path) -> dict[str, str]:

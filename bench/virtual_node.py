@@ -29,6 +29,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.heap import REPORT_ENV as HEAP_REPORT_ENV
 from vk.playground.playground import Playground
 from vk.playground.processes import free_port
 from vk.playground.progress import Progress
@@ -95,11 +96,18 @@ def scrape(url: str, context: ssl.SSLContext | None = None) -> Sample:
 
 class BenchVirtualNode:
     def __init__(
-        self, *, pods_capacity: int, name: str, twin_namespace_quota: str | None = None
+        self,
+        *,
+        pods_capacity: int,
+        name: str,
+        twin_namespace_quota: str | None = None,
+        heap: bool = False,
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
-        reflects more objects than the default allows."""
+        reflects more objects than the default allows; `heap`: the virtual kubelet runs under
+        tracemalloc (bench/heap.py), for `heap_report()`."""
         self.twin_namespace_quota = twin_namespace_quota
+        self.heap = heap
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
@@ -241,11 +249,13 @@ class BenchVirtualNode:
             "POD_NAME": "bench-virtual-kubelet",
             "POD_NAMESPACE": TENANT,
             "VIRTUALNODE_NAME": NODE,
+            HEAP_REPORT_ENV: str(self.scratch / "heap.json"),
         }
+        command = [sys.executable, "-m", "bench.heap"] if self.heap else [VK]
         with open(self.scratch / "virtual-kubelet.log", "ab") as out:
             self.process = subprocess.Popen(
                 [
-                    VK,
+                    *command,
                     "kubelet",
                     f"--nodename={NODE}",
                     f"--tenant-namespace={TENANT}",
@@ -262,8 +272,24 @@ class BenchVirtualNode:
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                cwd=REPOSITORY,
             )
         return self.process
+
+    def heap_report(self) -> dict[str, Any]:
+        """What the virtual kubelet's heap holds now (bench/heap.py's report)."""
+        assert self.heap, "a scene made without heap=True"
+        assert self.process is not None
+        path = self.scratch / "heap.json"
+        path.unlink(missing_ok=True)
+        path.with_suffix(".wanted").touch()
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the virtual kubelet wrote no heap report")
+            time.sleep(0.5)
+        report: dict[str, Any] = json.loads(path.read_text())
+        return report
 
     def component_pid(self, cluster: str, component: str) -> int:
         return int(self.playground.paths(cluster).pid(component).read_text())

@@ -1,0 +1,112 @@
+"""A vk component run under tracemalloc, for the benchmarks' heap mode (`--heap`): where the
+bytes per pod go. Run as `python -m bench.heap <vk arguments>`; when the file
+`<VK_HEAP_REPORT>.wanted` appears (a thread of its own looks twice a second: the event loop keeps
+signals for itself), it writes to the file VK_HEAP_REPORT names (JSON) what each informer's
+cache holds (objects, and the bytes they alone keep alive: a string shared with another cache
+is counted once, in the first) and the Python heap's largest allocation sites. Nothing of this
+is in the product: the component runs unchanged beneath it."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+REPORT_ENV = "VK_HEAP_REPORT"
+
+
+def deep_size(obj: Any, seen: set[int]) -> int:
+    """The bytes of `obj` and everything it holds (dicts, lists, strings, numbers), skipping
+    what `seen` holds already."""
+    size, pending = 0, [obj]
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        size += sys.getsizeof(item)
+        if isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            pending.extend(item)
+    return size
+
+
+def caches() -> list[dict[str, Any]]:
+    """Each running informer's cache: what it watches, how many objects, their bytes."""
+    from vk.kube.informer import Informer
+
+    seen: set[int] = set()
+    found = []
+    for informer in [o for o in gc.get_objects() if isinstance(o, Informer)]:
+        objects = informer.store.objects()
+        found.append(
+            {
+                "informer": informer.describe(),
+                "objects": len(objects),
+                "bytes": deep_size(objects, seen) - sys.getsizeof(objects),
+            }
+        )
+    return sorted(found, key=lambda cache: -cache["bytes"])
+
+
+def allocation_sites(snapshot: tracemalloc.Snapshot, limit: int = 15) -> list[dict[str, Any]]:
+    """The lines whose allocations are alive, largest first, each named by its innermost
+    frame in vk (a json decode is vk's caller that decoded, not the json module)."""
+    by_site: dict[str, list[int]] = {}
+    for trace in snapshot.traces:
+        frames = list(reversed(trace.traceback))  # most recent first
+        site = next((f for f in frames if "/vk/" in f.filename), frames[0])
+        where = f"{site.filename.rsplit('/vk/', 1)[-1]}:{site.lineno}"
+        totals = by_site.setdefault(where, [0, 0])
+        totals[0] += trace.size
+        totals[1] += 1
+    return [
+        {"site": site, "bytes": size, "blocks": count}
+        for site, (size, count) in sorted(by_site.items(), key=lambda item: -item[1][0])[:limit]
+    ]
+
+
+def report() -> None:
+    snapshot = tracemalloc.take_snapshot()
+    traced, peak = tracemalloc.get_traced_memory()
+    path = Path(os.environ[REPORT_ENV])
+    path.with_suffix(".partial").write_text(
+        json.dumps(
+            {
+                "traced": traced,
+                "traced_peak": peak,
+                "caches": caches(),
+                "sites": allocation_sites(snapshot),
+            }
+        )
+    )
+    path.with_suffix(".partial").rename(path)  # whole or not there
+
+
+def serve_reports() -> None:
+    wanted = Path(os.environ[REPORT_ENV]).with_suffix(".wanted")
+    while True:
+        if wanted.exists():
+            wanted.unlink()
+            report()
+        time.sleep(0.5)
+
+
+def main() -> None:
+    tracemalloc.start(12)
+    threading.Thread(target=serve_reports, daemon=True).start()
+    from vk.cli.components import vk
+
+    vk(args=sys.argv[1:], prog_name="vk")
+
+
+if __name__ == "__main__":
+    main()

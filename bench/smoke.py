@@ -1,0 +1,100 @@
+"""Every benchmark in bench/ at a small size, one after the other, each on playgrounds of its
+own: `.ci/run` runs this after the tests, so that no benchmark can stop working unseen. The
+figures are printed as each benchmark prints them, never judged (performance is not asserted
+anywhere); a benchmark passes when it exits 0 having printed each of its result lines, and
+this exits 1 naming those that did not.
+
+    .venv/bin/python -m bench.smoke [bench.offload ...]
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+TIMEOUT_SECONDS = 900
+
+# (module, arguments at a small size, the lines its results start with)
+BENCHES = [
+    (
+        "bench.offload",
+        "--pods 20",
+        [
+            "ratio offloaded / local:",
+            "per-pod startup p50 / p99:",
+            "virtual kubelet peak RSS:",
+            "API writes per offloaded pod:",
+            "informers (one watch each):",
+            "far's controller-manager API writes per pod:",
+            "far's webhook API writes per pod:",
+            "remote pods re-created by the restart:",
+        ],
+    ),
+    (
+        "bench.reflection",
+        "--configmaps 20 --services 5 --total 40 --idle-seconds 5 --pods 5",
+        ["all reflected in the provider:", "writes of the resync after a restart:"],
+    ),
+    (
+        "bench.kubelet_api",
+        "--megabytes 2 --execs 3 --streams 5 --slowloris 300",
+        [
+            "port-forward, through the virtual node:",
+            "exec round trip, through (median):",
+            "all closed by the server after:",
+            "logs and exec served during it:",
+        ],
+    ),
+    ("bench.playground", "", ["up, 3 clusters:", "down:"]),
+]
+
+
+def run(module: str, arguments: str, results: list[str]) -> str | None:
+    """Runs one benchmark, its output shown as it comes; what went wrong, or None."""
+    print(f"\n==> {module} {arguments}", flush=True)
+    started = time.monotonic()
+    with subprocess.Popen(
+        [sys.executable, "-u", "-m", module, *shlex.split(arguments)],
+        cwd=REPOSITORY,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        printed = []
+        try:
+            for line in process.stdout:
+                print(line, end="", flush=True)
+                printed.append(line)
+            process.wait(timeout=max(1.0, TIMEOUT_SECONDS - (time.monotonic() - started)))
+        except subprocess.TimeoutExpired:
+            process.terminate()  # the benchmark tears its clusters down on SIGTERM
+            process.wait(timeout=120)
+            return f"still running after {TIMEOUT_SECONDS} s"
+    print(f"<== {module}: exit {process.returncode} in {time.monotonic() - started:.0f} s")
+    if process.returncode != 0:
+        return f"exit {process.returncode}"
+    output = "".join(printed)
+    missing = [line for line in results if line not in output]
+    return f"printed no {missing}" if missing else None
+
+
+def main() -> None:
+    chosen = set(sys.argv[1:])
+    failed = {
+        module: problem
+        for module, arguments, results in BENCHES
+        if not chosen or module in chosen
+        if (problem := run(module, arguments, results)) is not None
+    }
+    for module, problem in failed.items():
+        print(f"FAILED {module}: {problem}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
