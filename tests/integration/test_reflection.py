@@ -50,6 +50,15 @@ class Reflection:
     def provider(self, *args: str, check: bool = True) -> Any:
         return self.clusters.kubectl(PROVIDER, *args, check=check)
 
+    def events_about(self, name: str, reason: str) -> list[dict[str, Any]]:
+        """The Events with `reason` about the object `name` of the namespace, at home."""
+        out = self.local(
+            "get", "events", "-n", self.namespace, "-o", "json",
+            "--field-selector", f"involvedObject.name={name},reason={reason}",
+        ).stdout  # fmt: skip
+        items: list[dict[str, Any]] = json.loads(out)["items"]
+        return items
+
     def apply(self, *objects: dict[str, Any]) -> None:
         self.local(
             "apply",
@@ -306,14 +315,11 @@ def test_a_foreign_remote_configmap_is_left_untouched_and_reported(
     before = r.remote_object("configmap", "taken")
     r.apply(configmap("taken", ours="yes"))
 
-    def reported() -> Any:
-        out = r.local(
-            "get", "events", "-n", r.namespace, "-o", "json",
-            "--field-selector", "involvedObject.name=taken,reason=FailedReflection",
-        ).stdout  # fmt: skip
-        return json.loads(out)["items"]
-
-    events = wait_until(reported, "a FailedReflection Event on the local ConfigMap", 15)
+    events = wait_until(
+        lambda: r.events_about("taken", "FailedReflection"),
+        "a FailedReflection Event on the local ConfigMap",
+        15,
+    )
     assert "already exists" in events[0]["message"]
     assert events[0]["involvedObject"]["kind"] == "ConfigMap"
     after = r.remote_object("configmap", "taken")
@@ -374,6 +380,36 @@ def test_offloaded_pods_token_authenticates_at_home_as_its_service_account(
     wait_until(
         lambda: r.remote_object("secret", f"{pod}-token") is None, "the token Secret removed", 30
     )
+
+
+def test_a_token_secret_the_provider_made_first_is_left_untouched_and_reported(
+    reflection: Reflection,
+) -> None:
+    """The Secret reflector and the token reflector share one cache of the provider's Secrets:
+    a Secret named as a pod's token Secret that this virtual kubelet did not write is never
+    written over nor deleted, and the pod's owner is told."""
+    r = reflection
+    planted = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "planted-token", "namespace": r.remote},
+        "stringData": {"token": "the provider's"},
+    }
+    r.clusters.kubectl(PROVIDER, "apply", "-f", "-", input=json.dumps(planted))
+    before = r.remote_object("secret", "planted-token")
+    spec = r.first.deployment("planted", r.namespace, 1)["spec"]["template"]["spec"]
+    r.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "planted"}, "spec": spec})
+
+    events = wait_until(
+        lambda: r.events_about("planted", "FailedSATokensReflection"),
+        "a FailedSATokensReflection Event on the pod",
+        30,
+    )
+    assert "did not write" in events[0]["message"]
+    r.local("delete", "pod", "planted", "-n", r.namespace, "--wait=false")
+    wait_until(lambda: r.remote_object("pod", "planted") is None, "the remote pod gone", 30)
+    after = r.remote_object("secret", "planted-token")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
 def test_an_event_in_the_provider_about_an_offloaded_pod_shows_in_describe(

@@ -345,3 +345,25 @@ def test_a_removed_handler_sees_no_more_changes() -> None:
     informer._notify("ADDED", {"metadata": {"name": "a"}}, None)
     informer._notify("ADDED", {"metadata": {"name": "b"}}, None)
     assert seen == ["a"]
+
+
+async def test_an_informer_keeps_what_its_users_read_of_each_object() -> None:
+    informer = Informer(
+        TalkativeApiServer(),  # type: ignore[arg-type]
+        "v1",
+        "configmaps",
+        keep=lambda obj: {"metadata": {"name": obj["metadata"]["name"]}},
+    )
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while len(informer.store) < 2:  # one listed, one watched
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert sorted(informer.store.objects(), key=str) == [
+        {"metadata": {"name": "a"}},
+        {"metadata": {"name": "b"}},
+    ]

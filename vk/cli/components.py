@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -15,21 +15,15 @@ from vk.api.constants import DEFAULT_TENANT_POD_SECURITY, POD_SECURITY_LEVELS
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
-from vk.controllers.manager import ManagerOptions
-from vk.controllers.manager import main as run_controller_manager
 from vk.controllers.provider_namespacemaps import DEFAULT_TWIN_NAMESPACE_QUOTA
-from vk.controllers.virtualkubelet_deployment import DeploymentLauncher, parse_pod_placement
-from vk.controllers.virtualnodes import Launcher
-from vk.kube.client import KubeClient
 from vk.kube.kubeconfig import InvalidKubeconfig
-from vk.playground.launcher import LocalProcessLauncher
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
 from vk.virtualkubelet.process import VirtualKubeletOptions, run_virtual_kubelet
-from vk.webhooks.certificates import CertificateError
-from vk.webhooks.server import WebhookOptions
-from vk.webhooks.server import main as run_webhook
-from vk.webhooks.shadowpods import TenantPodPolicy
+
+if TYPE_CHECKING:
+    from vk.controllers.virtualnodes import Launcher
+    from vk.kube.client import KubeClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -342,6 +336,13 @@ def controller_manager(
     local_launcher_dir: Path | None,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
+    # Imported here, not above: each component's process loads its own code only (a virtual
+    # kubelet per peering would otherwise carry the controller manager's and the webhook's).
+    from vk.controllers.manager import ManagerOptions
+    from vk.controllers.manager import main as run_controller_manager
+    from vk.controllers.virtualkubelet_deployment import DeploymentLauncher, parse_pod_placement
+    from vk.playground.launcher import LocalProcessLauncher
+
     try:
         resources = parse_key_values(default_node_resources)
     except InvalidKeyValues as error:
@@ -511,6 +512,11 @@ def webhook(
     with that identity and admits them only within the provider's rules (namespace, scheduling
     fields, Pod Security level) and the consumer's Quota. Consumer: places the pods of
     offloaded namespaces and validates NamespaceOffloadings."""
+    from vk.webhooks.certificates import CertificateError  # each process its own code only
+    from vk.webhooks.server import WebhookOptions
+    from vk.webhooks.server import main as run_webhook
+    from vk.webhooks.shadowpods import TenantPodPolicy
+
     if not certificate_secret and not (tls_cert_file and tls_private_key_file):
         raise click.UsageError(
             "give --tls-cert-file and --tls-private-key-file, or --certificate-secret NAME "

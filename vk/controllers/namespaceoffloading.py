@@ -20,6 +20,7 @@ and no kubelet chases a remote namespace being deleted.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 from collections.abc import Iterable, Mapping
@@ -55,7 +56,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import object_key, shared_informer, split_key
+from vk.kube.informer import Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.namespaceoffloading")
 
@@ -79,7 +80,9 @@ INVALID_SELECTOR = "InvalidClusterSelector"
 FAILURES = (CREATION_LOOP_BACK_OFF, NOT_PEERED)
 # Looked at again shortly: the states that change by themselves.
 ON_THE_WAY = (CREATING, TERMINATING)
-NAMESPACE_INDEX = "namespace"
+# A namespace's pods are read from its own informer, started with its offloading: this long
+# after, if that informer has not listed yet, the offloading is looked at again.
+PODS_NOT_LISTED_RETRY = 0.5
 
 
 # --- Pure parts ----------------------------------------------------------------------------
@@ -253,10 +256,6 @@ def offloading_phase(conditions: Mapping[str, list[JSON]], deleting: bool) -> Of
     return OffloadingPhase.IN_PROGRESS
 
 
-def pod_namespace(pod: JSON) -> list[str]:
-    return [pod["metadata"].get("namespace", "")]
-
-
 def labels_changed(_: str, obj: JSON, old: JSON | None) -> bool:
     return old is None or obj["metadata"].get("labels") != old["metadata"].get("labels")
 
@@ -333,7 +332,10 @@ class NamespaceOffloadings(Reconciler):
             label_selector=f"{REPLICATION_LABEL}=true",
         )
         self.namespaces = shared_informer(client, "v1", "namespaces")
-        self.pods = shared_informer(client, "v1", "pods", indexers={NAMESPACE_INDEX: pod_namespace})
+        # Pods are read only where a NamespaceOffloading is: each such namespace's own
+        # informer, started when its offloading is first looked at and stopped once it is
+        # gone (never a cache of every pod in the cluster).
+        self.pods: dict[str, tuple[Informer, asyncio.Task[None]]] = {}
         self.events = EventRecorder(client, "namespaceoffloading-controller")
         self.controller = Controller(self, workers=4)
         self._reported: dict[str, str] = {}  # pod uid -> the violation last reported
@@ -359,18 +361,31 @@ class NamespaceOffloadings(Reconciler):
         self.namespaces.add_handler(
             lambda _, obj, __: self._enqueue_namespace(obj["metadata"]["name"])
         )
-        self.pods.add_handler(
-            lambda _, obj, __: self._enqueue_namespace(obj["metadata"].get("namespace", ""))
-        )
-        await run_with_informers(
-            self.controller,
-            self.offloadings,
-            self.virtual_nodes,
-            self.nodes,
-            self.maps,
-            self.namespaces,
-            self.pods,
-        )
+        try:
+            await run_with_informers(
+                self.controller,
+                self.offloadings,
+                self.virtual_nodes,
+                self.nodes,
+                self.maps,
+                self.namespaces,
+            )
+        finally:
+            for namespace in list(self.pods):
+                self._stop_pods(namespace)
+
+    def _pods_of(self, namespace: str) -> Informer:
+        """The informer of the namespace's pods, started on first need."""
+        if namespace not in self.pods:
+            informer = Informer(self.client, "v1", "pods", namespace=namespace)
+            informer.add_handler(lambda *_: self._enqueue_namespace(namespace))
+            self.pods[namespace] = (informer, asyncio.create_task(informer.run()))
+        return self.pods[namespace][0]
+
+    def _stop_pods(self, namespace: str) -> None:
+        informer = self.pods.pop(namespace, None)
+        if informer is not None:
+            informer[1].cancel()
 
     def _path(self, namespace: str, subresource: str | None = None) -> str:
         return resource_path(
@@ -405,6 +420,8 @@ class NamespaceOffloadings(Reconciler):
         assert namespace is not None
         offloading = self.offloadings.store.get(key)
         if offloading is None:
+            if name == NAMESPACE_OFFLOADING_NAME:
+                self._stop_pods(namespace)
             return Result()
         if name != NAMESPACE_OFFLOADING_NAME:
             await self.events.record(
@@ -418,6 +435,7 @@ class NamespaceOffloadings(Reconciler):
         metadata = offloading["metadata"]
         deleting = bool(metadata.get("deletionTimestamp"))
         if deleting and FINALIZER not in (metadata.get("finalizers") or []):
+            self._stop_pods(namespace)
             return Result()
         if not deleting and await self.client.set_finalizer(
             self._path(namespace), offloading, FINALIZER, present=True
@@ -437,7 +455,10 @@ class NamespaceOffloadings(Reconciler):
         )
         maps = self._maps()
         node_clusters = {n.name: n.cluster_id for n in nodes}
-        pods = [p for p in self.pods.store.by_index(NAMESPACE_INDEX, namespace) if is_placed(p)]
+        namespace_pods = self._pods_of(namespace)
+        if not namespace_pods.synced.is_set():
+            return Result(requeue_after=PODS_NOT_LISTED_RETRY)
+        pods = [p for p in namespace_pods.store.objects() if is_placed(p)]
 
         await self._label_namespace(namespace, deleting or strategy == PodOffloadingStrategy.LOCAL)
         waiting = False

@@ -262,8 +262,12 @@ class Informer:
         field_selector: str | None = None,
         indexers: dict[str, Indexer] | None = None,
         watch_timeout: int = 300,
+        keep: Callable[[JSON], JSON] | None = None,
     ) -> None:
+        """`keep`: what of each (compacted) object the cache keeps, when its users read only
+        part of it (client-go's transform)."""
         self.client = client
+        self._keep = keep
         self.path = resource_path(api_version, plural, namespace=namespace)
         self.params: dict[str, str] = {}
         if label_selector:
@@ -402,11 +406,15 @@ class Informer:
     def describe(self) -> str:
         return self.path + (f"?{urlencode(self.params)}" if self.params else "")
 
+    def _kept(self, obj: JSON) -> JSON:
+        compacted = compact(obj)
+        return compacted if self._keep is None else self._keep(compacted)
+
     async def _relist(self) -> str:
         items, version = await self.client.list_all(self.path, self.params)
         self.lists += 1
         seen = set()
-        for obj in map(compact, items):
+        for obj in map(self._kept, items):
             key = object_key(obj)
             seen.add(key)
             old = self.store.upsert(obj)
@@ -426,7 +434,7 @@ class Informer:
         resourceVersion seen, to resume from."""
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
         async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
-            obj = compact(event["object"])
+            obj = self._kept(event["object"])
             version = resource_version(obj) or version
             event_type = event["type"]
             if event_type == DELETED:

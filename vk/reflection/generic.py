@@ -25,7 +25,7 @@ from prometheus_client import Counter
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import DELETED, EventHandler, Informer, split_key
+from vk.kube.informer import DELETED, EventHandler, Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 
 log = structlog.get_logger("vk.reflection")
@@ -119,6 +119,8 @@ class NamespaceReflection:
     client: KubeClient
     informers: list[Informer]
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    # The handler this reflector added to each informer, which other reflectors may share.
+    handlers: list[tuple[Informer, EventHandler]] = field(default_factory=list)
 
     @property
     def synced(self) -> bool:
@@ -127,6 +129,8 @@ class NamespaceReflection:
     def stop(self) -> None:
         for task in self.tasks:
             task.cancel()
+        for informer, handler in self.handlers:
+            informer.remove_handler(handler)
 
 
 class NamespacedReflector(Reconciler):
@@ -197,7 +201,9 @@ class NamespacedReflector(Reconciler):
             return handler
 
         for side, informer in enumerate(state.informers):
-            informer.add_handler(handler_of(side))
+            handler = handler_of(side)
+            informer.add_handler(handler)
+            state.handlers.append((informer, handler))
             state.tasks.append(asyncio.get_running_loop().create_task(informer.run()))
         self.namespaces[local] = state
 
@@ -287,8 +293,8 @@ class LocalToRemoteReflector(NamespacedReflector):
         # The remote informer is not filtered by our labels: a foreign object of the same
         # name must be seen to be left alone and reported.
         return [
-            Informer(self.home, self.api_version, self.plural, namespace=local_namespace),
-            Informer(client, self.api_version, self.plural, namespace=remote_namespace),
+            shared_informer(self.home, self.api_version, self.plural, namespace=local_namespace),
+            shared_informer(client, self.api_version, self.plural, namespace=remote_namespace),
         ]
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:

@@ -22,7 +22,7 @@ from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceMap, VirtualNode
 from vk.kube.client import ApiError, KubeClient
 from vk.kube.events import EventRecorder
-from vk.kube.informer import Informer, retry_informers_now
+from vk.kube.informer import Informer, informer_scope, retry_informers_now
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
@@ -119,6 +119,12 @@ class VirtualKubelet:
         return exit_code
 
     async def _work(self) -> None:
+        # One cache per watched scope for the whole virtual kubelet: reflectors that read the
+        # same objects (the remote Secrets: the Secret and the token reflectors) share it.
+        with informer_scope():
+            await self._run_components()
+
+    async def _run_components(self) -> None:
         options = self.options
         namespace = options.pod_namespace or options.tenant_namespace
         virtual_node_name = options.virtual_node_name or options.node_name

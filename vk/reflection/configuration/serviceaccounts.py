@@ -18,7 +18,7 @@ from collections.abc import Callable
 from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUNT_NAME_LABEL
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
-from vk.kube.informer import DELETED, Informer, split_key
+from vk.kube.informer import DELETED, Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import uses_home_tokens
 from vk.reflection.forge.tokens import (
@@ -73,15 +73,9 @@ class ServiceAccountTokenReflector(NamespacedReflector):
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
     ) -> list[Informer]:
-        return [
-            Informer(
-                client,
-                "v1",
-                "secrets",
-                namespace=remote_namespace,
-                label_selector=f"{NODENAME_LABEL}={self.node_name},{SERVICE_ACCOUNT_NAME_LABEL}",
-            )
-        ]
+        # The remote namespace's Secrets as the Secret reflector keeps them too (one cache
+        # and one watch for both): ours are told apart by their labels.
+        return [shared_informer(client, "v1", "secrets", namespace=remote_namespace)]
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
         if event == DELETED:
@@ -89,8 +83,20 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         super().on_event(state, side, event, obj)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
+        # Whoever's it is: another node's token Secret of the same pod name going lets this
+        # one's pod have its own; the reconcile tells ours from the others.
         pod = (obj["metadata"].get("annotations") or {}).get(POD_FOR_ANNOTATION)
         return [f"{state.local_namespace}/{pod}"] if pod else []
+
+    def _is_ours(self, secret: JSON) -> bool:
+        """A token Secret this virtual kubelet wrote: its consumer's, its provider's, for a pod
+        of its node (another node's virtual kubelet writes into the same namespace)."""
+        labels = secret["metadata"].get("labels") or {}
+        return (
+            is_owned_by_us(secret, self.home_cluster_id, self.remote_cluster_id)
+            and labels.get(NODENAME_LABEL) == self.node_name
+            and SERVICE_ACCOUNT_NAME_LABEL in labels
+        )
 
     def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
         super().start_namespace(local, remote, client)
@@ -119,10 +125,17 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         secret_name = token_secret_name(name)
         secret_key = f"{state.remote_namespace}/{secret_name}"
         secret = self.recent.current(secret_key, state.informers[0].store.get(secret_key))
-        if secret is not None and not is_owned_by_us(
-            secret, self.home_cluster_id, self.remote_cluster_id
-        ):
-            return Result()  # the informer lists ours only; never touch anything else
+        if secret is not None and not self._is_ours(secret):
+            if pod is not None:  # never touch another's Secret: say why the pod gets no tokens
+                await self.report(
+                    pod,
+                    ("v1", "Pod"),
+                    "conflict",
+                    f"cannot write the pod's ServiceAccount tokens: the provider has a Secret "
+                    f"{secret_name} that this virtual kubelet did not write",
+                    reason=REASON_FAILED,
+                )
+            return Result()
         sources = token_sources(pod) if pod is not None and uses_home_tokens(pod, True) else []
         finished = pod is None or (
             pod["metadata"].get("deletionTimestamp")
