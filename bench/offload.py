@@ -12,7 +12,8 @@ reflects and the ServiceAccount token path counted apart, each said why), the in
 process runs (one watch each), and, apart from them, the provider's own writes (its controller
 manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods running, a new
 one started, the time until it has converged and the number of remote pods re-created (must
-be 0). `--heap`: where the virtual kubelet's bytes per pod go (bench/heap.py).
+be 0). `--heap` and `--profile`: where the virtual kubelet's bytes and CPU per pod go
+(bench/probe.py).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
@@ -23,9 +24,11 @@ import argparse
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.probe import HEAP, PROFILE
 from bench.virtual_node import (
     LOCAL_NAMESPACE,
     NODE,
@@ -36,12 +39,23 @@ from bench.virtual_node import (
     kubectl,
     proc_stats,
 )
-from vk.kube.client import KubeClient
-from vk.kube.informer import Informer
+from vk.api.offloading import ShadowPod
+from vk.kube.client import JSON, KubeClient, resource_path
+from vk.kube.informer import ADDED, Informer
 from vk.kube.kubeconfig import load_kubeconfig_file
 
 # DESIGN §7, and issue 20 for the memory: half of what Liqo reports for 10,000 pods.
-TARGETS = {"ratio": 1.25, "p99": 5.0, "rss": 250.0, "writes": 3.0, "restart": 10.0}
+TARGETS = {
+    "ratio": 1.25,
+    "p99": 5.0,
+    "rss": 250.0,
+    "writes": 3.0,
+    "restart": 10.0,
+    "throughput": 200.0,
+    "cpu_ms": 3.0,
+}
+BACKLOG_LABEL = "bench-backlog"
+CREATE_CONCURRENCY = 32
 
 
 def deployment(name: str, namespace: str, replicas: int, node: str, virtual: bool) -> dict:
@@ -171,16 +185,30 @@ def print_breakdown(breakdown: dict[tuple[tuple[str, str], ...], float], n: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument(
+    probes = parser.add_mutually_exclusive_group()
+    probes.add_argument(
         "--heap",
-        action="store_true",
+        action="store_const",
+        const=HEAP,
+        dest="probe",
         help="run the virtual kubelet under tracemalloc and print where its bytes per pod go "
         "(slower: its timings are not the product's)",
     )
+    probes.add_argument(
+        "--profile",
+        action="store_const",
+        const=PROFILE,
+        dest="probe",
+        help="run the virtual kubelet under cProfile and print where its CPU per pod goes in "
+        "the offloaded phase (slower: its timings are not the product's)",
+    )
     arguments = parser.parse_args()
     n = arguments.pods
-    heap: dict[str, Any] | None = None
-    with BenchVirtualNode(pods_capacity=n + 100, name="offload", heap=arguments.heap) as scene:
+    probed: dict[str, Any] | None = None
+    # The Deployment's pods and as many bound by the benchmark itself.
+    with BenchVirtualNode(
+        pods_capacity=2 * n + 100, name="offload", probe=arguments.probe
+    ) as scene:
         home, far = scene.home, scene.far
         kubectl(home, "create", "namespace", "bench-local")
         print(f"\n== {n} replicas on home's local kwok node (baseline)")
@@ -203,6 +231,7 @@ def main() -> None:
         before = scene.metrics()
         provider_before = scene.provider_metrics()
         _, _, cpu_before = proc_stats(process.pid)
+        profile_before = scene.probe_report() if arguments.probe == PROFILE else None
         print(f"\n== the same {n} replicas offloaded through one virtual kubelet")
         remote_time, startup = asyncio.run(
             time_to_ready(
@@ -239,8 +268,8 @@ def main() -> None:
                 for component, sample in provider_after.items()
             },
         }
-        if arguments.heap:
-            heap = scene.heap_report()
+        if arguments.probe:
+            probed = scene.probe_report()
 
         print(f"\n== kill -9 with {n} pods running, and a new virtual kubelet")
         remote_uids = remote_pod_uids(far)
@@ -258,6 +287,20 @@ def main() -> None:
         after_restart = remote_pod_uids(far)
         recreated = sum(1 for name, uid in remote_uids.items() if after_restart.get(name) != uid)
 
+        print(
+            f"\n== throughput: {n} more pods bound to the virtual node by the benchmark itself "
+            "(no ReplicaSet controller, no scheduler: nothing of home's paces them) while no "
+            "virtual kubelet runs, then a new one started"
+        )
+        scene.kill()
+        backlog = asyncio.run(offload_backlog(scene, n))
+        print(
+            f"home took the {n} pods in {backlog.created:.1f} s; the new virtual kubelet "
+            f"wrote their ShadowPods in {backlog.offloaded:.1f} s after it started "
+            f"(first to last: {backlog.first_to_last:.1f} s)"
+        )
+
+    throughput = n / backlog.first_to_last if backlog.first_to_last > 0 else float("inf")
     ratio = remote_time / local_time
     p50, p99 = percentile(startup, 0.50), percentile(startup, 0.99)
 
@@ -283,6 +326,16 @@ def main() -> None:
         f"virtual kubelet CPU, offloaded phase:  {cpu:7.1f} s   ({cpu / n * 1000:.1f} ms per pod)"
     )
     print(
+        f"throughput of one virtual kubelet:     {throughput:7.1f} pods/s (bound at home -> "
+        f"ShadowPod written, {n} pods)   target >= 200: "
+        f"{verdict(throughput >= TARGETS['throughput'])}"
+    )
+    print(
+        f"virtual kubelet CPU, throughput phase: {backlog.cpu:7.1f} s   "
+        f"({backlog.cpu / n * 1000:.1f} ms per pod, its start and resync of the {n} running "
+        f"included)   target <= 3 ms: {verdict(backlog.cpu / n * 1000 <= TARGETS['cpu_ms'])}"
+    )
+    print(
         f"API writes per offloaded pod:          {per_pod[POD_PATH]:7.2f}    on the pod path, "
         f"target <= 3: {verdict(per_pod[POD_PATH] <= TARGETS['writes'])}   "
         f"(+ {heartbeat_writes:.0f} heartbeat writes in all)"
@@ -305,8 +358,32 @@ def main() -> None:
         f"remote pods re-created by the restart: {recreated:7d}    target 0: "
         f"{verdict(recreated == 0)}"
     )
-    if heap is not None:
-        print_heap(heap, n)
+    if probed is not None and probed["mode"] == HEAP:
+        print_heap(probed, n)
+    if probed is not None and profile_before is not None:
+        print_profile(profile_before["functions"], probed["functions"], n)
+
+
+def print_profile(before: dict[str, list[float]], after: dict[str, list[float]], n: int) -> None:
+    """Where the virtual kubelet's CPU went in the offloaded phase: the functions with the
+    most of their own, per pod."""
+    phase = {
+        function: [
+            now - was for now, was in zip(totals, before.get(function, [0, 0, 0]), strict=True)
+        ]
+        for function, totals in after.items()
+    }
+    total = sum(own for _, own, _ in phase.values())
+    print(
+        f"\n== the virtual kubelet's CPU in the offloaded phase (cProfile, its overhead in): "
+        f"{total:.1f} s, {total / n * 1000:.2f} ms per pod"
+    )
+    print("    own ms/pod  cumulative ms/pod  calls/pod  function")
+    for function, (calls, own, cumulative) in sorted(phase.items(), key=lambda i: -i[1][1])[:30]:
+        print(
+            f"    {own / n * 1000:10.3f}  {cumulative / n * 1000:17.3f}  {calls / n:9.1f}  "
+            f"{function}"
+        )
 
 
 def print_heap(heap: dict[str, Any], n: int) -> None:
@@ -327,6 +404,68 @@ def print_heap(heap: dict[str, Any], n: int) -> None:
     for site in heap["sites"]:
         per_pod = site["bytes"] / n / 1024
         print(f"    {per_pod:6.1f} KiB  {site['blocks']:8d} blocks  {site['site']}")
+
+
+@dataclass(frozen=True)
+class Backlog:
+    created: float  # seconds home took to accept the pods
+    offloaded: float  # from the virtual kubelet's start to the last ShadowPod written
+    first_to_last: float  # from the first ShadowPod written to the last
+    cpu: float  # the virtual kubelet's CPU seconds until then
+
+
+def bound_pod(index: int) -> JSON:
+    """A pod bound to the virtual node by its creator, as the scheduler would bind it."""
+    spec = deployment("backlog", LOCAL_NAMESPACE, 1, NODE, virtual=True)["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"backlog-{index}", "labels": {BACKLOG_LABEL: "true"}},
+        "spec": {**spec["spec"], "nodeName": NODE},
+    }
+
+
+async def offload_backlog(scene: BenchVirtualNode, n: int) -> Backlog:
+    """Creates `n` pods bound to the virtual node (none running it), then starts a virtual
+    kubelet and waits for the n ShadowPods on the provider."""
+    began = time.monotonic()
+    async with KubeClient(load_kubeconfig_file(scene.home)) as home:
+        limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+        path = resource_path("v1", "pods", namespace=LOCAL_NAMESPACE)
+
+        async def create(index: int) -> None:
+            async with limit:
+                await home.create(path, bound_pod(index))
+
+        await asyncio.gather(*(create(i) for i in range(n)))
+    created = time.monotonic() - began
+    async with KubeClient(load_kubeconfig_file(scene.far)) as far:
+        shadows = Informer(
+            far,
+            ShadowPod.group_version(),
+            ShadowPod.PLURAL,
+            namespace=REMOTE_NAMESPACE,
+            label_selector=f"{BACKLOG_LABEL}=true",
+        )
+        written: list[float] = []
+        done = asyncio.Event()
+
+        def on_event(event: str, _: JSON, __: JSON | None) -> None:
+            if event == ADDED:
+                written.append(time.monotonic())
+                if len(written) >= n:
+                    done.set()
+
+        shadows.add_handler(on_event)
+        following = asyncio.create_task(shadows.run())
+        await shadows.synced.wait()
+        started = time.monotonic()
+        process = scene.start_kubelet()
+        _, _, cpu_before = proc_stats(process.pid)
+        await asyncio.wait_for(done.wait(), 900)
+        _, _, cpu_after = proc_stats(process.pid)
+        following.cancel()
+    return Backlog(created, written[-1] - started, written[-1] - written[0], cpu_after - cpu_before)
 
 
 def remote_pod_uids(far: Path) -> dict[str, str]:

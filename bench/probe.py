@@ -1,16 +1,19 @@
-"""A vk component run under tracemalloc, for the benchmarks' heap mode (`--heap`): where the
-bytes per pod go. Run as `python -m bench.heap <vk arguments>`; when the file
-`<VK_HEAP_REPORT>.wanted` appears (a thread of its own looks twice a second: the event loop keeps
-signals for itself), it writes to the file VK_HEAP_REPORT names (JSON) what each informer's
-cache holds (objects, and the bytes they alone keep alive: a string shared with another cache
-is counted once, in the first) and the Python heap's largest allocation sites. Nothing of this
-is in the product: the component runs unchanged beneath it."""
+"""A vk component run under a probe, for the benchmarks' `--heap` and `--profile` modes: where
+its bytes and its CPU per pod go. Run as `python -m bench.probe heap|profile <vk arguments>`.
+When the file `<VK_PROBE_REPORT>.wanted` appears (a thread of its own looks twice a second: the
+event loop keeps signals for itself), it writes to the file VK_PROBE_REPORT names (JSON) what
+it saw. heap (tracemalloc): what each informer's cache holds (objects, and the bytes they alone
+keep alive: a string shared with another cache is counted once, in the first) and the largest
+live allocation sites; profile (cProfile, from the last report on): the functions taking the
+most CPU. Nothing of this is in the product: the component runs unchanged beneath it."""
 
 from __future__ import annotations
 
+import cProfile
 import gc
 import json
 import os
+import pstats
 import sys
 import threading
 import time
@@ -18,7 +21,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-REPORT_ENV = "VK_HEAP_REPORT"
+REPORT_ENV = "VK_PROBE_REPORT"
+HEAP, PROFILE = "heap", "profile"
 
 
 def deep_size(obj: Any, seen: set[int]) -> int:
@@ -74,38 +78,56 @@ def allocation_sites(snapshot: tracemalloc.Snapshot, limit: int = 15) -> list[di
     ]
 
 
-def report() -> None:
+def heap_report() -> dict[str, Any]:
     snapshot = tracemalloc.take_snapshot()
     traced, peak = tracemalloc.get_traced_memory()
+    return {
+        "traced": traced,
+        "traced_peak": peak,
+        "caches": caches(),
+        "sites": allocation_sites(snapshot),
+    }
+
+
+def profile_report(profiler: cProfile.Profile) -> dict[str, Any]:
+    """Every function's calls, own CPU seconds and cumulative seconds since the start (a
+    benchmark subtracts two reports for one phase). Read from this thread while the event
+    loop's goes on: the profiler's tables are read whole under the interpreter's lock, and the
+    disable that pstats does first stops only this thread's profiling, which never began."""
+    stats = pstats.Stats(profiler)
+    functions = {}
+    for (filename, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = filename.rsplit("/site-packages/", 1)[-1].rsplit("/vk/", 1)[-1]
+        functions[f"{where}:{line}({name})"] = [calls, own, cumulative]
+    return {"functions": functions}
+
+
+def serve_reports(mode: str, profiler: cProfile.Profile | None) -> None:
     path = Path(os.environ[REPORT_ENV])
-    path.with_suffix(".partial").write_text(
-        json.dumps(
-            {
-                "traced": traced,
-                "traced_peak": peak,
-                "caches": caches(),
-                "sites": allocation_sites(snapshot),
-            }
-        )
-    )
-    path.with_suffix(".partial").rename(path)  # whole or not there
-
-
-def serve_reports() -> None:
-    wanted = Path(os.environ[REPORT_ENV]).with_suffix(".wanted")
+    wanted = path.with_suffix(".wanted")
     while True:
         if wanted.exists():
             wanted.unlink()
-            report()
+            report = heap_report() if profiler is None else profile_report(profiler)
+            path.with_suffix(".partial").write_text(json.dumps({"mode": mode, **report}))
+            path.with_suffix(".partial").rename(path)  # whole or not there
         time.sleep(0.5)
 
 
 def main() -> None:
-    tracemalloc.start(12)
-    threading.Thread(target=serve_reports, daemon=True).start()
+    mode, arguments = sys.argv[1], sys.argv[2:]
+    profiler = None
+    if mode == HEAP:
+        tracemalloc.start(12)
+    elif mode == PROFILE:
+        profiler = cProfile.Profile()
+        profiler.enable()  # the event loop's thread: this one
+    else:
+        sys.exit(f"bench.probe: {HEAP} or {PROFILE}, not {mode!r}")
+    threading.Thread(target=serve_reports, args=(mode, profiler), daemon=True).start()
     from vk.cli.components import vk
 
-    vk(args=sys.argv[1:], prog_name="vk")
+    vk(args=arguments, prog_name="vk")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ BENCHES = [
             "far's controller-manager API writes per pod:",
             "far's webhook API writes per pod:",
             "remote pods re-created by the restart:",
+            "throughput of one virtual kubelet:",
         ],
     ),
     (
@@ -49,6 +50,17 @@ BENCHES = [
             "logs and exec served during it:",
         ],
     ),
+    (
+        "bench.virtual_nodes",
+        "--nodes 3 --idle-seconds 10",
+        [
+            "import floor (those modules alone):",
+            "idle virtual kubelet RSS (median):",
+            "3 virtual kubelets, total PSS:",
+            "3 virtual kubelets, idle CPU:",
+        ],
+    ),
+    ("bench.curve", "--steps 10,20", ["| pods | RSS (MiB) |", "| 20 |"]),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
 ]
 

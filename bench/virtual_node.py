@@ -29,7 +29,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.heap import REPORT_ENV as HEAP_REPORT_ENV
+from bench.probe import REPORT_ENV as PROBE_REPORT_ENV
 from vk.playground.playground import Playground
 from vk.playground.processes import free_port
 from vk.playground.progress import Progress
@@ -101,13 +101,13 @@ class BenchVirtualNode:
         pods_capacity: int,
         name: str,
         twin_namespace_quota: str | None = None,
-        heap: bool = False,
+        probe: str | None = None,
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
-        reflects more objects than the default allows; `heap`: the virtual kubelet runs under
-        tracemalloc (bench/heap.py), for `heap_report()`."""
+        reflects more objects than the default allows; `probe`: the virtual kubelet runs under
+        bench/probe.py's `heap` or `profile`, for `probe_report()`."""
         self.twin_namespace_quota = twin_namespace_quota
-        self.heap = heap
+        self.probe = probe
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
@@ -249,9 +249,9 @@ class BenchVirtualNode:
             "POD_NAME": "bench-virtual-kubelet",
             "POD_NAMESPACE": TENANT,
             "VIRTUALNODE_NAME": NODE,
-            HEAP_REPORT_ENV: str(self.scratch / "heap.json"),
+            PROBE_REPORT_ENV: str(self.scratch / "probe.json"),
         }
-        command = [sys.executable, "-m", "bench.heap"] if self.heap else [VK]
+        command = [sys.executable, "-m", "bench.probe", self.probe] if self.probe else [VK]
         with open(self.scratch / "virtual-kubelet.log", "ab") as out:
             self.process = subprocess.Popen(
                 [
@@ -276,17 +276,17 @@ class BenchVirtualNode:
             )
         return self.process
 
-    def heap_report(self) -> dict[str, Any]:
-        """What the virtual kubelet's heap holds now (bench/heap.py's report)."""
-        assert self.heap, "a scene made without heap=True"
+    def probe_report(self) -> dict[str, Any]:
+        """What the virtual kubelet's probe saw until now (bench/probe.py's report)."""
+        assert self.probe, "a scene made without a probe"
         assert self.process is not None
-        path = self.scratch / "heap.json"
+        path = self.scratch / "probe.json"
         path.unlink(missing_ok=True)
         path.with_suffix(".wanted").touch()
         deadline = time.monotonic() + 120
         while not path.exists():
             if time.monotonic() > deadline:
-                raise RuntimeError("the virtual kubelet wrote no heap report")
+                raise RuntimeError(f"the virtual kubelet wrote no {self.probe} report")
             time.sleep(0.5)
         report: dict[str, Any] = json.loads(path.read_text())
         return report

@@ -1,0 +1,105 @@
+"""The virtual kubelet's memory and CPU as its pods grow: the curve (issue 20).
+
+On one scene (bench/virtual_node.py: home peered with far, one virtual kubelet run by the
+benchmark), the benchmark binds pods to the virtual node itself, step by step (by default to
+1000, 3000 and 10,000), and after each step waits until every pod is Ready at home, then reads
+the virtual kubelet's resident memory and CPU seconds. It prints them as a table with the bytes
+each pod adds over the idle virtual kubelet and each step's rate (pods bound -> all Ready).
+
+    .venv/bin/python -m bench.curve [--steps 1000,3000,10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench.offload import BACKLOG_LABEL, CREATE_CONCURRENCY, bound_pod, is_ready
+from bench.virtual_node import LOCAL_NAMESPACE, BenchVirtualNode, proc_stats
+from vk.kube.client import KubeClient, resource_path
+from vk.kube.informer import Informer
+from vk.kube.kubeconfig import load_kubeconfig_file
+
+STEP_TIMEOUT_SECONDS = 1800
+
+
+@dataclass(frozen=True)
+class Point:
+    pods: int
+    rss: float  # MiB, once all are Ready
+    cpu: float  # CPU seconds since the virtual kubelet started
+    seconds: float  # this step: first pod bound -> all Ready
+
+
+async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
+    process = scene.process
+    assert process is not None
+    rss, _, cpu = proc_stats(process.pid)
+    points = [Point(0, rss, cpu, 0.0)]
+    async with KubeClient(load_kubeconfig_file(scene.home)) as home:
+        pods = Informer(
+            home, "v1", "pods", namespace=LOCAL_NAMESPACE, label_selector=f"{BACKLOG_LABEL}=true"
+        )
+        ready: set[str] = set()
+        changed = asyncio.Event()
+
+        def on_event(_: str, pod: Any, __: Any) -> None:
+            if is_ready(pod):
+                ready.add(pod["metadata"]["name"])
+                changed.set()
+
+        pods.add_handler(on_event)
+        following = asyncio.create_task(pods.run())
+        await pods.synced.wait()
+        limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+        path = resource_path("v1", "pods", namespace=LOCAL_NAMESPACE)
+
+        async def create(index: int) -> None:
+            async with limit:
+                await home.create(path, bound_pod(index))
+
+        for target in steps:
+            began = time.monotonic()
+            await asyncio.gather(*(create(i) for i in range(points[-1].pods, target)))
+            async with asyncio.timeout(STEP_TIMEOUT_SECONDS):
+                while len(ready) < target:
+                    changed.clear()
+                    await changed.wait()
+            seconds = time.monotonic() - began
+            await asyncio.sleep(2)  # the last status writes land
+            rss, _, cpu = proc_stats(process.pid)
+            points.append(Point(target, rss, cpu, seconds))
+            print(f"{target} pods Ready in {seconds:.1f} s: RSS {rss:.1f} MiB", flush=True)
+        following.cancel()
+    return points
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", default="1000,3000,10000")
+    steps = sorted(int(step) for step in parser.parse_args().steps.split(","))
+    with BenchVirtualNode(pods_capacity=steps[-1] + 100, name="curve") as scene:
+        scene.wait_node_ready()
+        points = asyncio.run(climb(scene, steps))
+
+    idle = points[0]
+    print(f"\n== results (the virtual kubelet with its pods all Ready, up to {steps[-1]})")
+    print("| pods | RSS (MiB) | CPU (s, since start) | KiB per pod over idle | step: pods/s |")
+    print("|---:|---:|---:|---:|---:|")
+    previous = idle
+    for point in points:
+        per_pod = (point.rss - idle.rss) * 1024 / point.pods if point.pods else 0.0
+        rate = (point.pods - previous.pods) / point.seconds if point.seconds else 0.0
+        print(
+            f"| {point.pods} | {point.rss:.1f} | {point.cpu:.1f} | {per_pod:.1f} | {rate:.0f} |"
+            if point.pods
+            else f"| 0 | {point.rss:.1f} | {point.cpu:.1f} | - | - |"
+        )
+        previous = point
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Many virtual nodes on one consumer: what each costs idle (issue 20).
+
+A consumer runs one virtual kubelet per VirtualNode, so its idle cost multiplies with every
+peering and every ResourceSlice. On a playground of its own (consumer `home`, provider `far`),
+`vkctl peer` and then `vkctl create resourceslice` make N ResourceSlices to far, each with its
+virtual node, whose virtual kubelets home's controller manager starts (as processes: the
+playground's launcher). Once all are Ready and settled, it prints their total PSS (what N
+processes really cost together: the interpreter's shared pages counted once between them) and
+idle CPU, and each one's RSS against the floor its third-party imports set: a fresh interpreter
+importing just the third-party modules the virtual kubelet imports, measured in the same run.
+
+    .venv/bin/python -m bench.virtual_nodes [--nodes 10] [--idle-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.virtual_node import VKCTL, kubectl, proc_stats
+from vk.playground.playground import Playground
+from vk.playground.progress import Progress
+from vk.playground.spec import ClusterSpec
+
+CAPACITY = {"cpu": "1000", "memory": "4000Gi", "pods": "1000"}
+TARGET_ABOVE_FLOOR_MIB = 10.0  # issue 20
+
+# The third-party modules the virtual kubelet's code imports, as a fresh interpreter finds
+# them: imported alone, they are the floor no change to vk's own code can go below.
+FLOOR_PROBE = """
+import importlib, json, sys
+importlib.import_module("vk.cli.components")  # the virtual kubelet's entry point
+importlib.import_module("vk.virtualkubelet.process")
+top = lambda name: name.split(".")[0]
+print(json.dumps([
+    name for name in sys.modules
+    if top(name) not in sys.stdlib_module_names and top(name) != "vk" and not name.startswith("_")
+]))
+"""
+FLOOR_IMPORTS = """
+import importlib, sys, time
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except ImportError:  # an alias a package puts in sys.modules, not a module of its own
+        pass
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+def pss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def import_floor() -> tuple[list[str], float]:
+    """The virtual kubelet's third-party modules (packages and submodules, in the order it
+    imports them), and the RSS of an interpreter that imports those alone."""
+    probe = subprocess.run(
+        [sys.executable, "-c", FLOOR_PROBE], capture_output=True, text=True, check=True
+    )
+    modules: list[str] = json.loads(probe.stdout)
+    floor = subprocess.Popen(
+        [sys.executable, "-c", FLOOR_IMPORTS, *modules], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert floor.stdout is not None
+        floor.stdout.readline()
+        rss, _, _ = proc_stats(floor.pid)
+    finally:
+        floor.kill()
+        floor.wait()
+    return modules, rss
+
+
+def virtual_kubelet_pids(playground: Playground) -> list[int]:
+    root = playground.paths("home").virtual_kubelets
+    return [int(p.read_text()) for p in sorted(root.glob("*/*/pid"))]
+
+
+def wait_ready(home: Path, count: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = json.loads(
+            kubectl(home, "get", "nodes", "-l", "liqo.io/type=virtual-node", "-o", "json")
+        )["items"]
+        ready = [
+            n
+            for n in nodes
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+        ]
+        if len(ready) >= count:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(ready)} of {count} virtual nodes Ready after {timeout} s")
+        time.sleep(1)
+
+
+def vkctl(*args: str) -> None:
+    done = subprocess.run([VKCTL, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"vkctl {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=10)
+    parser.add_argument("--idle-seconds", type=float, default=30)
+    arguments = parser.parse_args()
+    n = arguments.nodes
+
+    modules, floor = import_floor()
+    packages = sorted({name.split(".")[0] for name in modules})
+    print(f"the virtual kubelet's third-party packages: {', '.join(packages)}")
+
+    scratch = Path(tempfile.mkdtemp(prefix="vk-bench-nodes-"))
+    playground = Playground(scratch / "playground", Progress())
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    try:
+        playground.up(
+            (
+                ClusterSpec("home", "consumer", 1, {}, CAPACITY),
+                ClusterSpec("far", "provider", 1, {}, CAPACITY),
+            )
+        )
+        home, far = playground.kubeconfig("home"), playground.kubeconfig("far")
+        print(f"peering home with far, then {n - 1} more ResourceSlices to far")
+        vkctl("peer", f"--remote-kubeconfig={far}", f"--kubeconfig={home}", "--timeout=3m")
+        for index in range(2, n + 1):
+            vkctl(
+                "create", "resourceslice", f"far-{index}", "--remote-cluster-id=far",
+                "--cpu=1", "--memory=1Gi", "--pods=10", f"--kubeconfig={home}", "--timeout=3m",
+            )  # fmt: skip
+        wait_ready(home, n)
+        pids = virtual_kubelet_pids(playground)
+        if len(pids) != n:
+            raise RuntimeError(f"{len(pids)} virtual kubelet processes for {n} virtual nodes")
+        time.sleep(10)  # start-up allocations settle, the first heartbeats pass
+        cpu_before = {pid: proc_stats(pid)[2] for pid in pids}
+        time.sleep(arguments.idle_seconds)
+        cpu = sum(proc_stats(pid)[2] - cpu_before[pid] for pid in pids)
+        pss = sum(pss_mib(pid) for pid in pids)
+        rss = statistics.median(proc_stats(pid)[0] for pid in pids)
+    finally:
+        playground.down()
+
+    above = rss - floor
+    print(f"\n== results ({n} virtual nodes on one consumer, idle)")
+    print(f"import floor (those modules alone):    {floor:7.1f} MiB RSS")
+    print(
+        f"idle virtual kubelet RSS (median):     {rss:7.1f} MiB   {above:.1f} above the floor, "
+        f"target <= {TARGET_ABOVE_FLOOR_MIB:.0f}: "
+        f"{'met' if above <= TARGET_ABOVE_FLOOR_MIB else 'MISSED'}"
+    )
+    print(f"{n} virtual kubelets, total PSS:        {pss:7.1f} MiB   ({pss / n:.1f} MiB each)")
+    print(
+        f"{n} virtual kubelets, idle CPU:         {cpu / arguments.idle_seconds * 1000:7.1f} "
+        f"ms per second in all ({cpu / arguments.idle_seconds * 1000 / n:.2f} each)"
+    )
+
+
+if __name__ == "__main__":
+    main()
