@@ -375,8 +375,8 @@ def print_profile(before: dict[str, list[float]], after: dict[str, list[float]],
     }
     total = sum(own for _, own, _ in phase.values())
     print(
-        f"\n== the virtual kubelet's CPU in the offloaded phase (cProfile, its overhead in): "
-        f"{total:.1f} s, {total / n * 1000:.2f} ms per pod"
+        "\n== the virtual kubelet's CPU in the offloaded phase (cProfile on CPU time, its "
+        f"overhead in): {total:.1f} s, {total / n * 1000:.2f} ms per pod"
     )
     print("    own ms/pod  cumulative ms/pod  calls/pod  function")
     for function, (calls, own, cumulative) in sorted(phase.items(), key=lambda i: -i[1][1])[:30]:

@@ -632,6 +632,7 @@ class QuotaLedgers:
             stored["metadata"]["resourceVersion"] = "1"
             self.objects[quota_path(quota)] = stored
         self.conflicts = 0
+        self.writes = 0
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
         if path not in self.objects:
@@ -645,6 +646,7 @@ class QuotaLedgers:
         if body["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]:
             self.conflicts += 1
             raise Conflict(409, "Conflict", "the object has been modified")
+        self.writes += 1
         stored["status"] = json.loads(json.dumps(body["status"]))
         stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
         return stored
@@ -734,10 +736,50 @@ async def test_a_burst_of_reviews_at_once_admits_exactly_what_the_quota_holds() 
     webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
     reviews = [review(stamped(f"p{i}", "1")) for i in range(50)]
     answers = await asyncio.gather(*(webhook.admission.validate(r) for r in reviews))
+    assert [a.decision.allowed for a in answers] == [True] * 10 + [False] * 40  # in order
+    stored = next(iter(webhook.ledgers.objects.values()))
+    assert sorted(stored["status"]["reservations"]) == sorted(
+        f"shop-venice/p{i}" for i in range(10)
+    )
+    # Written together: all 50 came before the writer's first read, so one write, no race.
+    assert (webhook.ledgers.writes, webhook.ledgers.conflicts) == (1, 0)
+
+
+async def test_two_replicas_admitting_at_once_admit_no_more_than_the_quota() -> None:
+    webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
+    other = ShadowPodAdmission(
+        webhook.quotas,
+        webhook.namespaces,
+        webhook.ledgers,  # the same API server
+        enforcement_enabled=True,
+        synced=lambda: True,
+        clock=lambda: NOW,
+    )
+    reviews = [review(stamped(f"p{i}", "1")) for i in range(40)]
+    replicas = [webhook.admission, other]
+    answers = await asyncio.gather(*(replicas[i % 2].validate(r) for i, r in enumerate(reviews)))
     assert sum(a.decision.allowed for a in answers) == 10
-    assert webhook.ledgers.conflicts > 0  # they raced, and the ledger settled it
+    assert webhook.ledgers.conflicts > 0  # the replicas raced, and the ledger settled it
     stored = next(iter(webhook.ledgers.objects.values()))
     assert len(stored["status"]["reservations"]) == 10
+
+
+async def test_a_review_whose_ledger_write_fails_fails_and_the_next_ones_go_on() -> None:
+    webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
+    replace = webhook.ledgers.replace
+    failures = iter([OSError("connection reset")])
+
+    async def flaky(path: str, body: JSON) -> JSON:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return await replace(path, body)
+
+    webhook.ledgers.replace = flaky  # type: ignore[method-assign]
+    with pytest.raises(OSError, match="connection reset"):
+        await webhook.admission.validate(review(stamped("first", "1")))
+    answer = await webhook.admission.validate(review(stamped("second", "1")))
+    assert answer.decision.allowed
 
 
 def test_a_pod_seen_in_the_cache_is_not_counted_twice() -> None:

@@ -15,6 +15,7 @@ they deny what they cannot judge, asking to retry.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable, Mapping
@@ -32,7 +33,7 @@ from vk.api.constants import (
 )
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
-from vk.api.usage import forge_reserved_status, ledger_usage, pod_usage
+from vk.api.usage import Resources, forge_reserved_status, ledger_usage, pod_usage
 from vk.kube.client import Conflict, NotFound, resource_path
 from vk.kube.informer import Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
@@ -182,6 +183,9 @@ class ShadowPodAdmission:
         self.synced = synced
         self.policy = policy or TenantPodPolicy()
         self.clock = clock
+        # Per Quota (its path): the reviews waiting for its ledger, and the task writing it.
+        self._pending: dict[str, list[PendingReservation]] = {}
+        self._writers: dict[str, asyncio.Task[None]] = {}
 
     def _requester(self, request: Mapping[str, Any]) -> tuple[str, list[str], bool, list[JSON]]:
         """(user, groups, whether it is a consumer identity, the Quotas naming it)."""
@@ -273,45 +277,115 @@ class ShadowPodAdmission:
         self, cached: JSON, key: str, uid: str, pod: Mapping[str, Any], *, dry_run: bool
     ) -> Decision:
         """Admits `pod` (the ShadowPod `key` of `uid`) within the Quota `cached` names, judged
-        on its ledger as the API server has it now, and reserves its usage there unless on a
-        dry run (with enforcement off too: the ledger is what the provider's controller makes
-        Pods for): written with the Quota's resourceVersion, judged again on a conflict."""
+        on its ledger as the API server has it, and reserves its usage there unless on a dry
+        run (with enforcement off too: the ledger is what the provider's controller makes Pods
+        for). The reviews waiting on one Quota are judged and written together, in the order
+        they came, by one writer (a group commit: one ledger write for a burst, where one each
+        raced into conflicts and capped the admission rate); what a write races with (another
+        replica, a recount) is judged again on a conflict."""
+        waiting = PendingReservation(
+            key, uid, pod, dry_run, asyncio.get_running_loop().create_future()
+        )
+        path = quota_path(cached)
+        self._pending.setdefault(path, []).append(waiting)
+        if path not in self._writers:
+            self._writers[path] = asyncio.create_task(self._write_ledger(cached, path))
+        return await waiting.decision
+
+    async def _write_ledger(self, cached: JSON, path: str) -> None:
+        """Judges and writes the reservations waiting on the Quota at `path`, a batch at a time,
+        until none wait."""
+        try:
+            while batch := self._pending.pop(path, []):
+                try:
+                    decisions = await self._reserve_together(cached, batch)
+                except asyncio.CancelledError:
+                    for waiting in batch:
+                        waiting.decision.cancel()
+                    raise
+                except Exception as error:  # each review fails with it, as its own write would
+                    for waiting in batch:
+                        if not waiting.decision.done():
+                            waiting.decision.set_exception(error)
+                    continue
+                for waiting, decision in zip(batch, decisions, strict=True):
+                    if not waiting.decision.done():  # its review may have been abandoned
+                        waiting.decision.set_result(decision)
+        finally:
+            del self._writers[path]
+            for waiting in self._pending.pop(path, []):  # left only when cancelled
+                waiting.decision.cancel()
+
+    async def _reserve_together(
+        self, cached: JSON, batch: list[PendingReservation]
+    ) -> list[Decision]:
         name = f"{cached['metadata'].get('namespace')}/{cached['metadata']['name']}"
+        gone = deny(f"the Quota {name} is gone: the provider grants this identity nothing")
         for _ in range(MAX_LEDGER_CONFLICTS):
             try:
                 current = await self.ledger.get(quota_path(cached))
             except NotFound:
-                return deny(f"the Quota {name} is gone: the provider grants this identity nothing")
+                return [gone] * len(batch)
             try:
                 quota = Quota.model_validate(current)
             except ValidationError as error:
-                return deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
+                return [
+                    deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
+                ] * len(batch)
             now = self.clock()
             status = current.get("status") or {}
+            decisions: list[Decision] = []
+            reserving = False
+            for waiting in batch:
+                decision, usage = self._judge(waiting, quota, status, name)
+                if decision.allowed and not waiting.dry_run and usage is not None:
+                    status = forge_reserved_status(status, waiting.key, waiting.uid, usage, now)
+                    reserving = True
+                decisions.append(decision)
+            if not reserving:
+                return decisions  # denials and dry runs: nothing to write
             try:
-                used = ledger_usage(status, excluding=key)
-                decision = review_pod(
-                    pod, quota, used, enforcement_enabled=self.enforcement_enabled
+                await self.ledger.replace(
+                    quota_path(cached, "status"), {**current, "status": status}
                 )
-                usage = pod_usage(pod)
-            except InvalidQuantity as error:
-                return deny(
-                    f"the pod or the Quota {name} holds a quantity that does not parse: {error}"
-                )
-            if not decision.allowed or dry_run:
-                return decision
-            reserved = {**current, "status": forge_reserved_status(status, key, uid, usage, now)}
-            try:
-                await self.ledger.replace(quota_path(cached, "status"), reserved)
             except Conflict:
-                continue  # another admission, or a recount, wrote first: judge again
+                continue  # another replica's admission, or a recount, wrote first: judge again
             except NotFound:
-                return deny(f"the Quota {name} is gone: the provider grants this identity nothing")
-            return ALLOWED
-        return deny(
-            f"the Quota {name} is changing too fast to reserve this pod's share ("
-            f"{MAX_LEDGER_CONFLICTS} conflicts): retry"
-        )
+                return [gone] * len(batch)
+            return decisions
+        return [
+            deny(
+                f"the Quota {name} is changing too fast to reserve this pod's share ("
+                f"{MAX_LEDGER_CONFLICTS} conflicts): retry"
+            )
+        ] * len(batch)
+
+    def _judge(
+        self, waiting: PendingReservation, quota: Quota, status: JSON, name: str
+    ) -> tuple[Decision, Resources | None]:
+        """One pod against the Quota, on the ledger with the reservations of the reviews before
+        it; and its usage."""
+        try:
+            used = ledger_usage(status, excluding=waiting.key)
+            decision = review_pod(
+                waiting.pod, quota, used, enforcement_enabled=self.enforcement_enabled
+            )
+            return decision, pod_usage(waiting.pod)
+        except InvalidQuantity as error:
+            return deny(
+                f"the pod or the Quota {name} holds a quantity that does not parse: {error}"
+            ), None
+
+
+@dataclass
+class PendingReservation:
+    """A ShadowPod's review waiting for its Quota's ledger writer."""
+
+    key: str
+    uid: str
+    pod: Mapping[str, Any]
+    dry_run: bool
+    decision: asyncio.Future[Decision]
 
 
 class OffloadingAdmission:
