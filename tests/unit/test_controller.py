@@ -101,11 +101,11 @@ class FlakyApiServer:
         self.lists = 0
         self.watches: list[float] = []
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
         self.lists += 1
         if self.lists == 1:
             raise KeyError("an unexpected bug")
-        return [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
+        yield [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
 
     async def watch(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
@@ -141,9 +141,9 @@ MANAGED_FIELDS = ({"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:
 class TalkativeApiServer:
     """A collection whose objects carry managedFields, listed and then watched."""
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
         metadata = {"name": "a", "namespace": "ns", "resourceVersion": "1"}
-        return [{"metadata": {**metadata, "managedFields": MANAGED_FIELDS}}], "1"
+        yield [{"metadata": {**metadata, "managedFields": MANAGED_FIELDS}}], "1"
 
     async def watch(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
@@ -171,8 +171,9 @@ async def test_an_informer_keeps_no_managed_fields() -> None:
 class DownApiServer:
     """An API server that never answers the list."""
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
         raise OSError("connection refused")
+        yield  # an async generator, as list_pages is
 
 
 async def test_readyz_names_an_informer_failing_for_long() -> None:
@@ -206,11 +207,11 @@ class ComesBackApiServer:
         self.up = False
         self.lists = 0
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
         self.lists += 1
         if not self.up:
             raise OSError("connection refused")
-        return [], "1"
+        yield [], "1"
 
     async def watch(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
@@ -281,9 +282,9 @@ class CountingApiServer:
         self.lists = 0
         self.watches = 0
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None) -> tuple[list, str]:  # type: ignore[type-arg]
+    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
         self.lists += 1
-        return [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
+        yield [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
 
     async def watch(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
