@@ -565,3 +565,49 @@ def test_a_pod_made_again_under_the_same_name_gets_a_remote_pod_of_its_own(
                      if p["metadata"]["uid"] == first["metadata"]["uid"]],
         "the first db-0's remote pod gone",
     )  # fmt: skip
+
+
+def test_an_image_changed_in_place_reaches_the_provider_with_the_rest_of_the_container(
+    workload: Offloaded,
+) -> None:
+    """`kubectl set image` on an offloaded pod: the virtual kubelet's cache keeps only the
+    ShadowPod's container names and images, so the patch is built on the whole ShadowPod, read
+    afresh; the container's other fields (its command, env, ports) must survive it."""
+    setup, namespace, remote = workload
+    spec = setup.deployment("swap", namespace, 1)["spec"]["template"]["spec"]
+    spec["containers"] = [
+        {
+            "name": "app",
+            "image": "nginx:1",
+            "command": ["serve", "--port=8080"],
+            "env": [{"name": "GREETING", "value": "hello"}],
+            "ports": [{"containerPort": 8080}],
+        },
+        {"name": "sidecar", "image": "busybox:1"},
+    ]
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "swap", "namespace": namespace, "labels": {"app": "swap"}},
+            "spec": spec,
+        }
+    )
+    wait_until(lambda: running(setup.pods("naples", remote, "app=swap")), "swap offloaded")
+    setup.kubectl("set", "image", "pod/swap", "app=nginx:2", "-n", namespace)
+
+    def containers(kind: str) -> list[dict[str, Any]]:
+        obj = json.loads(
+            setup.clusters.kubectl("naples", "get", kind, "swap", "-n", remote, "-o", "json").stdout
+        )
+        spec = obj["spec"]["pod"] if kind == "shadowpods" else obj["spec"]
+        return list(spec["containers"])
+
+    wait_until(lambda: containers("pods")[0]["image"] == "nginx:2", "the provider's Pod on nginx:2")
+    for kind in ("shadowpods", "pods"):
+        app, sidecar = containers(kind)
+        assert app["image"] == "nginx:2"
+        assert app["command"] == ["serve", "--port=8080"]
+        assert {"name": "GREETING", "value": "hello"} in app["env"]
+        assert app["ports"][0]["containerPort"] == 8080
+        assert (sidecar["name"], sidecar["image"]) == ("sidecar", "busybox:1")

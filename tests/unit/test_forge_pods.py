@@ -16,17 +16,23 @@ from vk.api.constants import (
 )
 from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
+    REMOTE_UNAVAILABLE_LABEL,
     deletion_grace_period,
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
     local_pod_uid,
     local_status_needs_update,
+    patches_containers,
     remote_pod_needs_update,
     remote_root_ca_configmap_name,
+    shadow_pod_as_pod,
+    shadow_pod_as_read,
+    shadow_pod_patch,
     status_worth_reporting,
     uses_home_tokens,
 )
+from vk.reflection.workload.pods import remote_pod_as_read
 
 JSON = dict[str, Any]
 
@@ -873,6 +879,55 @@ def test_image_change_is_patched_on_the_remote_containers() -> None:
     assert patch == {"spec": {"containers": expected}}
 
 
+def shadow_of(remote: JSON) -> JSON:
+    return {
+        "metadata": remote["metadata"],
+        "spec": {"pod": remote["spec"]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> None:
+    """The cache keeps a ShadowPod's metadata, status and the spec fields a live pod may
+    change: every decision taken on it is the one the whole ShadowPod gives, but for a
+    container patch, which is flagged to be built on the whole one."""
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]
+    pod["spec"]["activeDeadlineSeconds"] = 600
+    whole = shadow_of(as_created_by_provider(forge(pod)))
+    cached = shadow_pod_as_read(whole)
+
+    assert cached["metadata"] is whole["metadata"]
+    assert cached["status"] == whole["status"]
+    assert set(cached["spec"]["pod"]) == {
+        "containers",
+        "initContainers",
+        "activeDeadlineSeconds",
+        "tolerations",
+        "terminationGracePeriodSeconds",
+    }
+    assert cached["spec"]["pod"]["containers"] == [
+        {"name": c["name"], "image": c["image"]} for c in whole["spec"]["pod"]["containers"]
+    ]
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["labels"]["tier"] = "gold"
+    changed["spec"]["activeDeadlineSeconds"] = 300
+    changed["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    for local in (pod, changed):
+        on_cached = shadow_pod_patch(update(local, shadow_pod_as_pod(cached)))
+        on_whole = shadow_pod_patch(update(local, shadow_pod_as_pod(whole)))
+        assert on_cached == on_whole
+        assert not patches_containers(on_cached)
+    changed["spec"]["containers"][0]["image"] = "nginx:1.28"
+    on_cached = shadow_pod_patch(update(changed, shadow_pod_as_pod(cached)))
+    assert patches_containers(on_cached)
+    on_whole = shadow_pod_patch(update(changed, shadow_pod_as_pod(whole)))
+    assert on_whole["spec"]["pod"]["containers"][0] == {
+        **whole["spec"]["pod"]["containers"][0],
+        "image": "nginx:1.28",
+    }
+
+
 def test_init_container_image_change_is_patched() -> None:
     pod = local_pod()
     pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]
@@ -1516,4 +1571,36 @@ def test_api_server_support_disabled_drops_the_token_even_with_the_token_reflect
     assert not any("serviceAccountToken" in s or "secret" in s for s in sources)
     assert not any(
         e["name"] == "KUBERNETES_SERVICE_HOST" for e in spec["containers"][0].get("env") or []
+    )
+
+
+def test_the_local_status_forge_leaves_the_cached_remote_and_local_pods_as_they_were() -> None:
+    """It copies only what it changes (the cache's objects are shared, never written)."""
+    remote = running_remote_pod()
+    remote["metadata"]["generation"] = 3
+    local = local_pod()
+    local["metadata"]["labels"][REMOTE_UNAVAILABLE_LABEL] = "true"
+    local["status"] = {"conditions": [condition("DisruptionTarget")], "qosClass": "Burstable"}
+    remote_before, local_before = copy.deepcopy(remote), copy.deepcopy(local)
+
+    status = forge_local_pod_status(remote, local, node_ip=NODE_IP, extra_restarts=2)
+
+    assert remote == remote_before
+    assert local == local_before
+    assert {c["restartCount"] for c in status["containerStatuses"]} == {
+        c["restartCount"] + 2 for c in remote["status"]["containerStatuses"]
+    }
+    assert next(c for c in status["conditions"] if c["type"] == "Ready")["status"] == "False"
+
+
+def test_a_remote_pod_as_cached_gives_the_local_status_the_whole_one_gives() -> None:
+    remote = running_remote_pod()
+    remote["metadata"]["generation"] = 2
+    remote["status"]["observedGeneration"] = 2
+    cached = remote_pod_as_read(remote)
+
+    assert "labels" not in cached["metadata"]
+    assert "spec" not in cached
+    assert forge_local_pod_status(cached, local_pod(), node_ip=NODE_IP) == forge_local_pod_status(
+        remote, local_pod(), node_ip=NODE_IP
     )
