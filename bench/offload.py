@@ -185,6 +185,12 @@ def print_breakdown(breakdown: dict[tuple[tuple[str, str], ...], float], n: int)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument(
+        "--pod-workers",
+        type=int,
+        default=None,
+        help="the virtual kubelet's --pod-reflection-workers (default: the product's)",
+    )
     probes = parser.add_mutually_exclusive_group()
     probes.add_argument(
         "--heap",
@@ -207,7 +213,10 @@ def main() -> None:
     probed: dict[str, Any] | None = None
     # The Deployment's pods and as many bound by the benchmark itself.
     with BenchVirtualNode(
-        pods_capacity=2 * n + 100, name="offload", probe=arguments.probe
+        pods_capacity=2 * n + 100,
+        name="offload",
+        probe=arguments.probe,
+        pod_workers=arguments.pod_workers,
     ) as scene:
         home, far = scene.home, scene.far
         kubectl(home, "create", "namespace", "bench-local")

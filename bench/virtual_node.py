@@ -102,12 +102,15 @@ class BenchVirtualNode:
         name: str,
         twin_namespace_quota: str | None = None,
         probe: str | None = None,
+        pod_workers: int | None = None,
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
         reflects more objects than the default allows; `probe`: the virtual kubelet runs under
-        bench/probe.py's `heap` or `profile`, for `probe_report()`."""
+        bench/probe.py's `heap` or `profile`, for `probe_report()`; `pod_workers`: its
+        `--pod-reflection-workers` (None: the product's default)."""
         self.twin_namespace_quota = twin_namespace_quota
         self.probe = probe
+        self.pod_workers = pod_workers
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
@@ -264,7 +267,11 @@ class BenchVirtualNode:
                     f"--foreign-kubeconfig-secret-name={SECRET}",
                     f"--metrics-address=127.0.0.1:{self.metrics_port}",
                     f"--listen-port={self.kubelet_port}",
-                    "--pod-reflection-workers=10",
+                    *(
+                        [f"--pod-reflection-workers={self.pod_workers}"]
+                        if self.pod_workers is not None
+                        else []
+                    ),
                     # It runs as the admin, whose serving CSR vk's approver rightly refuses
                     # (only a virtual kubelet's own ServiceAccount may ask for its node).
                     "--certificate-type=self-signed",
