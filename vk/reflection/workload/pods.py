@@ -415,15 +415,17 @@ class PodReflector(Reconciler):
         if patches_containers(patch):
             # The cache keeps only the containers' names and images: a new image is patched
             # onto the whole list, read afresh (rare: a pod's image changed in place).
-            with contextlib.suppress(NotFound):
+            try:
                 whole = await client.get(shadow_pod_path(remote_namespace, name))
-                patch = self._shadow_pod_patch(local, whole)
-                if patch is not None:
-                    # Conditional: a list built on what was read must not replace a newer one.
-                    patch["metadata"] = {
-                        **patch.get("metadata", {}),
-                        "resourceVersion": whole["metadata"]["resourceVersion"],
-                    }
+            except NotFound:
+                return Result()  # gone meanwhile: its deletion brings us back
+            patch = self._shadow_pod_patch(local, whole)
+            if patch is not None:
+                # Conditional: a list built on what was read must not replace a newer one.
+                patch["metadata"] = {
+                    **patch.get("metadata", {}),
+                    "resourceVersion": whole["metadata"]["resourceVersion"],
+                }
         if patch is not None:
             await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
         remote = informer.store.get(remote_key)
