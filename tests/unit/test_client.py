@@ -7,7 +7,11 @@ import time
 import pytest
 
 from vk.kube.client import (
+    AlreadyExists,
+    ApiError,
     MalformedWatch,
+    NotFound,
+    _typed_error,
     object_path,
     parse_watch_event,
     plural_of,
@@ -124,3 +128,35 @@ def test_a_watch_line_that_is_no_event_is_refused_whole(line: bytes) -> None:
 )
 def test_a_watch_event_is_taken_as_it_is(line: bytes) -> None:
     assert parse_watch_event(line)["type"] in {"ADDED", "DELETED", "BOOKMARK", "ERROR"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "reason", "message"),
+    [
+        (
+            404,
+            '{"kind":"Status","reason":"NotFound","message":"no pod"}',
+            NotFound,
+            "NotFound",
+            "no pod",
+        ),
+        (
+            409,
+            '{"reason":"AlreadyExists","message":"taken"}',
+            AlreadyExists,
+            "AlreadyExists",
+            "taken",
+        ),
+        (500, "upstream broke", ApiError, "", "upstream broke"),
+        # What a hostile or broken server may answer: JSON, but no Status object.
+        (500, "[1, 2]", ApiError, "", "[1, 2]"),
+        (500, '"text"', ApiError, "", '"text"'),
+        (500, '{"reason": ["a"], "message": {"b": 1}}', ApiError, "['a']", "{'b': 1}"),
+    ],
+)
+def test_an_error_answer_becomes_a_typed_error_whatever_its_body(
+    status: int, body: str, kind: type[ApiError], reason: str, message: str
+) -> None:
+    error = _typed_error(status, body)
+    assert type(error) is kind
+    assert (error.status, error.reason, error.message) == (status, reason, message)
