@@ -430,7 +430,7 @@ def forge_local_pod_status(
     """
     # A shallow copy: what is changed below is copied first (the top level, the conditions,
     # the container statuses given restarts); the rest is shared with `remote_pod` and must
-    # be read only (a deep copy was a sixth of the virtual kubelet's CPU per pod, profiled).
+    # be read only (deep copies were a sixth of the virtual kubelet's profiled CPU per pod).
     status: JSON = dict(remote_pod.get("status") or {})
     local_status = local_pod.get("status") or {}
     local_conditions = {c.get("type"): c for c in local_status.get("conditions") or []}
