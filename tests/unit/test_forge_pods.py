@@ -928,6 +928,24 @@ def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> 
     }
 
 
+@pytest.mark.parametrize("containers", [["app", 3, None], "app", 7, None])
+def test_a_shadow_pod_whose_containers_a_provider_mangled_is_cached_without_raising(
+    containers: Any,
+) -> None:
+    """The provider may write anything in `spec.pod` (the CRD checks nothing there): the
+    cache's keep function runs in the informer, where a raise would stop the whole twin
+    namespace's cache."""
+    whole = shadow_of(as_created_by_provider(forge()))
+    whole["spec"]["pod"]["containers"] = containers
+    whole["spec"]["pod"]["initContainers"] = [{"name": "init", "image": "busybox"}, "junk"]
+
+    cached = shadow_pod_as_read(whole)
+
+    expected = [] if isinstance(containers, list) else containers
+    assert cached["spec"]["pod"]["containers"] == expected
+    assert cached["spec"]["pod"]["initContainers"] == [{"name": "init", "image": "busybox"}]
+
+
 def test_init_container_image_change_is_patched() -> None:
     pod = local_pod()
     pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]

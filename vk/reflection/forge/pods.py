@@ -358,11 +358,18 @@ def shadow_pod_as_read(shadow_pod: Mapping[str, Any]) -> JSON:
     spec = (shadow_pod.get("spec") or {}).get("pod") or {}
     kept: JSON = {key: spec[key] for key in _SHADOW_SPEC_READ if key in spec}
     for key in _CONTAINER_LISTS:
-        if key in spec:
+        containers = spec.get(key)
+        if isinstance(containers, list):
+            # The provider can write anything in `spec.pod` (the CRD leaves it unchecked): an
+            # entry that is no container is left out here, never raised on in the informer,
+            # which would stop the cache of the whole twin namespace.
             kept[key] = [
                 {"name": container.get("name"), "image": container.get("image")}
-                for container in spec[key] or []
+                for container in containers
+                if isinstance(container, dict)
             ]
+        elif key in spec:
+            kept[key] = containers
     read: JSON = {"metadata": shadow_pod.get("metadata") or {}, "spec": {"pod": kept}}
     if "status" in shadow_pod:
         read["status"] = shadow_pod["status"]
@@ -554,11 +561,9 @@ def _tolerations_update(current: list[JSON], desired: list[JSON]) -> list[JSON] 
         return None
     result = [dict(t) for t in current]  # flat dicts: copied whole
     unmatched = [i for i, t in enumerate(current) if t not in exact]
-    changed = False
     for toleration in desired:
         if toleration in exact:
             continue
-        changed = True
         same_but_seconds = next(
             (i for i in unmatched if _but_seconds(current[i]) == _but_seconds(toleration)), None
         )
@@ -567,7 +572,7 @@ def _tolerations_update(current: list[JSON], desired: list[JSON]) -> list[JSON] 
         else:
             unmatched.remove(same_but_seconds)
             result[same_but_seconds] = dict(toleration)
-    return result if changed else None
+    return result
 
 
 def _but_seconds(toleration: Mapping[str, Any]) -> JSON:
