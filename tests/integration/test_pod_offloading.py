@@ -611,3 +611,74 @@ def test_an_image_changed_in_place_reaches_the_provider_with_the_rest_of_the_con
         assert {"name": "GREETING", "value": "hello"} in app["env"]
         assert app["ports"][0]["containerPort"] == 8080
         assert (sidecar["name"], sidecar["image"]) == ("sidecar", "busybox:1")
+
+
+def test_the_virtual_nodes_offloading_patch_places_its_pods_and_follows_changes(
+    workload: Offloaded,
+) -> None:
+    """Liqo's OffloadingPatch: a VirtualNode's nodeSelector and tolerations reach the pods it
+    offloads, the labels it keeps home do not; changed, new pods follow, and live ones gain the
+    new toleration (all a live pod may change of these)."""
+    setup, namespace, remote = workload
+
+    def set_patch(worker: str, toleration_key: str) -> dict[str, Any]:
+        toleration = {"key": toleration_key, "operator": "Exists", "effect": "NoSchedule"}
+        patch = {
+            "nodeSelector": {"kubernetes.io/hostname": worker},
+            "tolerations": [toleration],
+            "labelsNotReflected": ["team"],
+        }
+        setup.kubectl(
+            "patch",
+            "virtualnode",
+            setup.node,
+            "-n",
+            setup.namespace,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"offloadingPatch": patch}}),
+        )
+        return toleration
+
+    first = set_patch("naples-worker-1", "vk.test/pool-a")
+    deployment = setup.deployment("placed", namespace, 2)
+    deployment["spec"]["template"]["metadata"]["labels"]["team"] = "payments"
+    setup.apply(deployment)
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, "app=placed"))) == 2,
+        "2 remote pods Running",
+    )
+    originals = setup.pods("naples", remote, "app=placed")
+    for pod in originals:
+        assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "naples-worker-1"}
+        assert pod["spec"]["nodeName"] == "naples-worker-1"
+        assert first in pod["spec"]["tolerations"]
+        assert "team" not in pod["metadata"]["labels"]
+    assert all(
+        p["metadata"]["labels"]["team"] == "payments"
+        for p in setup.pods("venice", namespace, "app=placed")
+    )
+
+    second = set_patch("naples-worker-2", "vk.test/pool-b")
+    wait_until(
+        lambda: all(
+            second in p["spec"]["tolerations"] for p in setup.pods("naples", remote, "app=placed")
+        ),
+        "the live remote pods gain the new toleration",
+    )
+    setup.kubectl("scale", "deployment", "placed", "-n", namespace, "--replicas=4")
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, "app=placed"))) == 4,
+        "4 remote pods Running",
+    )
+    old_names = {p["metadata"]["name"] for p in originals}
+    for pod in setup.pods("naples", remote, "app=placed"):
+        if pod["metadata"]["name"] in old_names:
+            # A live pod's nodeSelector cannot change: it stays where it runs.
+            assert pod["spec"]["nodeName"] == "naples-worker-1"
+            assert first in pod["spec"]["tolerations"]
+        else:
+            assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "naples-worker-2"}
+            assert pod["spec"]["nodeName"] == "naples-worker-2"
+            assert second in pod["spec"]["tolerations"]
+            assert first not in pod["spec"]["tolerations"]

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 from prometheus_client import Counter
@@ -26,7 +27,7 @@ from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, 
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import DELETED, EventHandler, Informer, shared_informer, split_key
-from vk.reflection.forge.meta import is_owned_by_us
+from vk.reflection.forge.meta import is_owned_by_us, without_not_reflected
 
 log = structlog.get_logger("vk.reflection")
 
@@ -108,6 +109,9 @@ class ReflectorOptions:
     events: EventRecorder
     leading: Callable[[], bool]
     workers: int
+    # The VirtualNode's offloadingPatch now: the labels and annotations it keeps at home are
+    # left out of every reflected copy.
+    offloading_patch: Callable[[], Mapping[str, Any]] = dict
 
 
 @dataclass
@@ -151,6 +155,7 @@ class NamespacedReflector(Reconciler):
         self.remote_cluster_id = options.remote_cluster_id
         self.node_name = options.node_name
         self.events = options.events
+        self.offloading_patch = options.offloading_patch
         # key -> (local uid, message) last reported, so a resync does not repeat an Event.
         self._reported: dict[str, tuple[str, str]] = {}
 
@@ -355,7 +360,9 @@ class LocalToRemoteReflector(NamespacedReflector):
                 await self.after_delete(namespace, name)
             return Result()
         assert local is not None
-        desired = self.forge(local, state.remote_namespace)
+        desired = without_not_reflected(
+            self.forge(local, state.remote_namespace), self.offloading_patch()
+        )
         try:
             if remote is None:
                 written = await state.client.create(self._collection(state), desired)

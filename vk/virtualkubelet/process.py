@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -33,6 +34,7 @@ from vk.node.controller import NodeController, NodeOptions
 from vk.reflection.addresses import HomeNetwork
 from vk.reflection.generic import ReflectorOptions
 from vk.reflection.manager import ReflectionManager
+from vk.reflection.offloading_patch import OffloadingPatchSource
 from vk.reflection.resources import ReflectionSettings, build_reflectors
 from vk.reflection.workload.pods import PodForging, PodReflector
 from vk.virtualkubelet.provider import ProviderConnection
@@ -135,6 +137,7 @@ class VirtualKubelet:
             namespace=namespace,
             field_selector=f"metadata.name={virtual_node_name}",
         )
+        offloading_patch = OffloadingPatchSource(virtual_nodes, f"{namespace}/{virtual_node_name}")
         provider = ProviderConnection(
             self.home,
             namespace=options.tenant_namespace,
@@ -192,6 +195,7 @@ class VirtualKubelet:
             workers=options.pod_reflection_workers,
             events=EventRecorder(self.home, "virtual-kubelet"),
             home_network=HomeNetwork(self.home),
+            offloading_patch=offloading_patch.current,
             pod_forging=PodForging(
                 service_account_tokens=settings.enable_apiserver_support
                 and settings.workers_of("serviceaccount") > 0,
@@ -211,6 +215,7 @@ class VirtualKubelet:
                 events=EventRecorder(self.home, "vk-reflection"),
                 leading=reflection.leading,
                 workers=1,
+                offloading_patch=offloading_patch.current,
             ),
             pods.local,
         ):
@@ -221,6 +226,8 @@ class VirtualKubelet:
         node.on_provider_back(lambda: retry_informers_now(provider.client))
         for reflector in reflection.reflectors:
             node.on_provider_back(reflector.controller.queue.retry_now)
+            offloading_patch.on_change(reflector.resync)
+        offloading_patch.on_change(pods.resync)
         kubelet = KubeletServer(
             node_name=options.node_name,
             address=options.node_ip,
@@ -244,14 +251,21 @@ class VirtualKubelet:
             certificate_type=options.certificate_type,
         )
         runnables = [virtual_nodes.run(), provider.run(), kubelet.run(), namespace_maps.run()]
+        # Nothing is offloaded before the VirtualNode is read: its offloadingPatch applies from
+        # the first pod and object.
         if options.pod_reflection_workers > 0:
-            runnables.append(pods.run())
+            runnables.append(_once_synced(virtual_nodes, pods.run))
         if reflection.reflectors:
-            runnables.append(reflection.run())
+            runnables.append(_once_synced(virtual_nodes, reflection.run))
         if options.create_node:
             runnables.append(node.run())
         self.working.set()
         await asyncio.gather(*runnables)
+
+
+async def _once_synced(informer: Informer, work: Callable[[], Awaitable[None]]) -> None:
+    await informer.synced.wait()
+    await work()
 
 
 def run_virtual_kubelet(options: VirtualKubeletOptions) -> int:

@@ -72,6 +72,28 @@ def without_keys(mapping: Mapping[str, str], keys: Iterable[str]) -> dict[str, s
     return {k: v for k, v in mapping.items() if k not in dropped}
 
 
+def without_not_reflected(remote_obj: Mapping[str, Any], patch: Mapping[str, Any]) -> JSON:
+    """`remote_obj` (a forged remote copy) less the labels and annotations a VirtualNode's
+    offloadingPatch keeps at home (`labelsNotReflected`, `annotationsNotReflected`), as Liqo
+    filters every reflected object's metadata. The ownership labels stay whatever the patch
+    names: without them the copy would no longer be ours."""
+    labels_kept_home = set(patch.get("labelsNotReflected") or ()) - {
+        ORIGIN_LABEL,
+        DESTINATION_LABEL,
+        NODENAME_LABEL,
+    }
+    annotations_kept_home = patch.get("annotationsNotReflected") or ()
+    if not labels_kept_home and not annotations_kept_home:
+        return dict(remote_obj)
+    metadata = dict(remote_obj.get("metadata") or {})
+    for key, kept_home in (("labels", labels_kept_home), ("annotations", annotations_kept_home)):
+        if key in metadata:
+            metadata[key] = without_keys(metadata[key] or {}, kept_home)
+            if not metadata[key]:
+                del metadata[key]
+    return {**remote_obj, "metadata": metadata}
+
+
 def reflected_metadata(
     local_obj: Mapping[str, Any],
     *,

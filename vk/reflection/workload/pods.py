@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import REGISTRY, Histogram
@@ -200,10 +201,13 @@ class PodReflector(Reconciler):
         events: EventRecorder,
         pod_forging: PodForging | None = None,
         home_network: HomeNetwork | None = None,
+        offloading_patch: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
         """`home_network`: this cluster's ranges and addresses, which no pod IP a provider
         reports may be in (run by the reflector; None: only the loopback, link-local,
-        multicast and unspecified addresses are refused)."""
+        multicast and unspecified addresses are refused). `offloading_patch`: the VirtualNode's
+        `spec.offloadingPatch` now (`OffloadingPatchSource.current`); when it changes, the
+        caller calls `resync` so that live pods gain what a live pod may."""
         self.home = home
         self.provider = provider
         self.node_name = node_name
@@ -221,6 +225,7 @@ class PodReflector(Reconciler):
         self.namespace_maps = namespace_maps  # run by the caller: reflection shares it
         self.pod_forging = pod_forging or PodForging()
         self.home_network = home_network
+        self.offloading_patch = offloading_patch
         # key -> (local uid, IPs refused): a refusal is told once per pod and IPs.
         self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
         self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
@@ -264,6 +269,11 @@ class PodReflector(Reconciler):
             for pod in self.local.store.objects()
             if pod["metadata"]["namespace"] in self.mappings
         ]
+
+    def resync(self) -> None:
+        """Every pod bound to this node, again (the offloading patch changed)."""
+        for pod in self.local.store.objects():
+            self.controller.enqueue(_key(pod))
 
     # -- wiring --------------------------------------------------------------------------
 
@@ -361,6 +371,7 @@ class PodReflector(Reconciler):
                 local_cluster_id=self.home_cluster_id,
                 remote_cluster_id=self.remote_cluster_id,
                 node_name=self.node_name,
+                offloading_patch=self.offloading_patch(),
             )
         )
 
@@ -470,6 +481,7 @@ class PodReflector(Reconciler):
             local_cluster_id=self.home_cluster_id,
             remote_cluster_id=self.remote_cluster_id,
             node_name=self.node_name,
+            offloading_patch=self.offloading_patch(),
             service_account_tokens=self.pod_forging.service_account_tokens,
             root_ca_reflected=self.pod_forging.root_ca_reflected,
             home_api_server=self.pod_forging.home_api_server,
