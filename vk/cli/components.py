@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from vk.api.constants import DEFAULT_TENANT_POD_SECURITY, POD_SECURITY_LEVELS
 from vk.api.labels import InvalidKeyValues, parse_key_values
@@ -62,6 +63,15 @@ def reflection_options(command: F) -> F:
             help=f"Concurrent {resource} reflections; 0 disables the reflector.",
         )(command)
     for option in (
+        go_bool_option(
+            "--enable-ingress",
+            "Give reflected Ingresses --remote-real-ingress-class-name (Liqo's default: false).",
+        ),
+        go_bool_option(
+            "--enable-load-balancer",
+            "Give reflected LoadBalancer Services --remote-real-load-balancer-class-name "
+            "(Liqo's default: false).",
+        ),
         click.option(
             "--remote-real-ingress-class-name",
             default="",
@@ -95,12 +105,80 @@ def reflection_options(command: F) -> F:
     return command
 
 
+# Liqo's virtual-kubelet flags that mean nothing in vk, which does no networking (pod CIDRs,
+# remapping, the network check), no client rate limiting, and no profiling, and watches rather
+# than resyncs: accepted so that a VkOptionsTemplate, a VirtualNode or Helm values written for
+# Liqo run unchanged, and named in one warning line at start. Values: (multiple, bare value).
+LIQO_FLAGS_WITHOUT_MEANING: dict[str, tuple[bool, str | None]] = {
+    "--liqo-namespace": (False, None),
+    "--resync-period": (False, None),
+    "--local-podcidr": (True, None),
+    "--remote-pod-cidr": (False, None),
+    "--remote-pod-cidr-remap": (False, None),
+    "--remote-external-cidr": (False, None),
+    "--remote-external-cidr-remap": (False, None),
+    "--node-check-network": (False, "true"),
+    "--enable-profiling": (False, "true"),
+    "--metrics-enabled": (False, "true"),
+    "--client-timeout": (False, None),
+    "--client-qps": (False, None),
+    "--client-max-burst": (False, None),
+    "--endpointslice-reflection-workers": (False, None),
+    "--resourceslice-reflection-workers": (False, None),
+    "--resourceclaim-reflection-workers": (False, None),
+}
+# Liqo's klog flags (`--klog.v=4` and the like): vk logs JSON at --log-level.
+KLOG_PREFIX = "--klog."
+IGNORED_FLAGS_KEY = "vk.ignored_liqo_flags"
+
+
+def _note_if_given(ctx: click.Context, param: click.Parameter, _: Any) -> None:
+    source = ctx.get_parameter_source(param.name or "")
+    if source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+        ctx.meta.setdefault(IGNORED_FLAGS_KEY, []).append(param.opts[0])
+
+
+def liqo_flags_without_meaning(command: F) -> F:
+    """`LIQO_FLAGS_WITHOUT_MEANING`, each accepted, bare or with a value, and noted in
+    `ctx.meta` when given."""
+    for name, (multiple, bare) in reversed(LIQO_FLAGS_WITHOUT_MEANING.items()):
+        command = click.option(
+            name,
+            multiple=multiple,
+            is_flag=False,
+            flag_value=bare,
+            expose_value=False,
+            callback=_note_if_given,
+            hidden=True,
+        )(command)
+    return command
+
+
+def klog_flags(ctx: click.Context) -> list[str]:
+    """The klog flags among the arguments click did not know (`--klog.v=4`, or `--klog.v 4`);
+    any other unknown argument is an error, as it would be without them."""
+    given = []
+    arguments = list(ctx.args)
+    while arguments:
+        argument = arguments.pop(0)
+        if not argument.startswith(KLOG_PREFIX):
+            raise click.NoSuchOption(argument.split("=", 1)[0], ctx=ctx)
+        given.append(argument.split("=", 1)[0])
+        if "=" not in argument and arguments and not arguments[0].startswith("-"):
+            arguments.pop(0)  # its value
+    return given
+
+
 def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
     return ReflectionSettings(
         workers={r: int(flags[f"{r}_reflection_workers"]) for r in DEFAULT_WORKERS},
         policies={r: ReflectionPolicy(flags[f"{r}_reflection_type"]) for r in POLICY_RESOURCES},
-        remote_ingress_class=flags["remote_real_ingress_class_name"],
-        remote_load_balancer_class=flags["remote_real_load_balancer_class_name"],
+        remote_ingress_class=flags["remote_real_ingress_class_name"]
+        if flags["enable_ingress"]
+        else "",
+        remote_load_balancer_class=flags["remote_real_load_balancer_class_name"]
+        if flags["enable_load_balancer"]
+        else "",
         enable_storage=flags["enable_storage"],
         virtual_storage_class=flags["virtual_storage_class_name"],
         remote_storage_class=flags["remote_real_storage_class_name"],
@@ -108,7 +186,8 @@ def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
     )
 
 
-@vk.command()
+@vk.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
 @click.option("--nodename", required=True, help="Name of the Node (= the VirtualNode's name).")
 @click.option("--tenant-namespace", required=True, help="Tenant namespace of the provider.")
 @click.option("--home-cluster-id", default="", help="This (the consumer) cluster's ID.")
@@ -140,12 +219,33 @@ def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
 @go_bool_option("--create-node", "Register the Node (`--create-node`, `--create-node=false`).")
 @click.option(
     "--certificate-type",
-    type=click.Choice(["kubelet", "self-signed"]),
+    type=click.Choice(["kubelet", "self-signed", "aws"]),
     default="kubelet",
     show_default=True,
     help="Serving certificate: from a kubernetes.io/kubelet-serving CSR (self-signed until it is "
-    "issued), or self-signed only.",
+    "issued), or self-signed only. Liqo's `aws` (an EKS CSR signer) is taken as `kubelet`.",
 )
+@go_bool_option(
+    "--disable-ip-reflection",
+    "Report offloaded pods without their provider IPs, so that this cluster's Services never "
+    "route to addresses it cannot reach (Liqo's flag).",
+    default=False,
+)
+@go_bool_option(
+    "--vk-lease-enabled",
+    "Reflect the objects offloaded namespaces share from one virtual kubelet per provider, "
+    "the holder of a Lease; false: every virtual kubelet of that provider reflects them.",
+)
+@click.option(
+    "--vk-lease-duration",
+    default="15s",
+    callback=go_duration,
+    show_default=True,
+    help="Lease duration of both elections (this node's replicas; the reflecting one).",
+)
+@click.option("--vk-lease-renew-interval", default="10s", callback=go_duration, show_default=True)
+@click.option("--vk-lease-retry-period", default="5s", callback=go_duration, show_default=True)
+@liqo_flags_without_meaning
 @click.option(
     "--extend-websockets-to-kubelet/--no-extend-websockets-to-kubelet",
     default=True,
@@ -167,6 +267,8 @@ def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
 )
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
 def kubelet(
+    ctx: click.Context,
+    /,
     nodename: str,
     tenant_namespace: str,
     home_cluster_id: str,
@@ -182,6 +284,11 @@ def kubelet(
     node_extra_annotations: dict[str, str],
     create_node: bool,
     certificate_type: str,
+    disable_ip_reflection: bool,
+    vk_lease_enabled: bool,
+    vk_lease_duration: float,
+    vk_lease_renew_interval: float,
+    vk_lease_retry_period: float,
     extend_websockets_to_kubelet: bool,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
@@ -189,7 +296,18 @@ def kubelet(
     **reflection: Any,
 ) -> None:
     """The virtual kubelet of one VirtualNode (POD_NAME, POD_NAMESPACE and VIRTUALNODE_NAME
-    are read from the environment, as the Deployment sets them)."""
+    are read from the environment, as the Deployment sets them). Every flag of Liqo's virtual
+    kubelet is taken; those that mean nothing here are named in a warning at start."""
+    ignored = [*ctx.meta.get(IGNORED_FLAGS_KEY, []), *klog_flags(ctx)]
+    if vk_lease_renew_interval >= vk_lease_duration:
+        raise click.BadParameter(
+            f"{vk_lease_renew_interval:g}s is not less than --vk-lease-duration "
+            f"({vk_lease_duration:g}s): a leader would lose its Lease before renewing it",
+            param_hint="--vk-lease-renew-interval",
+        )
+    if certificate_type == "aws":
+        ignored.append("--certificate-type=aws")
+        certificate_type = "kubelet"
     options = VirtualKubeletOptions(
         node_name=nodename,
         tenant_namespace=tenant_namespace,
@@ -211,6 +329,12 @@ def kubelet(
         home_api_server_port=reflection["home_api_server_port"],
         extend_websockets_to_kubelet=extend_websockets_to_kubelet,
         certificate_type=certificate_type,
+        reflect_pod_ips=not disable_ip_reflection,
+        shared_reflection_lease=vk_lease_enabled,
+        ha_lease_duration=max(1, int(vk_lease_duration)),
+        ha_renew_deadline=vk_lease_renew_interval,
+        ha_retry_period=vk_lease_retry_period,
+        ignored_flags=tuple(sorted(set(ignored))),
         home_kubeconfig=home_kubeconfig or None,
         pod_name=os.environ.get("POD_NAME", ""),
         pod_namespace=os.environ.get("POD_NAMESPACE", ""),

@@ -33,12 +33,12 @@ def go_duration(_: click.Context, __: click.Parameter, value: str) -> float:
         raise click.BadParameter(f"{value!r} is not a duration like 10s or 2m") from error
 
 
-def go_bool_option(name: str, help_text: str) -> Callable[[F], F]:
-    """A boolean flag, true by default, taken bare or as `=true|false` (a Go bool flag)."""
+def go_bool_option(name: str, help_text: str, *, default: bool = True) -> Callable[[F], F]:
+    """A boolean flag taken bare (true) or as `=true|false`, as a Go bool flag is."""
     return click.option(
         name,
         type=click.BOOL,
-        default=True,
+        default=default,
         show_default=True,
         is_flag=False,
         flag_value=True,

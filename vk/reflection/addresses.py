@@ -118,6 +118,11 @@ def trusted_pod_ips(
     return kept_status, refused
 
 
+def without_pod_ips(status: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` (a remote pod's) as reported with IP reflection off: no pod IPs."""
+    return {key: value for key, value in status.items() if key not in ("podIP", "podIPs")}
+
+
 class HomeNetwork:
     """This cluster's Nodes and ServiceCIDRs, watched, and the HomeAddresses they make (made
     again only after a change)."""

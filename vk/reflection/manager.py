@@ -41,7 +41,11 @@ class ReflectionManager:
         lease_duration: int = 15,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        shared_lease: bool = True,
     ) -> None:
+        """`shared_lease` False (Liqo's --vk-lease-enabled=false): this virtual kubelet
+        reflects the shared objects without campaigning, as every other one of the provider
+        then does."""
         self.home = home
         self.provider = provider
         self.namespace_maps = namespace_maps
@@ -51,6 +55,7 @@ class ReflectionManager:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
+        self.shared_lease = shared_lease
         self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
         self._client: KubeClient | None = None
         self._elector: LeaderElector | None = None
@@ -58,6 +63,8 @@ class ReflectionManager:
 
     def leading(self) -> bool:
         """Whether this virtual kubelet reflects the objects its provider's namespaces share."""
+        if not self.shared_lease:
+            return True
         return self._elector is not None and self._elector.is_leader.is_set()
 
     def add(self, reflector: NamespacedReflector) -> None:
@@ -66,7 +73,7 @@ class ReflectionManager:
     async def run(self) -> None:
         """Until cancelled; the namespace maps' informer is run by the caller."""
         tasks = [asyncio.create_task(reflector.run()) for reflector in self.reflectors]
-        if any(reflector.leader_only for reflector in self.reflectors):
+        if self.shared_lease and any(reflector.leader_only for reflector in self.reflectors):
             tasks.append(asyncio.create_task(supervise("reflection-lease", self._campaign)))
         try:
             await self.namespace_maps.synced.wait()

@@ -74,9 +74,18 @@ class VirtualKubeletOptions:
     pod_name: str = ""  # identity in the HA election
     pod_namespace: str = ""  # where the VirtualNode lives (default: the tenant namespace)
     virtual_node_name: str = ""  # default: the node name
+    # Both elections (this node's replicas, and the one reflecting what namespaces share):
+    # Liqo's --vk-lease-duration, --vk-lease-renew-interval and --vk-lease-retry-period.
     ha_lease_duration: int = 15
     ha_renew_deadline: float = 10.0
     ha_retry_period: float = 5.0
+    # False (Liqo's --vk-lease-enabled=false): every virtual kubelet of the provider reflects
+    # the shared objects, no Lease.
+    shared_reflection_lease: bool = True
+    # False (--disable-ip-reflection): offloaded pods are reported without their pod IPs.
+    reflect_pod_ips: bool = True
+    # Liqo's flags given that mean nothing in vk: said once at start.
+    ignored_flags: tuple[str, ...] = ()
     log_level: str = "info"
 
     @property
@@ -182,6 +191,7 @@ class VirtualKubelet:
             lease_duration=options.ha_lease_duration,
             renew_deadline=options.ha_renew_deadline,
             retry_period=options.ha_retry_period,
+            shared_lease=options.shared_reflection_lease,
         )
         settings = options.reflection
         pods = PodReflector(
@@ -203,6 +213,7 @@ class VirtualKubelet:
                 home_api_server=(options.home_api_server_host, options.home_api_server_port)
                 if options.home_api_server_host
                 else None,
+                reflect_ips=options.reflect_pod_ips,
             ),
         )
         for reflector in build_reflectors(
@@ -270,4 +281,9 @@ async def _once_synced(informer: Informer, work: Callable[[], Awaitable[None]]) 
 
 def run_virtual_kubelet(options: VirtualKubeletOptions) -> int:
     configure_logging(options.log_level, node=options.node_name)
+    if options.ignored_flags:
+        log.warning(
+            "flags of Liqo's virtual kubelet that mean nothing in vk, ignored",
+            flags=list(options.ignored_flags),
+        )
     return uvloop.run(VirtualKubelet(options).run())

@@ -38,7 +38,7 @@ from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, 
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, namespace_index, split_key
-from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips
+from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips, without_pod_ips
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import (
     deletion_grace_period,
@@ -120,6 +120,9 @@ class PodForging:
     root_ca_reflected: bool = False
     # Where offloaded pods reach their home API server (KUBERNETES_SERVICE_HOST/PORT).
     home_api_server: tuple[str, int] | None = None
+    # Whether the provider's pod IPs are reported at home (Liqo's --disable-ip-reflection):
+    # without a network between the clusters, home's Services would route to them in vain.
+    reflect_ips: bool = True
 
 
 def pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
@@ -655,10 +658,13 @@ class PodReflector(Reconciler):
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
         if not status_worth_reporting(remote):
             return
-        home = self.home_network.current() if self.home_network else HomeAddresses()
-        remote_status, refused = trusted_pod_ips(remote.get("status") or {}, home)
-        if refused:
-            await self._refuse_ips(key, local, refused)
+        if self.pod_forging.reflect_ips:
+            home = self.home_network.current() if self.home_network else HomeAddresses()
+            remote_status, refused = trusted_pod_ips(remote.get("status") or {}, home)
+            if refused:
+                await self._refuse_ips(key, local, refused)
+        else:
+            remote_status = without_pod_ips(remote.get("status") or {})
         desired = forge_local_pod_status(
             {**remote, "status": remote_status},
             local,
