@@ -142,6 +142,17 @@ class Faults:
             and not p["metadata"].get("deletionTimestamp")
         ]
 
+    def pods_ready(self, selector: str, cluster: str = CONSUMER) -> dict[str, bool]:
+        """Whether each pod of `selector` is Ready (at home: as home's Services see it), by
+        name."""
+        return {
+            p["metadata"]["name"]: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+            for p in self.items(cluster, "pods", "-n", NAMESPACE, "-l", selector)
+        }
+
     def node_ready(self) -> bool:
         node = json.loads(self.kubectl(CONSUMER, "get", "node", PROVIDER, "-o", "json").stdout)
         return any(
@@ -315,6 +326,15 @@ def test_a_frozen_provider_fails_each_request_within_a_bound_without_piling_up(
             slowest = max(s for (n, _), (s, _) in outcomes.items() if n == name)
             record("provider API server frozen", f"{name} failed (slowest of 5) after", slowest)
         record("provider API server frozen", "node NotReady after", not_ready)
+        # The controller manager marks the node's pods unavailable, the virtual kubelet reports
+        # them not Ready: home's Services stop sending them traffic.
+        unready = wait_timed(
+            lambda: list(faults.pods_ready("app=steady").values()) == [False, False],
+            "the offloaded pods not Ready",
+            60,
+            since=frozen,
+        )
+        record("provider API server frozen", "offloaded pods not Ready after", unready)
         files_after = faults.open_files(virtual_kubelet)
         assert files_after - files_before < 10, "requests to a frozen provider pile up"
     finally:
@@ -325,6 +345,21 @@ def test_a_frozen_provider_fails_each_request_within_a_bound_without_piling_up(
     faults.clusters.playground.up()
     ready = wait_timed(faults.node_ready, "the node Ready again", 60, since=thawed)
     record("provider API server frozen", "node Ready again after thawing", ready)
+    # As Ready as the provider's pods: its own node controller may have marked them not Ready
+    # too (kwok's nodes missed their heartbeats while it was frozen, and kwok leaves them so).
+    ready = wait_timed(
+        lambda: (
+            faults.pods_ready("app=steady") == faults.pods_ready("app=steady", cluster=PROVIDER)
+        ),
+        "the offloaded pods as Ready as the provider's",
+        60,
+        since=thawed,
+    )
+    record(
+        "provider API server frozen",
+        "offloaded pods as Ready as the provider's after thawing",
+        ready,
+    )
     logs = faults.kubectl(CONSUMER, "logs", pod, "-n", NAMESPACE, check=False)
     assert logs.returncode == 0, logs.stderr
     faults.settled("steady offloaded as before")

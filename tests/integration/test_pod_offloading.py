@@ -18,6 +18,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
+from tests.integration.conftest import (
+    installed_controller_manager_stopped,
+    start_controller_manager,
+    stop_controller_manager,
+)
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 from vk.playground.processes import read_pid
@@ -171,7 +176,45 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) ->
 def test_provider_outage_turns_the_node_not_ready_and_pods_made_meanwhile_run_after(
     workload: Offloaded,
 ) -> None:
+    """And the pods already running turn not Ready at home while their provider is away
+    (marked `liqo.io/remote-unavailable` by the controller manager), and are unmarked once it
+    is back, their readiness the provider's again."""
     setup, namespace, remote = workload
+    setup.apply(setup.deployment("steady", namespace, 2))
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=steady"))) == 2,
+        "2 pods Running before the outage",
+    )
+
+    def ready(pod: dict[str, Any]) -> bool:
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pod["status"].get("conditions") or []
+        )
+
+    def steady_pods() -> list[tuple[bool, bool]]:
+        """(Ready, marked unavailable) of each steady pod at home."""
+        return [
+            (ready(p), p["metadata"].get("labels", {}).get("liqo.io/remote-unavailable") == "true")
+            for p in setup.pods("venice", namespace, "app=steady")
+        ]
+
+    def as_the_provider_says() -> bool:
+        """Every steady pod unmarked, Ready at home exactly when its provider pod is (the
+        provider's own node controller may have marked its pods not Ready too: kwok's nodes
+        missed their heartbeats while its API server was down, and kwok does not make them
+        Ready again)."""
+        remote_ready = {
+            p["metadata"]["name"]: ready(p) for p in setup.pods("naples", remote, "app=steady")
+        }
+        local = setup.pods("venice", namespace, "app=steady")
+        return len(local) == 2 and all(
+            "liqo.io/remote-unavailable" not in p["metadata"].get("labels", {})
+            and remote_ready.get(p["metadata"]["name"]) == ready(p)
+            for p in local
+        )
+
+    assert steady_pods() == [(True, False)] * 2
     paths = setup.clusters.playground.paths(setup.provider)
     pid = read_pid(paths.pid("kube-apiserver"))
     assert pid is not None
@@ -188,16 +231,33 @@ def test_provider_outage_turns_the_node_not_ready_and_pods_made_meanwhile_run_af
         wait_until(not_ready, "the Node NotReady", timeout=90)
         events = setup.events("ProviderUnreachable")
         assert "unreachable" in events[0]["message"]
+        wait_until(
+            lambda: steady_pods() == [(False, True)] * 2,
+            "the running pods marked unavailable and not Ready",
+            timeout=60,
+        )
         setup.apply(setup.deployment("meanwhile", namespace, 3))
     finally:
         setup.clusters.playground.up()
     wait_until(setup.ready, "the Node Ready again", timeout=60)
     wait_until(
+        as_the_provider_says,
+        "the running pods unmarked, as Ready as the provider says",
+        timeout=60,
+        explain=lambda: json.dumps(
+            [
+                (c, p["metadata"].get("labels"), p["status"].get("conditions"))
+                for c, n in (("venice", namespace), ("naples", remote))
+                for p in setup.pods(c, n, "app=steady")
+            ]
+        ),
+    )
+    wait_until(
         lambda: len(running(setup.pods("venice", namespace, "app=meanwhile"))) == 3,
         "the pods created during the outage Running",
         timeout=90,
     )
-    assert len(running(setup.pods("naples", remote, OWNERSHIP))) == 3
+    assert len(running(setup.pods("naples", remote, f"{OWNERSHIP},app=meanwhile"))) == 3
 
 
 def test_pod_in_a_namespace_not_offloaded_waits_with_a_reason(setup: VirtualNodeSetup) -> None:
@@ -682,3 +742,119 @@ def test_the_virtual_nodes_offloading_patch_places_its_pods_and_follows_changes(
             assert pod["spec"]["nodeName"] == "naples-worker-2"
             assert second in pod["spec"]["tolerations"]
             assert first not in pod["spec"]["tolerations"]
+
+
+def test_with_ip_reflection_off_home_services_get_no_provider_endpoints(
+    setup: VirtualNodeSetup,
+) -> None:
+    """`--disable-ip-reflection` (Liqo's): offloaded pods are reported without the provider's
+    pod IPs, so home's EndpointSlices list none of them; the same pods with reflection on do."""
+    namespace = setup.local_namespace()
+    remote = setup.offload_namespace(namespace)
+    replica = setup.start("replica-1", "--disable-ip-reflection")
+    wait_until(setup.ready, "the virtual node Ready")
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "hidden", "namespace": namespace},
+        "spec": {"selector": {"app": "hidden"}, "ports": [{"port": 80}]},
+    }
+    setup.apply([setup.deployment("hidden", namespace, 2), service])
+    wait_until(
+        lambda: len(running(setup.pods("venice", namespace, "app=hidden"))) == 2,
+        "2 local pods Running",
+    )
+    assert all(p["status"].get("podIP") for p in setup.pods("naples", remote, "app=hidden"))
+
+    def endpoints() -> list[dict[str, Any]]:
+        slices = json.loads(
+            setup.kubectl(
+                "get", "endpointslices", "-n", namespace,
+                "-l", "kubernetes.io/service-name=hidden", "-o", "json",
+            ).stdout
+        )["items"]  # fmt: skip
+        return [e for s in slices for e in s.get("endpoints") or []]
+
+    for pod in setup.pods("venice", namespace, "app=hidden"):
+        assert "podIP" not in pod["status"]
+        assert "podIPs" not in pod["status"]
+    wait_until(
+        lambda: setup.kubectl("get", "endpointslices", "-n", namespace, "-o", "name").stdout,
+        "the Service's EndpointSlice",
+    )
+    # Pods with IPs would be listed within a second of Running: give the controller longer.
+    time.sleep(3)
+    assert endpoints() == []
+
+    replica.signal(signal.SIGTERM)
+    assert replica.wait() == 0
+    setup.start("replica-2")
+    wait_until(lambda: len(endpoints()) == 2, "the pods' provider IPs listed, reflection on")
+
+
+def test_with_the_node_failure_controller_a_failed_provider_nodes_pods_are_made_again(
+    workload: Offloaded, tmp_path: Path
+) -> None:
+    """Liqo's opt-in node-failure controller, on the provider: a Pod deleted on a Node that
+    is down would stay Terminating (no kubelet confirms it); with the controller it goes at
+    once and the ShadowPod controller makes it again. Without the flag, it stays."""
+    setup, namespace, remote = workload
+    clusters = setup.clusters
+    setup.apply(setup.deployment("fragile", namespace, 2))
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, "app=fragile"))) == 2,
+        "2 remote pods Running",
+    )
+    first, second = setup.pods("naples", remote, "app=fragile")
+
+    def node_ready(name: str) -> bool:
+        node = json.loads(clusters.kubectl("naples", "get", "node", name, "-o", "json").stdout)
+        return any(
+            c["type"] == "Ready" and c["status"] == "True" for c in node["status"]["conditions"]
+        )
+
+    def uid_of(name: str) -> str | None:
+        pods = {p["metadata"]["name"]: p for p in setup.pods("naples", remote, "app=fragile")}
+        return pods[name]["metadata"]["uid"] if name in pods else None
+
+    with installed_controller_manager_stopped(clusters, setup.provider):
+        # naples' controllers without the flag first: a deleted pod stays Terminating.
+        manager = start_controller_manager(clusters, setup.provider, tmp_path / "plain.log")
+        try:
+            clusters.playground.stop_component(setup.provider, "kwok")  # every node fails
+            wait_until(
+                lambda: (
+                    not node_ready(first["spec"]["nodeName"])
+                    and not node_ready(second["spec"]["nodeName"])
+                ),
+                "naples' nodes not Ready",
+                timeout=90,
+            )
+            clusters.kubectl(
+                "naples", "delete", "pod", "-n", remote, first["metadata"]["name"], "--wait=false"
+            )
+            time.sleep(10)
+            assert uid_of(first["metadata"]["name"]) == first["metadata"]["uid"]
+        finally:
+            stop_controller_manager(manager)
+        manager = start_controller_manager(
+            clusters,
+            setup.provider,
+            tmp_path / "node-failure.log",
+            "--enable-node-failure-controller",
+        )
+        try:
+            wait_until(
+                lambda: uid_of(first["metadata"]["name"]) not in (None, first["metadata"]["uid"]),
+                "the terminating pod deleted and made again",
+                timeout=60,
+            )
+            # A pod that is not being deleted stays: the node may only be cut off.
+            assert uid_of(second["metadata"]["name"]) == second["metadata"]["uid"]
+        finally:
+            stop_controller_manager(manager)
+    wait_until(
+        lambda: len(running(setup.pods("naples", remote, "app=fragile"))) == 2,
+        "both pods Running again once the nodes are back",
+        timeout=90,
+    )

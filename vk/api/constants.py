@@ -13,6 +13,11 @@ import hashlib
 # Label on every virtual Node (value TYPE_VIRTUAL_NODE); selectors and the RuntimeClass use it.
 TYPE_LABEL = "liqo.io/type"
 TYPE_VIRTUAL_NODE = "virtual-node"
+# On local pods the virtual kubelet has offloaded; meaningful only locally, so not reflected.
+OFFLOADED_POD_LABEL = "liqo.io/shadowPod"
+# On local pods whose virtual node is not Ready (its provider unreachable, or its virtual
+# kubelet gone): their Ready condition is reported False; meaningful only locally.
+REMOTE_UNAVAILABLE_LABEL = "liqo.io/remote-unavailable"
 
 # The remote cluster an object belongs to: on virtual Nodes, tenant namespaces, ResourceSlices,
 # VirtualNodes, NamespaceMaps, kubeconfig Secrets and the provider namespaces of a consumer.

@@ -402,6 +402,13 @@ def kubelet(
     "object counts, storage, and NodePort/LoadBalancer Services (0: not allowed).",
 )
 @click.option(
+    "--load-balancer-classes",
+    default="",
+    metavar="CLASS,...",
+    help="The loadBalancerClasses this cluster offers its consumers (the first is the "
+    "default), shown on their ResourceSlices and VirtualNodes.",
+)
+@click.option(
     "--reserved-namespaces",
     default="",
     metavar="NAME,...",
@@ -443,6 +450,13 @@ def kubelet(
     default=None,
     help="Where local virtual kubelets keep their kubeconfig, ports, pid and log.",
 )
+@go_bool_option(
+    "--enable-node-failure-controller",
+    "As a provider, delete at once (grace 0) the Pods made of ShadowPods that are being deleted "
+    "on a Node that is not Ready, so that they are made again on one that is (Liqo's flag; "
+    "their containers may still run on a Node only cut off).",
+    default=False,
+)
 def controller_manager(
     kubeconfig: str | None,
     metrics_address: str,
@@ -458,6 +472,8 @@ def controller_manager(
     virtual_kubelet_node_selector: str,
     virtual_kubelet_tolerations: str | None,
     local_launcher_dir: Path | None,
+    load_balancer_classes: str,
+    enable_node_failure_controller: bool,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
     # Imported here, not above: each component's process loads its own code only (a virtual
@@ -517,6 +533,10 @@ def controller_manager(
         reserved_namespaces=tuple(sorted(_names(reserved_namespaces))),
         tenant_namespace_quota=namespace_quota,
         launcher=launcher,
+        node_failure_controller=enable_node_failure_controller,
+        load_balancer_classes=tuple(
+            c.strip() for c in load_balancer_classes.split(",") if c.strip()
+        ),
     )
     try:
         sys.exit(run_controller_manager(options))

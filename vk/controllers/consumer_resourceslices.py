@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -125,9 +126,22 @@ def labels_set_by_others(virtual_node: Mapping[str, Any] | None) -> set[str]:
     return keys
 
 
+# The classes a provider offers, by status field and the field naming each; they reach the
+# VirtualNode and the virtual kubelet's arguments, so each must be a class name and no more.
+OFFERED_CLASSES = {
+    "storageClasses": "storageClassName",
+    "ingressClasses": "ingressClassName",
+    "loadBalancerClasses": "loadBalancerClassName",
+}
+MAX_OFFERED_CLASSES = 64
+# Object names (DNS subdomains) and load-balancer classes (label-style, with a prefix).
+CLASS_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_./]{0,251}[A-Za-z0-9])?")
+
+
 def slice_status_problems(status: Mapping[str, Any]) -> list[str]:
     """What makes the provider's slice status unusable: an API server URL that is not https, a
-    quantity that is none or beyond what Kubernetes keeps."""
+    quantity that is none or beyond what Kubernetes keeps, a class offered that is no class
+    name (or too many of them)."""
     problems = []
     server = str(((status.get("authParams") or {}).get("apiServer")) or "")
     if server:
@@ -140,6 +154,15 @@ def slice_status_problems(status: Mapping[str, Any]) -> list[str]:
                 problems.append(f"resources.{name} is negative")
         except InvalidQuantity as error:
             problems.append(f"resources.{str(name)[:63]}: {error}")
+    for field, name_field in OFFERED_CLASSES.items():
+        entries = status.get(field) or []
+        if not isinstance(entries, list) or len(entries) > MAX_OFFERED_CLASSES:
+            problems.append(f"{field} is not a list of at most {MAX_OFFERED_CLASSES} classes")
+            continue
+        for entry in entries:
+            name = entry.get(name_field) if isinstance(entry, Mapping) else None
+            if not isinstance(name, str) or not CLASS_NAME.fullmatch(name):
+                problems.append(f"{field} names {str(name)[:64]!r}, not a class name")
     return problems
 
 
@@ -171,8 +194,16 @@ def forge_virtual_node(
         "labels": {**node_labels, REMOTE_CLUSTER_ID_LABEL: provider},
         "resourceQuota": {"hard": dict(status.get("resources") or {})},
     }
-    if status.get("storageClasses"):
-        spec["storageClasses"] = status["storageClasses"]
+    for field, name_field in OFFERED_CLASSES.items():
+        if status.get(field):
+            # Only the name and whether it is the default: nothing else of the provider's.
+            spec[field] = [
+                {
+                    name_field: entry[name_field],
+                    **({"default": True} if entry.get("default") else {}),
+                }
+                for entry in status[field]
+            ]
     return {
         "apiVersion": VirtualNode.group_version(),
         "kind": VirtualNode.KIND,

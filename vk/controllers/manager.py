@@ -35,7 +35,9 @@ from vk.controllers.consumer_resourceslices import ConsumerResourceSlices
 from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.namespaceoffloading import NamespaceOffloadings
+from vk.controllers.offloaded_pod_availability import OffloadedPodAvailability
 from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
+from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
@@ -72,6 +74,10 @@ class ManagerOptions:
     tenant_namespace_quota: dict[str, str] | None = None
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
+    # The loadBalancerClasses offered to consumers (provider), the first the default.
+    load_balancer_classes: tuple[str, ...] = ()
+    # Terminating Pods of ShadowPods on a Node not Ready are deleted at once (provider).
+    node_failure_controller: bool = False
 
 
 async def read_identity(client: KubeClient, namespace: str) -> ClusterIdentity:
@@ -100,6 +106,7 @@ async def run_manager(options: ManagerOptions) -> int:
             ca_pem=connection.ca_pem or b"",
             default_resources=dict(options.default_node_resources),
             limits_enforcement=options.default_limits_enforcement,
+            load_balancer_classes=options.load_balancer_classes,
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()
@@ -122,7 +129,10 @@ async def run_manager(options: ManagerOptions) -> int:
                 ForeignClusters(client).run(),
                 Tenants(client).run(),
                 NamespaceOffloadings(client, cluster.cluster_id).run(),
+                OffloadedPodAvailability(client).run(),
             ]
+            if options.node_failure_controller:
+                reconcilers.append(ProviderNodeFailure(client).run())
             if options.launcher is not None:
                 launcher = options.launcher(client)
                 reconciler = VirtualNodeReconciler(client, cluster.cluster_id, launcher)

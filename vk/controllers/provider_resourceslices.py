@@ -37,6 +37,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import object_key, shared_informer, split_key
 from vk.kube.pki import csr_subject
+from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
 log = structlog.get_logger("vk.controllers.provider_resourceslices")
 
@@ -57,6 +58,52 @@ class ProviderSettings:
     ca_pem: bytes  # the API server's CA, for consumers to verify it
     default_resources: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+    # The loadBalancerClasses this provider's Services may use (no API object lists them);
+    # the first is the default.
+    load_balancer_classes: tuple[str, ...] = ()
+
+
+# The annotations that make a StorageClass or an IngressClass its cluster's default.
+DEFAULT_STORAGE_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+DEFAULT_INGRESS_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
+# The status fields of the classes a provider offers.
+CLASS_FIELDS = ("storageClasses", "ingressClasses", "loadBalancerClasses")
+
+
+def _offered(objects: list[JSON], name_field: str, default_annotation: str) -> list[JSON]:
+    entries = []
+    for obj in sorted(objects, key=lambda o: o["metadata"]["name"]):
+        name = obj["metadata"]["name"]
+        if name == VIRTUAL_STORAGE_CLASS:
+            continue  # vk's own, in every cluster: offering it would offload to ourselves
+        annotations = obj["metadata"].get("annotations") or {}
+        entry: JSON = {name_field: name}
+        if annotations.get(default_annotation) == "true":
+            entry["default"] = True
+        entries.append(entry)
+    return entries
+
+
+def offered_classes(
+    storage_classes: list[JSON], ingress_classes: list[JSON], load_balancer_classes: tuple[str, ...]
+) -> JSON:
+    """What a slice's status says the provider offers, as Liqo's does: its StorageClasses and
+    IngressClasses (the default one marked, as their annotation marks it; vk's virtual class
+    `liqo` left out) and the load-balancer classes its administrator lists (the first the
+    default). A kind with none is left out."""
+    offered: JSON = {
+        "storageClasses": _offered(
+            storage_classes, "storageClassName", DEFAULT_STORAGE_CLASS_ANNOTATION
+        ),
+        "ingressClasses": _offered(
+            ingress_classes, "ingressClassName", DEFAULT_INGRESS_CLASS_ANNOTATION
+        ),
+        "loadBalancerClasses": [
+            {"loadBalancerClassName": name, **({"default": True} if i == 0 else {})}
+            for i, name in enumerate(load_balancer_classes)
+        ],
+    }
+    return {key: value for key, value in offered.items() if value}
 
 
 # What a node cannot do without: filled from the defaults when a slice's request omits them.
@@ -203,6 +250,9 @@ class ProviderResourceSlices(Reconciler):
             "certificatesigningrequests",
             label_selector=RESOURCE_SLICE_NAME_LABEL,
         )
+        # What this cluster offers besides resources: a change is told to every slice.
+        self.storage_classes = shared_informer(client, "storage.k8s.io/v1", "storageclasses")
+        self.ingress_classes = shared_informer(client, "networking.k8s.io/v1", "ingressclasses")
         self.controller = Controller(self, workers=4)
         self.applied = AppliedObjects(client)
 
@@ -218,7 +268,19 @@ class ProviderResourceSlices(Reconciler):
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.requests.add_handler(self._on_request)
-        await run_with_informers(self.controller, self.slices, self.requests)
+        for classes in (self.storage_classes, self.ingress_classes):
+            classes.add_handler(self._on_classes)
+        await run_with_informers(
+            self.controller,
+            self.slices,
+            self.requests,
+            self.storage_classes,
+            self.ingress_classes,
+        )
+
+    def _on_classes(self, *_: Any) -> None:
+        for resource_slice in self.slices.store.objects():
+            self.controller.enqueue(object_key(resource_slice))
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
@@ -257,7 +319,8 @@ class ProviderResourceSlices(Reconciler):
         slice_class = spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS
         if slice_class == DEFAULT_RESOURCE_SLICE_CLASS:
             self._grant_resources(spec, status, now)
-        if status != (resource_slice.get("status") or {}):
+        current = resource_slice.get("status") or {}
+        if {k: v for k, v in status.items() if v is not None} != current:
             await self.client.merge_patch(
                 resource_path(
                     ResourceSlice.group_version(),
@@ -302,6 +365,14 @@ class ProviderResourceSlices(Reconciler):
             return
         status["resources"] = granted
         status["nodeLabels"] = dict(self.settings.cluster_labels)
+        offered = offered_classes(
+            self.storage_classes.store.objects(),
+            self.ingress_classes.store.objects(),
+            self.settings.load_balancer_classes,
+        )
+        for key in CLASS_FIELDS:
+            # None: a class no longer offered is removed (the status is merge-patched).
+            status[key] = offered.get(key)
         status["conditions"] = set_condition(
             status.get("conditions"),
             RESOURCES,

@@ -104,6 +104,15 @@ def forge_virtual_kubelet_spec(
         f"--foreign-kubeconfig-secret-name={secret}",
         f"--create-node={'false' if spec.get('createNode') is False else 'true'}",
     ]
+    # The provider's default class of each kind for the copies the virtual kubelet makes there
+    # (the one marked default, else the first, as Liqo picks it).
+    for kind, name_field, flag in (
+        ("storageClasses", "storageClassName", "--remote-real-storage-class-name"),
+        ("ingressClasses", "ingressClassName", "--remote-real-ingress-class-name"),
+        ("loadBalancerClasses", "loadBalancerClassName", "--remote-real-load-balancer-class-name"),
+    ):
+        if name := default_class(spec.get(kind) or [], name_field):
+            args.append(f"{flag}={name}")
     containers = (
         (((spec.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
     ).get("containers") or []
@@ -118,6 +127,14 @@ def forge_virtual_kubelet_spec(
         cluster_id=spec.get("clusterID", ""),
         template=spec.get("template") or {},
     )
+
+
+def default_class(classes: list[Mapping[str, Any]], name_field: str) -> str | None:
+    """The name of the class marked default, else of the first; None without any."""
+    for entry in classes:
+        if entry.get("default"):
+            return str(entry.get(name_field) or "") or None
+    return str(classes[0].get(name_field) or "") or None if classes else None
 
 
 def flag_value(args: tuple[str, ...], flag: str) -> str:

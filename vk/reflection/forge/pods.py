@@ -16,7 +16,9 @@ from typing import Any
 from vk.api.constants import (
     DESTINATION_LABEL,
     LOCAL_POD_UID_ANNOTATION,
+    OFFLOADED_POD_LABEL,
     ORIGIN_LABEL,
+    REMOTE_UNAVAILABLE_LABEL,
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
@@ -28,10 +30,6 @@ JSON = dict[str, Any]
 
 # --- Liqo's pod annotations and labels (pkg/consts), read or written only by pod forging ------
 
-# On local pods the virtual kubelet has offloaded; meaningful only locally, so not reflected.
-OFFLOADED_POD_LABEL = "liqo.io/shadowPod"
-# On local pods whose provider is unreachable: their Ready condition is reported False.
-REMOTE_UNAVAILABLE_LABEL = "liqo.io/remote-unavailable"
 # Per-pod choice of how the offloaded pod reaches an API server: "remote" runs it with a
 # ServiceAccount of the provider, "disabled" with none.
 API_SERVER_SUPPORT_ANNOTATION = "liqo.io/api-server-support"
@@ -516,7 +514,11 @@ def _remote_labels(
     node_name: str,
     patch: Mapping[str, Any],
 ) -> dict[str, str]:
-    not_reflected = [OFFLOADED_POD_LABEL, *(patch.get("labelsNotReflected") or [])]
+    not_reflected = [
+        OFFLOADED_POD_LABEL,
+        REMOTE_UNAVAILABLE_LABEL,
+        *(patch.get("labelsNotReflected") or []),
+    ]
     labels = without_keys(metadata.get("labels") or {}, not_reflected)
     return {**labels, **ownership_labels(local_cluster_id, remote_cluster_id, node_name)}
 
