@@ -1,18 +1,25 @@
 """What a Liqo 1.x user brings over runs unchanged (issue 21): a VirtualNode whose template
-carries the arguments Liqo's own chart gives a virtual kubelet."""
+carries the arguments Liqo's own chart gives a virtual kubelet, the classes a provider offers,
+and the kubeconfigs of managed clusters."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.test_namespace_offloading import get_json
+from tests.integration.test_namespace_offloading import get_json, is_peered
 from tests.liqo import liqo_virtual_kubelet_args
 
+VKCTL = str(Path(sys.executable).parent / "vkctl")
 CONSUMER, PROVIDER = "venice", "naples"
 TENANT = f"liqo-tenant-{PROVIDER}"
 NODE = f"{PROVIDER}-liqo-template"
@@ -120,3 +127,90 @@ def test_a_providers_storage_class_appears_on_the_slice_and_the_virtual_node(
     finally:
         clusters.kubectl(PROVIDER, "delete", "storageclass", "vk-test-ssd", "--ignore-not-found")
     wait_until(lambda: offered not in on_virtual_node(), "the class gone from the VirtualNode", 60)
+
+
+def exec_plugin_kubeconfig(clusters: Clusters, cluster: str, workdir: Path) -> Path:
+    """`cluster` as a managed cluster's kubeconfig has it: its user an exec plugin (a script
+    printing an ExecCredential, as aws-iam-authenticator or gke-gcloud-auth-plugin do) with a
+    token of a ServiceAccount that may do what an administrator may."""
+    clusters.kubectl(cluster, "create", "serviceaccount", "vk-test-admin", "-n", "default")
+    clusters.kubectl(
+        cluster, "create", "clusterrolebinding", "vk-test-admin", "--clusterrole=cluster-admin",
+        "--serviceaccount=default:vk-test-admin",
+    )  # fmt: skip
+    token = clusters.kubectl(
+        cluster, "create", "token", "vk-test-admin", "-n", "default", "--duration=1h"
+    ).stdout.strip()
+    plugin = workdir / "cloud-auth-plugin"
+    credential = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": {"token": token},
+    }
+    plugin.write_text(
+        f"#!/bin/sh\necho run >> {workdir}/plugin-runs\n"
+        f"cat <<'EOF'\n{json.dumps(credential)}\nEOF\n"
+    )
+    plugin.chmod(0o755)
+    admin = yaml.safe_load(clusters.kubeconfig(cluster).read_text())
+    admin["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "./cloud-auth-plugin",  # next to the kubeconfig, as kubectl finds it
+            "interactiveMode": "Never",
+        }
+    }
+    path = workdir / f"{cluster}-exec.kubeconfig"
+    path.write_text(yaml.safe_dump(admin))
+    return path
+
+
+def split_kubeconfig(clusters: Clusters, cluster: str, workdir: Path, server_name: str) -> str:
+    """`cluster`'s kubeconfig as two files for `KUBECONFIG=a:b` (contexts and users in one,
+    the cluster in the other, its certificate checked for `server_name`)."""
+    admin = yaml.safe_load(clusters.kubeconfig(cluster).read_text())
+    first = {key: admin[key] for key in ("current-context", "contexts", "users")}
+    second = {"clusters": admin["clusters"]}
+    second["clusters"][0]["cluster"]["tls-server-name"] = server_name
+    paths = [workdir / f"{cluster}-{server_name}-{n}.yaml" for n in (1, 2)]
+    for path, document in zip(paths, (first, second), strict=True):
+        path.write_text(yaml.safe_dump(document))
+    return os.pathsep.join(map(str, paths))
+
+
+def test_vkctl_reads_kubeconfigs_as_kubectl_does(installed: Clusters, tmp_path: Path) -> None:
+    """Managed clusters' kubeconfigs (an exec plugin), a merged KUBECONFIG and
+    tls-server-name: `vkctl peer` with florence as its provider, through all three."""
+    clusters = installed
+    was_peered = is_peered(clusters, "florence")
+    florence = exec_plugin_kubeconfig(clusters, "florence", tmp_path)
+    try:
+        # tls-server-name is the name checked: one the API server's certificate does not
+        # carry fails, one it carries works, though the URL's host is an IP address.
+        wrong = split_kubeconfig(clusters, CONSUMER, tmp_path, "not-the-api-server.example")
+        refused = subprocess.run(
+            [VKCTL, "info"], env={**os.environ, "KUBECONFIG": wrong}, capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+        assert refused.returncode == 1
+        assert "not-the-api-server.example" in refused.stderr
+        merged = split_kubeconfig(clusters, CONSUMER, tmp_path, "kubernetes.default")
+        peered = subprocess.run(
+            [VKCTL, "peer", f"--remote-kubeconfig={florence}", "--timeout=240s"],
+            env={**os.environ, "KUBECONFIG": merged}, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert peered.returncode == 0, peered.stderr
+        assert (tmp_path / "plugin-runs").read_text().count("run") >= 1
+        wait_until(lambda: node_ready(clusters, "florence"), "the virtual node florence Ready")
+    finally:
+        if not was_peered:
+            subprocess.run(
+                [VKCTL, "unpeer", f"--remote-kubeconfig={florence}", "--timeout=240s"],
+                env={**os.environ, "KUBECONFIG": str(clusters.kubeconfig(CONSUMER))},
+                capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+        clusters.kubectl("florence", "delete", "clusterrolebinding", "vk-test-admin", check=False)
+        clusters.kubectl(
+            "florence", "delete", "serviceaccount", "vk-test-admin", "-n", "default", check=False
+        )

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
@@ -141,7 +142,7 @@ def test_metrics_parse_as_prometheus_text(running: VirtualNodeSetup) -> None:
 
 
 def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
-    setup: VirtualNodeSetup,
+    setup: VirtualNodeSetup, tmp_path: Path
 ) -> None:
     setup.create(with_secret=False)
     replica = setup.start()
@@ -163,6 +164,36 @@ def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
         ),
         "the garbage reported",
     )
+    # Whoever writes the Secret must not run commands or read files in the virtual kubelet:
+    # an exec plugin (or a token file: its own ServiceAccount token) is refused, not run.
+    marker = tmp_path / "the-plugin-ran"
+    hostile = yaml.safe_load(setup.clusters.kubeconfig(setup.provider).read_text())
+    hostile["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "/bin/sh",
+            "args": ["-c", f"touch {marker}"],
+        }
+    }
+    setup.write_secret(yaml.safe_dump(hostile).encode())
+    wait_until(
+        lambda: any(
+            "inline credentials only" in e["message"] for e in setup.events("ProviderUnreachable")
+        ),
+        "the exec plugin refused",
+    )
+    hostile["users"][0]["user"] = {
+        "tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    }
+    setup.write_secret(yaml.safe_dump(hostile).encode())
+    wait_until(
+        lambda: any(
+            "users[" in e["message"] and ".tokenFile" in e["message"]
+            for e in setup.events("ProviderUnreachable")
+        ),
+        "the token file refused",
+    )
+    assert not marker.exists()
     setup.write_secret(setup.clusters.kubeconfig(setup.provider).read_bytes())
     wait_until(setup.ready, "the Node Ready once the Secret is right")
     assert replica.process.poll() is None  # the same process, never restarted

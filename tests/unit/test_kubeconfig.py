@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import base64
+import datetime
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
+from vk.kube.kubeconfig import (
+    InvalidKubeconfig,
+    default_connection,
+    load_kubeconfig_file,
+    parse_kubeconfig,
+    parse_secret_kubeconfig,
+)
 
 
 def kubeconfig(user: dict, server: str = "https://127.0.0.1:6443") -> str:
@@ -101,3 +109,209 @@ def test_malformed_kubeconfig_says_what_is_wrong(content: str, message: str) -> 
 def test_unknown_context_is_named_in_the_error() -> None:
     with pytest.raises(InvalidKubeconfig, match="no context named 'missing'"):
         parse_kubeconfig(kubeconfig({}), context="missing")
+
+
+# --- What a Secret may hold --------------------------------------------------------------
+
+SECRET_REFUSALS = [
+    ({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh"}}, "exec"),
+    ({"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}, "tokenFile"),
+    ({"client-certificate": "/etc/kubernetes/pki/admin.crt", "client-key": "/k"}, "client-cert"),
+    ({"auth-provider": {"name": "gcp"}}, "auth-provider"),
+]
+
+
+@pytest.mark.parametrize(("user", "field"), SECRET_REFUSALS)
+def test_a_secrets_kubeconfig_may_not_run_commands_or_read_files(user: dict, field: str) -> None:
+    with pytest.raises(InvalidKubeconfig, match="inline credentials only") as refused:
+        parse_secret_kubeconfig(kubeconfig(user))
+    assert f"users[u].{field}" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("cluster_field", "value"),
+    [("certificate-authority", "/etc/kubernetes/pki/ca.crt"), ("proxy-url", "http://evil:3128")],
+)
+def test_a_secrets_kubeconfig_may_not_name_a_file_or_a_proxy(
+    cluster_field: str, value: str
+) -> None:
+    document = yaml.safe_load(kubeconfig({"token": "t"}))
+    document["clusters"][0]["cluster"][cluster_field] = value
+    with pytest.raises(InvalidKubeconfig, match=f"clusters\\[c\\].{cluster_field}"):
+        parse_secret_kubeconfig(yaml.safe_dump(document))
+
+
+def test_a_secrets_kubeconfig_with_inline_credentials_is_read() -> None:
+    document = yaml.safe_load(kubeconfig({"token": "t"}))
+    document["clusters"][0]["cluster"]["tls-server-name"] = "kubernetes.default"
+    connection = parse_secret_kubeconfig(yaml.safe_dump(document))
+    assert (connection.token, connection.tls_server_name) == ("t", "kubernetes.default")
+
+
+# --- Exec plugins --------------------------------------------------------------------------
+
+
+def plugin(tmp_path: Path, answer: dict | str, *, exit_code: int = 0) -> Path:
+    """A plugin that logs each run (and the exec info it was given) and prints `answer`."""
+    script = tmp_path / "plugin.sh"
+    body = answer if isinstance(answer, str) else json.dumps(answer)
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo "$KUBERNETES_EXEC_INFO" >> "{tmp_path}/runs"\n'
+        f"cat <<'EOF'\n{body}\nEOF\n"
+        f"exit {exit_code}\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def exec_user(command: str, **extra: object) -> dict:
+    return {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": command,
+            "args": ["--cluster", "naples"],
+            "env": [{"name": "PLUGIN_MODE", "value": "test"}],
+            "interactiveMode": "Never",
+            **extra,
+        }
+    }
+
+
+def credential(status: dict) -> dict:
+    return {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "status": status,
+    }
+
+
+def runs(tmp_path: Path) -> list[dict]:
+    path = tmp_path / "runs"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_an_exec_plugins_token_is_asked_for_when_needed_and_kept_until_it_expires(
+    tmp_path: Path,
+) -> None:
+    later = (datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)).isoformat()
+    script = plugin(tmp_path, credential({"token": "from-plugin", "expirationTimestamp": later}))
+    connection = parse_kubeconfig(kubeconfig(exec_user(str(script), provideClusterInfo=True)))
+    assert runs(tmp_path) == []  # not run by reading the kubeconfig
+    assert connection.bearer_token() == "from-plugin"
+    assert connection.bearer_token() == "from-plugin"
+    (info,) = runs(tmp_path)
+    assert info["kind"] == "ExecCredential"
+    assert info["spec"]["interactive"] is False
+    assert info["spec"]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert info["spec"]["cluster"]["certificate-authority-data"] == base64.b64encode(b"CA").decode()
+    connection.forget_credential()  # what a 401 does
+    assert connection.bearer_token() == "from-plugin"
+    assert len(runs(tmp_path)) == 2
+
+
+def test_an_expired_credential_is_asked_for_again(tmp_path: Path) -> None:
+    past = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=1)).isoformat()
+    script = plugin(tmp_path, credential({"token": "t", "expirationTimestamp": past}))
+    connection = parse_kubeconfig(kubeconfig(exec_user(str(script))))
+    connection.bearer_token()
+    connection.bearer_token()
+    assert len(runs(tmp_path)) == 2
+    assert "cluster" not in runs(tmp_path)[0]["spec"]  # no provideClusterInfo
+
+
+def test_a_relative_plugin_path_is_the_kubeconfigs_neighbour(tmp_path: Path) -> None:
+    plugin(tmp_path, credential({"token": "near"}))
+    path = tmp_path / "config"
+    path.write_text(kubeconfig(exec_user("./plugin.sh")))
+    assert load_kubeconfig_file(path).bearer_token() == "near"
+
+
+@pytest.mark.parametrize(
+    ("answer", "exit_code", "message"),
+    [
+        ("not json", 0, "no JSON ExecCredential"),
+        ({"kind": "Other"}, 0, "no ExecCredential"),
+        (
+            {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential"},
+            0,
+            "not 'client.authentication.k8s.io/v1'",
+        ),
+        (credential({}), 0, "neither a token nor a certificate"),
+        (credential({"token": "t", "expirationTimestamp": "soon"}), 0, "not a time"),
+        ("login required", 3, "exited 3"),
+    ],
+)
+def test_a_plugin_that_answers_wrong_says_so(
+    tmp_path: Path, answer: dict | str, exit_code: int, message: str
+) -> None:
+    script = plugin(tmp_path, answer, exit_code=exit_code)
+    connection = parse_kubeconfig(kubeconfig(exec_user(str(script))))
+    with pytest.raises(InvalidKubeconfig, match=message):
+        connection.bearer_token()
+
+
+def test_a_missing_plugin_gives_its_install_hint(tmp_path: Path) -> None:
+    user = exec_user(str(tmp_path / "nowhere"), installHint="install it with: brew install x")
+    connection = parse_kubeconfig(kubeconfig(user))
+    with pytest.raises(InvalidKubeconfig, match="not found \\(install it with: brew install x\\)"):
+        connection.bearer_token()
+
+
+# --- Merged files, tls-server-name, proxy-url -----------------------------------------------
+
+
+def test_kubeconfig_files_merge_as_kubectl_merges_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a" / "config", tmp_path / "b" / "config"
+    for path in (first, second):
+        path.parent.mkdir()
+    (tmp_path / "b" / "token").write_text("from-b\n")
+    first.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "naples",
+                "contexts": [{"name": "venice", "context": {"cluster": "venice", "user": "a"}}],
+                "clusters": [{"name": "venice", "cluster": {"server": "https://venice:6443"}}],
+                "users": [{"name": "a", "user": {"token": "from-a"}}],
+            }
+        )
+    )
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "venice",
+                "contexts": [
+                    {"name": "naples", "context": {"cluster": "naples", "user": "b"}},
+                    {"name": "venice", "context": {"cluster": "other", "user": "b"}},
+                ],
+                "clusters": [
+                    {
+                        "name": "naples",
+                        "cluster": {
+                            "server": "https://naples:6443",
+                            "tls-server-name": "kubernetes",
+                        },
+                    },
+                    {"name": "venice", "cluster": {"server": "https://shadowed:6443"}},
+                ],
+                "users": [{"name": "b", "user": {"tokenFile": "token"}}],
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{tmp_path / 'missing'}:{second}")
+    naples = default_connection()  # the first file's current-context, defined in the second
+    assert (naples.server, naples.tls_server_name) == ("https://naples:6443", "kubernetes")
+    assert naples.bearer_token() == "from-b"  # its file relative to the second file
+    venice = default_connection(context="venice")  # the first file's definition wins
+    assert (venice.server, venice.bearer_token()) == ("https://venice:6443", "from-a")
+
+
+def test_a_proxy_url_is_kept_and_only_http_ones_are_taken() -> None:
+    document = yaml.safe_load(kubeconfig({"token": "t"}))
+    document["clusters"][0]["cluster"]["proxy-url"] = "http://proxy.example:3128"
+    assert parse_kubeconfig(yaml.safe_dump(document)).proxy_url == "http://proxy.example:3128"
+    document["clusters"][0]["cluster"]["proxy-url"] = "socks5://proxy.example:1080"
+    with pytest.raises(InvalidKubeconfig, match="not socks5"):
+        parse_kubeconfig(yaml.safe_dump(document))

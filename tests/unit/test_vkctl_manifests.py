@@ -15,7 +15,7 @@ from vk.cli import peer
 from vk.cli.generate import forge_peer_command
 from vk.cli.resources import controlling_slice, forge_secret_virtual_node, forge_slice_virtual_node
 from vk.cli.vkctl import vkctl
-from vk.kube.kubeconfig import ClusterConnection, kubeconfig_file
+from vk.kube.kubeconfig import ClusterConnection, kubeconfig_files
 
 
 def run(*args: str) -> Any:
@@ -180,18 +180,18 @@ def test_the_peer_command_is_quoted_for_the_shell(
     assert forge_peer_command(path, context) == command
 
 
-def test_the_kubeconfig_file_is_the_flag_else_kubeconfigs_first_else_home(
+def test_the_kubeconfig_files_are_the_flag_else_kubeconfigs_else_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", "/a/first:/b/second")
-    assert kubeconfig_file("/given") == Path("/given")
-    assert kubeconfig_file() == Path("/a/first")
+    assert kubeconfig_files("/given") == [Path("/given")]
+    assert kubeconfig_files() == [Path("/a/first"), Path("/b/second")]  # merged, as kubectl
     monkeypatch.delenv("KUBECONFIG")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert kubeconfig_file() == tmp_path / ".kube" / "config"
+    assert kubeconfig_files() == [tmp_path / ".kube" / "config"]
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
-    assert kubeconfig_file() is None  # in a pod: in-cluster
+    assert kubeconfig_files() is None  # in a pod: in-cluster
 
 
 def kubeconfig(path: Path, *servers: str) -> Path:

@@ -20,7 +20,7 @@ from vk.cli.options import cluster_options
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
 from vk.kube.client import KubeClient
-from vk.kube.kubeconfig import ClusterConnection, kubeconfig_file, load_kubeconfig_file
+from vk.kube.kubeconfig import ClusterConnection, kubeconfig_files, load_kubeconfig_files
 
 
 def forge_peer_command(provider_kubeconfig: Path, provider_context: str | None) -> str:
@@ -48,14 +48,19 @@ def generate() -> None:
 )
 def peer_command(kubeconfig: str | None, context: str | None, only_command: bool) -> None:
     """The `vkctl peer` command that peers a consumer with this cluster (the provider)."""
-    path = kubeconfig_file(kubeconfig)
-    if path is None:
+    paths = kubeconfig_files(kubeconfig)
+    if paths is None:
         raise PeeringError(
             "no kubeconfig file to name in the command (running in a pod): pass --kubeconfig "
             "with this cluster's kubeconfig file"
         )
-    path = path.expanduser().absolute()
-    identity = asyncio.run(_identity(load_kubeconfig_file(path, context=context)))
+    if len(paths) > 1:
+        raise PeeringError(
+            "$KUBECONFIG names several files, and the command names one: pass --kubeconfig "
+            "with this cluster's kubeconfig file"
+        )
+    path = paths[0].expanduser().absolute()
+    identity = asyncio.run(_identity(load_kubeconfig_files([path], context=context)))
     command = forge_peer_command(path, context)
     if only_command:
         click.echo(command)

@@ -68,7 +68,7 @@ from vk.kube.kubeconfig import (
     InvalidKubeconfig,
     default_connection,
     load_kubeconfig_file,
-    parse_kubeconfig,
+    parse_secret_kubeconfig,
 )
 from vk.playground.progress import Progress
 
@@ -566,7 +566,7 @@ async def control_plane_client(consumer: KubeClient, provider_id: str) -> Provid
             None, unreachable=f"no control-plane identity here ({namespace}/{name})"
         )
     try:
-        connection = parse_kubeconfig(base64.b64decode(data))
+        connection = parse_secret_kubeconfig(base64.b64decode(data))
         return ProviderSide(KubeClient(connection, name="provider", timeout=IDENTITY_TIMEOUT))
     except (InvalidKubeconfig, ValueError, ssl.SSLError) as error:
         return ProviderSide(None, unreachable=f"the Secret {namespace}/{name} is unusable: {error}")

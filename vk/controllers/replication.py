@@ -35,7 +35,7 @@ from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import EventHandler, Informer, object_key, shared_informer, split_key
-from vk.kube.kubeconfig import InvalidKubeconfig, parse_kubeconfig
+from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
@@ -216,7 +216,7 @@ class Replicator(Reconciler):
             if provider in self.links:
                 continue
             try:
-                connection = parse_kubeconfig(kubeconfig)
+                connection = parse_secret_kubeconfig(kubeconfig)
             except InvalidKubeconfig as error:
                 log.warning(
                     "unusable control-plane kubeconfig", provider=provider, error=str(error)

@@ -215,6 +215,15 @@ class KubeClient:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    def _routing(self) -> dict[str, Any]:
+        """The kubeconfig's tls-server-name and proxy-url, as aiohttp takes them."""
+        routing: dict[str, Any] = {}
+        if self.connection.tls_server_name:
+            routing["server_hostname"] = self.connection.tls_server_name
+        if self.connection.proxy_url:
+            routing["proxy"] = self.connection.proxy_url
+        return routing
+
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None:
             self._session = aiohttp.ClientSession(
@@ -252,6 +261,7 @@ class KubeClient:
         # encoded here and its answer decoded (the json module encodes several times slower).
         data = None if body is None else orjson.dumps(body)
         attempt = 0
+        refreshed = False
         while True:
             async with self._session_or_new().request(
                 method,
@@ -259,6 +269,7 @@ class KubeClient:
                 params=params,
                 data=data,
                 headers=self._headers(content_type if data is not None else None),
+                **self._routing(),
             ) as response:
                 status = response.status
                 API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
@@ -269,6 +280,11 @@ class KubeClient:
             if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
                 attempt += 1
                 await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 5.0))
+                continue
+            if status == 401 and self.connection.exec_plugin is not None and not refreshed:
+                # The plugin's credential was revoked or expired early: asked for once more.
+                refreshed = True
+                self.connection.forget_credential()
                 continue
             if status >= 400:
                 raise _typed_error(status, raw.decode("utf-8", errors="replace"))
@@ -325,6 +341,7 @@ class KubeClient:
             params=query,
             headers=self._headers(None),
             timeout=timeout,
+            **self._routing(),
         ) as response:
             API_REQUESTS.labels(self.name, "WATCH", resource_of(path), str(response.status)).inc()
             if response.status >= 400:

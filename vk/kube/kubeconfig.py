@@ -1,4 +1,15 @@
-"""The one way vk reads a kubeconfig: from a file, from a Secret's bytes, or in-cluster.
+"""The one way vk reads a kubeconfig: from files, from a Secret's bytes, or in-cluster.
+
+What a person passes (`--kubeconfig`, `$KUBECONFIG`, `--remote-kubeconfig`) is read as kubectl
+reads it: several files in `$KUBECONFIG` merged (the first to name a context, cluster or user,
+or to set current-context, wins), credentials from files or from an exec plugin
+(client.authentication.k8s.io, what EKS, GKE and AKS kubeconfigs use: run when first needed,
+its credential kept until it expires), `tls-server-name`, `proxy-url`.
+
+What a daemon reads from a Secret (`parse_secret_kubeconfig`) may carry inline credentials
+only: no exec plugin, no file, no proxy. Whoever can write that Secret would otherwise run
+commands in the daemon, make it read its own files (its ServiceAccount token, sent to a server
+of their choosing) or route its traffic. Refused with a message saying so.
 
 Parsing is pure (text in, `ClusterConnection` out) so a malformed kubeconfig Secret becomes a
 typed `InvalidKubeconfig` with a message that says what is wrong, never a crash deep in TLS.
@@ -8,10 +19,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
+import json
 import os
 import ssl
+import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +53,11 @@ class ClusterConnection:
     client_key_pem: bytes | None = None
     token: str | None = None
     token_file: Path | None = None  # re-read on use: projected tokens rotate
+    # The name the server's certificate must carry, when not the URL's host (kubectl's
+    # tls-server-name): also sent as SNI.
+    tls_server_name: str | None = None
+    proxy_url: str | None = None  # an http(s) proxy to reach the server through
+    exec_plugin: ExecPlugin | None = None  # credentials from a command, when it is needed
 
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
@@ -44,14 +66,147 @@ class ClusterConnection:
             context.verify_mode = ssl.CERT_NONE
         elif self.ca_pem is not None:
             context.load_verify_locations(cadata=self.ca_pem.decode())
-        if self.client_cert_pem and self.client_key_pem:
-            load_key_pair(context, self.client_cert_pem, self.client_key_pem)
+        cert, key = self.client_cert_pem, self.client_key_pem
+        if not (cert and key) and self.exec_plugin is not None:
+            credential = self.exec_plugin.credential()
+            cert, key = credential.client_cert_pem, credential.client_key_pem
+        if cert and key:
+            load_key_pair(context, cert, key)
         return context
 
     def bearer_token(self) -> str | None:
         if self.token_file is not None:
             return self.token_file.read_text().strip()
+        if self.token is None and self.exec_plugin is not None:
+            return self.exec_plugin.credential().token
         return self.token
+
+    def forget_credential(self) -> None:
+        """The server refused the credential (401): an exec plugin is asked again next time,
+        as kubectl does."""
+        if self.exec_plugin is not None:
+            self.exec_plugin.forget()
+
+
+@dataclass(frozen=True)
+class ExecCredential:
+    """What an exec plugin answered: a token, or a client certificate and key."""
+
+    token: str | None = None
+    client_cert_pem: bytes | None = None
+    client_key_pem: bytes | None = None
+    expires: datetime.datetime | None = None
+
+
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+EXEC_TIMEOUT_SECONDS = 120.0  # a plugin may open a browser for its user to log in
+# A credential is asked for again this long before it expires, not after a request failed.
+EXEC_REFRESH_MARGIN = datetime.timedelta(seconds=30)
+
+
+@dataclass(eq=False)
+class ExecPlugin:
+    """A kubeconfig user's `exec`: the command kubectl would run for credentials, run when
+    one is first needed and again once it expires or the server refuses it."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    api_version: str = EXEC_API_VERSIONS[0]
+    interactive_mode: str = "IfAvailable"
+    install_hint: str = ""
+    cluster_info: Mapping[str, Any] | None = None  # with provideClusterInfo
+    where: str = "users[]"
+    _cached: ExecCredential | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def forget(self) -> None:
+        self._cached = None
+
+    def credential(self) -> ExecCredential:
+        with self._lock:
+            now = datetime.datetime.now(datetime.UTC)
+            cached = self._cached
+            if cached is None or (
+                cached.expires is not None and cached.expires - EXEC_REFRESH_MARGIN <= now
+            ):
+                cached = self._cached = self._run()
+            return cached
+
+    def _run(self) -> ExecCredential:
+        interactive = self.interactive_mode != "Never" and sys.stdin.isatty()
+        spec: dict[str, Any] = {"interactive": interactive}
+        if self.cluster_info is not None:
+            spec["cluster"] = dict(self.cluster_info)
+        exec_info = {"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}
+        env = {**os.environ, **dict(self.env), "KUBERNETES_EXEC_INFO": json.dumps(exec_info)}
+        try:
+            # The kubeconfig's own command, run as kubectl runs it.
+            done = subprocess.run(
+                [self.command, *self.args],
+                env=env,
+                stdin=None if interactive else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=None if interactive else subprocess.PIPE,
+                timeout=EXEC_TIMEOUT_SECONDS,
+                check=False,
+            )
+        except FileNotFoundError as error:
+            hint = f" ({self.install_hint.strip()})" if self.install_hint.strip() else ""
+            raise InvalidKubeconfig(
+                f"{self.where}.exec: command {self.command!r} not found{hint}"
+            ) from error
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise InvalidKubeconfig(f"{self.where}.exec: {self.command!r}: {error}") from error
+        if done.returncode != 0:
+            said = (done.stderr or b"").decode(errors="replace").strip()[-500:]
+            raise InvalidKubeconfig(
+                f"{self.where}.exec: {self.command!r} exited {done.returncode}"
+                + (f": {said}" if said else "")
+            )
+        return parse_exec_credential(done.stdout, self.api_version, f"{self.where}.exec")
+
+
+def parse_exec_credential(output: bytes, api_version: str, where: str) -> ExecCredential:
+    """An exec plugin's answer (an ExecCredential of `api_version`) as the credential it
+    holds; InvalidKubeconfig says what is wrong with it."""
+    try:
+        document = json.loads(output)
+    except ValueError as error:
+        raise InvalidKubeconfig(f"{where}: the plugin printed no JSON ExecCredential") from error
+    if not isinstance(document, dict) or document.get("kind") != "ExecCredential":
+        raise InvalidKubeconfig(f"{where}: the plugin printed no ExecCredential")
+    if document.get("apiVersion") != api_version:
+        raise InvalidKubeconfig(
+            f"{where}: the plugin answered {document.get('apiVersion')!r}, not {api_version!r}"
+        )
+    status = document.get("status")
+    if not isinstance(status, dict):
+        raise InvalidKubeconfig(f"{where}: the ExecCredential has no status")
+    token = status.get("token")
+    cert, key = status.get("clientCertificateData"), status.get("clientKeyData")
+    if not (isinstance(token, str) and token) and not (
+        isinstance(cert, str) and isinstance(key, str) and cert and key
+    ):
+        raise InvalidKubeconfig(
+            f"{where}: the ExecCredential holds neither a token nor a certificate and its key"
+        )
+    expires = None
+    if isinstance(status.get("expirationTimestamp"), str):
+        try:
+            expires = datetime.datetime.fromisoformat(
+                status["expirationTimestamp"].replace("Z", "+00:00")
+            )
+        except ValueError as error:
+            raise InvalidKubeconfig(f"{where}: expirationTimestamp is not a time") from error
+        if expires.tzinfo is None:
+            expires = expires.replace(tzinfo=datetime.UTC)
+    return ExecCredential(
+        token=token if isinstance(token, str) and token else None,
+        client_cert_pem=cert.encode() if isinstance(cert, str) and cert else None,
+        client_key_pem=key.encode() if isinstance(key, str) and key else None,
+        expires=expires,
+    )
 
 
 def load_key_pair(context: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
@@ -94,17 +249,45 @@ def _named(entries: Any, name: str, kind: str) -> dict[str, Any]:
     raise InvalidKubeconfig(f"kubeconfig has no {kind[:-1]} named {name!r}")
 
 
-def parse_kubeconfig(
-    content: str | bytes, *, context: str | None = None, base_dir: Path | None = None
-) -> ClusterConnection:
-    """Parses a kubeconfig (its current context, or `context`). Relative file references are
-    resolved against `base_dir`, as kubectl does against the kubeconfig's own directory."""
+# What a kubeconfig read from a Secret may not hold, by where: each would let whoever writes
+# the Secret run a command, read a file or route traffic in the daemon that reads it.
+NOT_INLINE_USER_FIELDS = ("exec", "auth-provider", "tokenFile", "client-certificate", "client-key")
+NOT_INLINE_CLUSTER_FIELDS = ("certificate-authority", "proxy-url")
+
+
+def _yaml_document(
+    content: str | bytes, where: str = "kubeconfig", *, empty_ok: bool = False
+) -> dict[str, Any]:
+    """`empty_ok`: an empty file is an empty kubeconfig (one of several merged, as kubectl
+    takes it); alone, or in a Secret, it is a mistake."""
     try:
         document = yaml.safe_load(content)
     except yaml.YAMLError as error:
-        raise InvalidKubeconfig(f"kubeconfig is not valid YAML: {error}") from error
+        raise InvalidKubeconfig(f"{where} is not valid YAML: {error}") from error
+    if document is None and empty_ok:
+        return {}
     if not isinstance(document, dict):
-        raise InvalidKubeconfig("kubeconfig is not a YAML mapping (is the Secret key right?)")
+        raise InvalidKubeconfig(f"{where} is not a YAML mapping (is the Secret key right?)")
+    return document
+
+
+def parse_kubeconfig(
+    content: str | bytes, *, context: str | None = None, base_dir: Path | None = None
+) -> ClusterConnection:
+    """Parses a kubeconfig a person gave (its current context, or `context`). Relative file
+    references are resolved against `base_dir`, as kubectl does against the kubeconfig's own
+    directory."""
+    return _connection(_yaml_document(content), context, base_dir, inline_only=False)
+
+
+def parse_secret_kubeconfig(content: str | bytes) -> ClusterConnection:
+    """Parses a kubeconfig a daemon read from a Secret: inline credentials only."""
+    return _connection(_yaml_document(content), None, None, inline_only=True)
+
+
+def _connection(
+    document: Mapping[str, Any], context: str | None, base_dir: Path | None, *, inline_only: bool
+) -> ClusterConnection:
     context_name = context or document.get("current-context")
     if not context_name:
         raise InvalidKubeconfig("kubeconfig has no current-context and none was given")
@@ -117,6 +300,25 @@ def parse_kubeconfig(
         raise InvalidKubeconfig(f"cluster of context {context_name!r} has no valid server URL")
     cluster_where = f"clusters[{context_body.get('cluster')}]"
     user_where = f"users[{user_name}]"
+    if inline_only:
+        for entry, fields, where in (
+            (user, NOT_INLINE_USER_FIELDS, user_where),
+            (cluster, NOT_INLINE_CLUSTER_FIELDS, cluster_where),
+        ):
+            for name in fields:
+                if entry.get(name):
+                    raise InvalidKubeconfig(
+                        f"{where}.{name}: a kubeconfig in a Secret may hold inline credentials "
+                        "only (token, client-certificate-data, client-key-data, "
+                        "certificate-authority-data): no exec plugin, file or proxy, which "
+                        "would run commands or read files in the process reading it; write "
+                        "the credentials themselves into it"
+                    )
+    if user.get("auth-provider"):
+        raise InvalidKubeconfig(
+            f"{user_where}.auth-provider: kubectl dropped auth providers; use an exec plugin "
+            "(e.g. kubelogin, gke-gcloud-auth-plugin)"
+        )
     cert = _field_bytes(user, "client-certificate-data", "client-certificate", base_dir, user_where)
     key = _field_bytes(user, "client-key-data", "client-key", base_dir, user_where)
     if bool(cert) != bool(key):
@@ -126,26 +328,165 @@ def parse_kubeconfig(
         )
     token = user.get("token")
     token_file = user.get("tokenFile")
+    if isinstance(token_file, str) and not Path(token_file).is_absolute() and base_dir:
+        token_file = str(base_dir / token_file)
+    ca_pem = _field_bytes(
+        cluster, "certificate-authority-data", "certificate-authority", base_dir, cluster_where
+    )
+    tls_server_name = cluster.get("tls-server-name")
+    proxy_url = cluster.get("proxy-url")
+    if proxy_url is not None and (
+        not isinstance(proxy_url, str) or not proxy_url.startswith(("http://", "https://"))
+    ):
+        raise InvalidKubeconfig(
+            f"{cluster_where}.proxy-url {str(proxy_url)[:100]!r}: only http:// and https:// "
+            "proxies are supported (not socks5)"
+        )
+    exec_plugin = None
+    if isinstance(user.get("exec"), dict):
+        exec_plugin = _exec_plugin(user["exec"], cluster, server, ca_pem, base_dir, user_where)
     return ClusterConnection(
         server=server.rstrip("/"),
-        ca_pem=_field_bytes(
-            cluster, "certificate-authority-data", "certificate-authority", base_dir, cluster_where
-        ),
+        ca_pem=ca_pem,
         insecure_skip_tls_verify=bool(cluster.get("insecure-skip-tls-verify", False)),
         client_cert_pem=cert,
         client_key_pem=key,
-        token=token if isinstance(token, str) else None,
+        token=token if isinstance(token, str) and token else None,
         token_file=Path(token_file) if isinstance(token_file, str) else None,
+        tls_server_name=tls_server_name if isinstance(tls_server_name, str) else None,
+        proxy_url=proxy_url,
+        exec_plugin=exec_plugin,
+    )
+
+
+def _exec_plugin(
+    spec: Mapping[str, Any],
+    cluster: Mapping[str, Any],
+    server: str,
+    ca_pem: bytes | None,
+    base_dir: Path | None,
+    user_where: str,
+) -> ExecPlugin:
+    where = f"{user_where}.exec"
+    command = spec.get("command")
+    if not isinstance(command, str) or not command:
+        raise InvalidKubeconfig(f"{where} has no command")
+    api_version = spec.get("apiVersion")
+    if api_version not in EXEC_API_VERSIONS:
+        raise InvalidKubeconfig(
+            f"{where}.apiVersion {api_version!r} is not one of {', '.join(EXEC_API_VERSIONS)}"
+        )
+    # As kubectl: a relative command with a directory in it is the kubeconfig's neighbour.
+    if os.sep in command and not Path(command).is_absolute() and base_dir is not None:
+        command = str(base_dir / command)
+    args = spec.get("args") or []
+    env = spec.get("env") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise InvalidKubeconfig(f"{where}.args is not a list of strings")
+    if not isinstance(env, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) for e in env
+    ):
+        raise InvalidKubeconfig(f"{where}.env is not a list of name/value pairs")
+    cluster_info = None
+    if spec.get("provideClusterInfo"):
+        cluster_info = {"server": server}
+        if ca_pem is not None:
+            cluster_info["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+        for name in ("tls-server-name", "insecure-skip-tls-verify", "proxy-url"):
+            if cluster.get(name) is not None:
+                cluster_info[name] = cluster[name]
+        extensions = cluster.get("extensions") or []
+        config = next(
+            (
+                e.get("extension")
+                for e in extensions
+                if e.get("name") == "client.authentication.k8s.io/exec"
+            ),
+            None,
+        )
+        if config is not None:
+            cluster_info["config"] = config
+    return ExecPlugin(
+        command=command,
+        args=tuple(args),
+        env=tuple((e["name"], str(e.get("value", ""))) for e in env),
+        api_version=str(api_version),
+        interactive_mode=str(spec.get("interactiveMode") or "IfAvailable"),
+        install_hint=str(spec.get("installHint") or ""),
+        cluster_info=cluster_info,
+        where=user_where,
     )
 
 
 def load_kubeconfig_file(path: str | Path, *, context: str | None = None) -> ClusterConnection:
-    path = Path(path)
-    try:
-        content = path.read_bytes()
-    except OSError as error:
-        raise InvalidKubeconfig(f"cannot read kubeconfig {path}: {error}") from error
-    return parse_kubeconfig(content, context=context, base_dir=path.parent)
+    return load_kubeconfig_files([Path(path)], context=context)
+
+
+# The file fields of each kind of entry, made absolute when files are merged: each is relative
+# to the file that names it.
+_FILE_FIELDS = {
+    "clusters": ("certificate-authority",),
+    "users": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def merge_kubeconfigs(documents: Sequence[tuple[Path, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Several kubeconfigs as one, as kubectl merges `$KUBECONFIG`: the first file to name a
+    cluster, user or context, or to set current-context, wins; file references are made
+    absolute against the file that holds them."""
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    for path, document in documents:
+        if not merged.get("current-context") and document.get("current-context"):
+            merged["current-context"] = document["current-context"]
+        for kind in ("clusters", "users", "contexts"):
+            taken = {entry.get("name") for entry in merged[kind]}
+            for entry in document.get(kind) or []:
+                if not isinstance(entry, dict) or entry.get("name") in taken:
+                    continue
+                body = entry.get(kind[:-1])
+                if isinstance(body, dict):
+                    body = dict(body)
+                    for name in _FILE_FIELDS.get(kind, ()):
+                        value = body.get(name)
+                        if isinstance(value, str) and value and not Path(value).is_absolute():
+                            body[name] = str(path.parent / value)
+                    command = (body.get("exec") or {}).get("command") if kind == "users" else None
+                    if (
+                        isinstance(command, str)
+                        and os.sep in command
+                        and not Path(command).is_absolute()
+                    ):
+                        body["exec"] = {**body["exec"], "command": str(path.parent / command)}
+                    entry = {**entry, kind[:-1]: body}
+                merged[kind].append(entry)
+                taken.add(entry.get("name"))
+    return merged
+
+
+def load_kubeconfig_files(
+    paths: Sequence[Path], *, context: str | None = None
+) -> ClusterConnection:
+    """The kubeconfig `paths` make together (`merge_kubeconfigs`); a file that does not exist
+    is skipped, as kubectl skips it, unless it is the only one."""
+    documents = []
+    for path in paths:
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError as error:
+            if len(paths) == 1:
+                raise InvalidKubeconfig(f"cannot read kubeconfig {path}: {error}") from error
+            continue
+        except OSError as error:
+            raise InvalidKubeconfig(f"cannot read kubeconfig {path}: {error}") from error
+        documents.append(
+            (path, _yaml_document(content, f"kubeconfig {path}", empty_ok=len(paths) > 1))
+        )
+    if not documents:
+        raise InvalidKubeconfig(f"none of the kubeconfig files {', '.join(map(str, paths))} exists")
+    if len(documents) == 1:
+        path, document = documents[0]
+        return _connection(document, context, path.parent, inline_only=False)
+    return _connection(merge_kubeconfigs(documents), context, None, inline_only=False)
 
 
 def in_cluster_connection() -> ClusterConnection:
@@ -167,22 +508,25 @@ def in_cluster_connection() -> ClusterConnection:
     )
 
 
-def kubeconfig_file(kubeconfig: str | None = None) -> Path | None:
-    """The file `default_connection` reads: --kubeconfig, else $KUBECONFIG (its first file),
+def kubeconfig_files(kubeconfig: str | None = None) -> list[Path] | None:
+    """The files `default_connection` reads: --kubeconfig, else every file of $KUBECONFIG,
     else none in a cluster's pod (in-cluster), else ~/.kube/config."""
-    path = kubeconfig or (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
-    if path:
-        return Path(path)
+    if kubeconfig:
+        return [Path(kubeconfig)]
+    listed = [Path(p) for p in (os.environ.get("KUBECONFIG") or "").split(os.pathsep) if p]
+    if listed:
+        return listed
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         return None
-    return Path.home() / ".kube" / "config"
+    return [Path.home() / ".kube" / "config"]
 
 
 def default_connection(
     kubeconfig: str | None = None, *, context: str | None = None
 ) -> ClusterConnection:
-    """--kubeconfig, else $KUBECONFIG (its first file), else in-cluster, else ~/.kube/config."""
-    path = kubeconfig_file(kubeconfig)
-    if path is None:
+    """--kubeconfig, else $KUBECONFIG (its files merged), else in-cluster, else
+    ~/.kube/config."""
+    paths = kubeconfig_files(kubeconfig)
+    if paths is None:
         return in_cluster_connection()
-    return load_kubeconfig_file(path, context=context)
+    return load_kubeconfig_files(paths, context=context)

@@ -534,7 +534,7 @@ class KubeletServer:
                     host,
                     port,
                     ssl=self._tls_for(connection),
-                    server_hostname=host,
+                    server_hostname=connection.tls_server_name or host,
                     limit=PROVIDER_READ_AHEAD,
                     ssl_handshake_timeout=PROVIDER_CONNECT_SECONDS,
                 ),

@@ -19,7 +19,7 @@ import structlog
 
 from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import Informer
-from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, parse_kubeconfig
+from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, parse_secret_kubeconfig
 
 KUBECONFIG_KEY = "kubeconfig"
 RETIRED_CLIENT_GRACE = 60.0  # seconds an old client stays open after the Secret changed
@@ -39,7 +39,7 @@ def connection_from_secret(secret: JSON | None, where: str) -> ClusterConnection
     except (binascii.Error, ValueError) as error:
         raise InvalidKubeconfig(f"Secret {where}: `{KUBECONFIG_KEY}` is not base64") from error
     try:
-        connection = parse_kubeconfig(content)
+        connection = parse_secret_kubeconfig(content)
     except InvalidKubeconfig as error:
         raise InvalidKubeconfig(f"Secret {where}: {error}") from error
     try:
