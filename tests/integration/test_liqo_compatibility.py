@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from tests.integration.test_namespace_offloading import get_json, is_peered
+from tests.integration.test_namespace_offloading import get_json, is_peered, vkctl
 from tests.liqo import liqo_virtual_kubelet_args
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
@@ -214,3 +216,114 @@ def test_vkctl_reads_kubeconfigs_as_kubectl_does(installed: Clusters, tmp_path: 
         clusters.kubectl(
             "florence", "delete", "serviceaccount", "vk-test-admin", "-n", "default", check=False
         )
+
+
+def provider_vkctl(clusters: Clusters, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [VKCTL, *args, f"--kubeconfig={clusters.kubeconfig(PROVIDER)}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clusters) -> None:
+    """Liqo's `liqoctl cordon|drain|uncordon tenant` and `cordon resourceslice`, run against
+    the provider: cordoned, what runs stays and nothing new is admitted; drained, nothing of
+    the consumer runs there; uncordoned, its pods are offloaded again, by themselves."""
+    clusters = naples_peered
+    namespace = f"cordon-{uuid.uuid4().hex[:6]}"
+    twin = f"{namespace}-{CONSUMER}"
+    clusters.kubectl(CONSUMER, "create", "namespace", namespace)
+    offloaded = vkctl(clusters, "offload", "namespace", namespace)
+    assert offloaded.returncode == 0, offloaded.stderr
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": PROVIDER},
+                    "tolerations": [
+                        {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists",
+                         "effect": "NoExecute"}
+                    ],
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "app", "image": "nginx"}],
+                },
+            },
+        },
+    }  # fmt: skip
+
+    def remote_running() -> int:
+        pods = (get_json(clusters, PROVIDER, "pods", "-n", twin, "-l", "app=web") or {}).get(
+            "items", []
+        )
+        return sum(
+            p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+            for p in pods
+        )
+
+    def shadow_pods() -> int:
+        found = get_json(clusters, PROVIDER, "shadowpods.offloading.liqo.io", "-n", twin) or {}
+        return len(found.get("items", []))
+
+    def refused_as_cordoned() -> bool:
+        pods = get_json(clusters, CONSUMER, "pods", "-n", namespace, "-l", "app=web")["items"]
+        return any("cordoned" in (p["status"].get("message") or "") for p in pods)
+
+    try:
+        clusters.kubectl(CONSUMER, "apply", "-f", "-", input=json.dumps(deployment))
+        wait_until(lambda: remote_running() == 1, "the first pod running in naples", 90)
+
+        done = provider_vkctl(clusters, "cordon", "tenant", CONSUMER)
+        assert done.returncode == 0, done.stderr
+        clusters.kubectl(CONSUMER, "scale", "deployment", "web", "-n", namespace, "--replicas=2")
+        wait_until(refused_as_cordoned, "the new pod refused: the tenant is cordoned", 60)
+        assert remote_running() == 1  # what ran stays
+        done = provider_vkctl(clusters, "uncordon", "tenant", CONSUMER)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: remote_running() == 2, "both pods running once uncordoned", 90)
+
+        done = provider_vkctl(clusters, "drain", "tenant", CONSUMER, "--timeout=120s")
+        assert done.returncode == 0, done.stderr
+        assert shadow_pods() == 0
+        slices = get_json(
+            clusters, PROVIDER, "resourceslices.authentication.liqo.io", "-n",
+            f"liqo-tenant-{CONSUMER}",
+        )["items"]  # fmt: skip
+        assert all(
+            {c["type"]: c["status"] for c in s["status"]["conditions"]}["Resources"] == "Denied"
+            for s in slices
+        )
+        time.sleep(5)  # the consumer asks again meanwhile: refused
+        assert remote_running() == 0
+        done = provider_vkctl(clusters, "uncordon", "tenant", CONSUMER)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: remote_running() == 2, "the pods offloaded again once uncordoned", 120)
+
+        # One slice cordoned: its Quota admits nothing new; uncordoned, it does again.
+        name = slices[0]["metadata"]["name"]
+        done = provider_vkctl(clusters, "cordon", "resourceslice", name)
+        assert done.returncode == 0, done.stderr
+
+        def quota_cordoned() -> bool:
+            quotas = get_json(
+                clusters, PROVIDER, "quotas.offloading.liqo.io", "-n", f"liqo-tenant-{CONSUMER}",
+                "-l", f"liqo.io/resourceslice-name={name}",
+            )["items"]  # fmt: skip
+            return bool(quotas) and all(q["spec"].get("cordoned") for q in quotas)
+
+        wait_until(quota_cordoned, "the slice's Quota cordoned", 30)
+        done = provider_vkctl(clusters, "uncordon", "resourceslice", name)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: not quota_cordoned(), "the slice's Quota uncordoned", 30)
+        missing = provider_vkctl(clusters, "cordon", "tenant", "nobody")
+        assert missing.returncode == 1
+        assert "no Tenant nobody" in missing.stderr
+    finally:
+        provider_vkctl(clusters, "uncordon", "tenant", CONSUMER)
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")

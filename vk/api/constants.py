@@ -105,6 +105,9 @@ CONSUMER_TENANT_LABEL = "liqo.io/consumer-tenant"
 
 # On a VirtualNode created for a ResourceSlice: the slice's name.
 RESOURCE_SLICE_NAME_LABEL = "liqo.io/resourceslice-name"
+# On a provider's ResourceSlice (any value but false/False/0): its Quota is cordoned, and admits
+# no new pod (Liqo's `liqoctl cordon resourceslice`).
+CORDON_ANNOTATION = "liqo.io/cordon"
 
 # On the Secrets holding a consumer's identities on a provider: what the identity is for.
 IDENTITY_TYPE_LABEL = "liqo.io/identity-type"

@@ -21,6 +21,7 @@ from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.peering import PeeringError
 from vk.cli.playground import playground
 from vk.cli.resources import create, delete
+from vk.cli.tenancy import cordon, drain, uncordon
 from vk.kube.client import ApiError
 from vk.kube.kubeconfig import InvalidKubeconfig
 
@@ -61,6 +62,9 @@ vkctl.add_command(info)
 vkctl.add_command(info, "status")
 vkctl.add_command(offload)
 vkctl.add_command(unoffload)
+vkctl.add_command(cordon)
+vkctl.add_command(uncordon)
+vkctl.add_command(drain)
 
 
 def main() -> None:

@@ -20,8 +20,14 @@ import structlog
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from vk.api.authentication import DEFAULT_RESOURCE_SLICE_CLASS, ResourceSlice
+from vk.api.authentication import (
+    DEFAULT_RESOURCE_SLICE_CLASS,
+    ResourceSlice,
+    Tenant,
+    TenantCondition,
+)
 from vk.api.constants import (
+    CORDON_ANNOTATION,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
     RESOURCE_SLICE_NAME_LABEL,
@@ -171,11 +177,32 @@ def condition_status(resource_slice: Mapping[str, Any], kind: str) -> str | None
     return None
 
 
+def is_cordoned(resource_slice: Mapping[str, Any], tenant: Mapping[str, Any] | None) -> bool:
+    """Whether the slice's Quota admits no new pod: the slice is annotated `liqo.io/cordon`
+    (any value but false), or its consumer's Tenant is Cordoned or Drained."""
+    annotations = (resource_slice.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(CORDON_ANNOTATION)
+    if value is not None and value not in ("false", "False", "0"):
+        return True
+    return tenant_condition(tenant) in (TenantCondition.CORDONED, TenantCondition.DRAINED)
+
+
+def tenant_condition(tenant: Mapping[str, Any] | None) -> TenantCondition:
+    """What the provider lets the Tenant's consumer do (Active without a Tenant)."""
+    value = ((tenant or {}).get("spec") or {}).get("tenantCondition")
+    try:
+        return TenantCondition(value) if value else TenantCondition.ACTIVE
+    except ValueError:
+        return TenantCondition.ACTIVE
+
+
 def forge_quota(
     resource_slice: Mapping[str, Any],
     user: str,
     resources: Mapping[str, str],
     enforcement: LimitsEnforcement,
+    *,
+    cordoned: bool = False,
 ) -> JSON:
     metadata = resource_slice["metadata"]
     return {
@@ -197,7 +224,14 @@ def forge_quota(
                 }
             ],
         },
-        "spec": {"user": user, "limitsEnforcement": str(enforcement), "resources": dict(resources)},
+        # `cordoned` only when vk cordons it: applied server-side, a field left out is not
+        # vk's, so an administrator's own `kubectl edit qt` cordon stays.
+        "spec": {
+            "user": user,
+            "limitsEnforcement": str(enforcement),
+            "resources": dict(resources),
+            **({"cordoned": True} if cordoned else {}),
+        },
     }
 
 
@@ -250,6 +284,8 @@ class ProviderResourceSlices(Reconciler):
             "certificatesigningrequests",
             label_selector=RESOURCE_SLICE_NAME_LABEL,
         )
+        # A Tenant cordoned, drained or made active again changes its consumer's slices.
+        self.tenants = shared_informer(client, Tenant.group_version(), Tenant.PLURAL)
         # What this cluster offers besides resources: a change is told to every slice.
         self.storage_classes = shared_informer(client, "storage.k8s.io/v1", "storageclasses")
         self.ingress_classes = shared_informer(client, "networking.k8s.io/v1", "ingressclasses")
@@ -268,7 +304,7 @@ class ProviderResourceSlices(Reconciler):
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.requests.add_handler(self._on_request)
-        for classes in (self.storage_classes, self.ingress_classes):
+        for classes in (self.storage_classes, self.ingress_classes, self.tenants):
             classes.add_handler(self._on_classes)
         await run_with_informers(
             self.controller,
@@ -276,6 +312,7 @@ class ProviderResourceSlices(Reconciler):
             self.requests,
             self.storage_classes,
             self.ingress_classes,
+            self.tenants,
         )
 
     def _on_classes(self, *_: Any) -> None:
@@ -316,8 +353,24 @@ class ProviderResourceSlices(Reconciler):
             )
         elif spec.get("csr"):
             retry = await self._authenticate(resource_slice, consumer, status, now)
+        tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
         slice_class = spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS
-        if slice_class == DEFAULT_RESOURCE_SLICE_CLASS:
+        condition = tenant_condition(tenant)
+        if condition is not TenantCondition.ACTIVE and (
+            condition is TenantCondition.DRAINED
+            or condition_status({"status": status}, RESOURCES) != ACCEPTED
+        ):
+            # Cordoned: what was granted stays, nothing new is. Drained: nothing stays.
+            status["conditions"] = set_condition(
+                status.get("conditions"),
+                RESOURCES,
+                DENIED,
+                "ResourceSliceResourcesDenied",
+                f"the provider has {condition.value.lower()} tenant {consumer}: it grants "
+                "no resources until the tenant is uncordoned",
+                now,
+            )
+        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS:
             self._grant_resources(spec, status, now)
         current = resource_slice.get("status") or {}
         if {k: v for k, v in status.items() if v is not None} != current:
@@ -332,12 +385,15 @@ class ProviderResourceSlices(Reconciler):
                 {"status": status},
             )
         granted = status.get("resources")
-        if granted and condition_status({"status": status}, RESOURCES) == ACCEPTED and consumer:
+        accepted = condition_status({"status": status}, RESOURCES) == ACCEPTED
+        # A cordoned or drained tenant's Quota stays, cordoned: it keeps counting what runs.
+        if granted and consumer and (accepted or condition is not TenantCondition.ACTIVE):
             quota = forge_quota(
                 resource_slice,
                 resource_slice_user(consumer, name),
                 granted,
                 self.settings.limits_enforcement,
+                cordoned=is_cordoned(resource_slice, tenant),
             )
             await self.applied.apply(
                 resource_path(

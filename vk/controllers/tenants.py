@@ -16,6 +16,11 @@ The teardown, one step per pass, each waiting for the one before:
    turn: that peering lives in the same namespace, which then loses only the identity's RBAC
    and its consumer mark;
 5. the finalizer goes.
+
+A Tenant's `spec.tenantCondition` is the provider's say (`vkctl cordon|drain|uncordon
+tenant`): Cordoned and Drained cordon its Quotas and deny new resources (the ResourceSlice
+controller); Drained also deletes every ShadowPod in its twin namespaces, here, until none is
+left.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from vk.api.authentication import ResourceSlice, Tenant
+from vk.api.authentication import ResourceSlice, Tenant, TenantCondition
 from vk.api.constants import (
     CONSUMER_TENANT_LABEL,
     CONTROL_PLANE_ROLE,
@@ -40,9 +45,10 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.api.meta import KubeObject
-from vk.api.offloading import NamespaceMap, Quota
+from vk.api.offloading import NamespaceMap, Quota, ShadowPod
 from vk.controllers.csr import CSR_API
 from vk.controllers.provider_namespacemaps import managed_by
+from vk.controllers.provider_resourceslices import tenant_condition
 from vk.controllers.replication import FINALIZER as REPLICATION_FINALIZER
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -196,6 +202,10 @@ class Tenants(Reconciler):
                 await self.client.merge_patch(
                     f"{path}/status", {"status": {"tenantNamespace": namespace}}
                 )
+            if tenant_condition(tenant) is TenantCondition.DRAINED:
+                remaining = await self._drain(namespace)
+                if remaining:
+                    return Result(requeue_after=RETRY)
             return Result()
         if FINALIZER not in (tenant["metadata"].get("finalizers") or []):
             return Result()
@@ -208,6 +218,23 @@ class Tenants(Reconciler):
             await self.client.set_finalizer(path, tenant, FINALIZER, present=False)
             log.info("tenant removed", tenant=key)
         return Result()
+
+    async def _drain(self, namespace: str) -> int:
+        """Deletes the ShadowPods of a drained tenant (their Pods go with them, with the grace
+        period they ask for); how many are still there. Its Quotas, cordoned, admit none
+        again; one admitted just before the cordon reached the webhook goes on the next pass."""
+        remaining = 0
+        for twin in twin_namespaces_of(self.namespaces.store.objects(), namespace):
+            twin_name = twin["metadata"]["name"]
+            for shadow in await self._list(
+                resource_path(ShadowPod.group_version(), ShadowPod.PLURAL, namespace=twin_name)
+            ):
+                remaining += 1
+                if not deleting(shadow):
+                    await self._delete(self._object_path(ShadowPod, shadow))
+        if remaining:
+            log.info("draining tenant", namespace=namespace, shadow_pods=remaining)
+        return remaining
 
     async def _report_misplaced(self, key: str, tenant: JSON) -> None:
         if key in self._misplaced:
