@@ -327,3 +327,44 @@ def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clu
         provider_vkctl(clusters, "uncordon", "tenant", CONSUMER)
         vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_vkctl_offloads_several_namespaces_and_a_selection_of_them(
+    naples_peered: Clusters,
+) -> None:
+    """liqoctl's `offload namespace NAME...` and `--ns-selector`, and their undoing."""
+    clusters = naples_peered
+    team = uuid.uuid4().hex[:6]
+    names = [f"multi-{n}-{team}" for n in ("a", "b", "c")]
+    for name in names:
+        clusters.kubectl(CONSUMER, "create", "namespace", name)
+    clusters.kubectl(CONSUMER, "label", "namespace", names[2], f"vk-test-team={team}")
+    try:
+        done = vkctl(
+            clusters,
+            "offload",
+            "namespace",
+            names[0],
+            names[1],
+            f"--ns-selector=vk-test-team={team}",
+        )
+        assert done.returncode == 0, done.stderr
+        for name in names:
+            assert f"namespace {name}" in done.stdout
+            assert get_json(clusters, PROVIDER, "namespace", f"{name}-{CONSUMER}") is not None
+        nobody = vkctl(clusters, "offload", "namespace", "--ns-selector=vk-test-team=nobody")
+        assert nobody.returncode == 1
+        assert "no namespace has labels matching" in nobody.stderr
+        undone = vkctl(
+            clusters, "unoffload", "namespace", names[0], names[1],
+            f"--ns-selector=vk-test-team={team}", "--timeout=120s",
+        )  # fmt: skip
+        assert undone.returncode == 0, undone.stderr
+        for name in names:
+            assert (
+                get_json(clusters, CONSUMER, "namespaceoffloadings.offloading.liqo.io", "-n", name)
+                or {}
+            ).get("items") == []
+    finally:
+        for name in names:
+            clusters.kubectl(CONSUMER, "delete", "namespace", name, "--wait=false", check=False)

@@ -4,6 +4,7 @@ and how it reads the controller's status into success, failure or more waiting."
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -16,6 +17,7 @@ from click.testing import CliRunner, Result
 from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from vk.cli.offload import (
     describe_outcome,
+    each_namespace,
     forge_namespace_offloading,
     more_restrictive,
     offloading_update,
@@ -392,3 +394,42 @@ def test_offload_and_unoffload_take_a_namespace(group: str) -> None:
     result = run(group, "namespace", "--help")
     assert result.exit_code == 0, result.output
     assert "--timeout" in result.stdout
+
+
+def test_several_namespaces_print_as_one_list_to_apply() -> None:
+    result = run("offload", "namespace", "shop", "cart", "shop", "-o", "json")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output)
+    assert printed["kind"] == "List"
+    assert [i["metadata"]["namespace"] for i in printed["items"]] == ["shop", "cart"]
+
+
+@pytest.mark.parametrize("command", ["offload", "unoffload"])
+def test_without_a_namespace_or_a_selector_it_says_what_to_give(command: str) -> None:
+    result = run(command, "namespace")
+    assert result.exit_code == 2
+    assert "--ns-selector" in result.output
+
+
+class Answers:
+    """What `each_namespace` is given to do: fails for the names in `failing`."""
+
+    def __init__(self, *failing: str) -> None:
+        self.failing = failing
+        self.done: list[str] = []
+
+    async def __call__(self, namespace: str) -> str:
+        self.done.append(namespace)
+        if namespace in self.failing:
+            raise PeeringError(f"{namespace} is stuck")
+        return f"namespace {namespace} offloaded"
+
+
+def test_every_namespace_is_tried_and_each_failure_is_named() -> None:
+    answers = Answers("cart")
+    with pytest.raises(PeeringError) as failed:
+        asyncio.run(each_namespace(["shop", "cart", "blog"], answers))
+    assert answers.done == ["shop", "cart", "blog"]
+    assert "cart: cart is stuck" in str(failed.value)
+    assert "namespace blog offloaded" in str(failed.value)
+    assert asyncio.run(each_namespace(["shop"], Answers())) == ["namespace shop offloaded"]

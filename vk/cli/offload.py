@@ -11,9 +11,9 @@ the commands only read, write and wait.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -32,6 +32,8 @@ from vk.cli.peering import PeeringError
 from vk.cli.waiting import POLL_SECONDS, Deadline, get_or_none, held_by, wait_until_gone
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.playground.progress import Progress
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 READY = RemoteNamespaceConditionType.READY.value
 REQUIRED = RemoteNamespaceConditionType.OFFLOADING_REQUIRED.value
@@ -328,13 +330,63 @@ async def unoffload_namespace(
 # --- Commands --------------------------------------------------------------------------------
 
 
+def as_list(manifests: list[JSON]) -> JSON:
+    """Several manifests as one `kubectl apply -f` takes."""
+    return {"apiVersion": "v1", "kind": "List", "items": manifests}
+
+
 @click.group("offload")
 def offload() -> None:
     """Offload a namespace to the peered clusters."""
 
 
+def namespaces_option(command: F) -> F:
+    """NAME... and `--ns-selector`: the namespaces a command acts on, as liqoctl takes them."""
+    command = click.option(
+        "--ns-selector",
+        default=None,
+        help="Also every namespace whose labels match this selector (e.g. 'team=shop').",
+    )(command)
+    return click.argument("names", nargs=-1)(command)
+
+
+async def selected_namespaces(
+    client: KubeClient, names: tuple[str, ...], ns_selector: str | None
+) -> list[str]:
+    """`names` and the namespaces `ns_selector` matches, each once, in that order."""
+    chosen = list(dict.fromkeys(names))
+    if ns_selector:
+        matched, _ = await client.list_all(
+            resource_path("v1", "namespaces"), {"labelSelector": ns_selector}
+        )
+        if not matched:
+            raise PeeringError(f"no namespace has labels matching --ns-selector {ns_selector!r}")
+        chosen += [n["metadata"]["name"] for n in matched if n["metadata"]["name"] not in chosen]
+    return chosen
+
+
+def require_namespaces(names: tuple[str, ...], ns_selector: str | None) -> None:
+    if not names and not ns_selector:
+        raise click.UsageError("name the namespaces (NAME...), or select them with --ns-selector")
+
+
+async def each_namespace(namespaces: list[str], act: Callable[[str], Awaitable[str]]) -> list[str]:
+    """`act` on every namespace, the ones after a failure too; the outcomes, or PeeringError
+    naming every namespace that failed and why."""
+    outcomes, failures = [], []
+    for namespace in namespaces:
+        try:
+            outcomes.append(await act(namespace))
+        except PeeringError as error:
+            failures.append(f"{namespace}: {error}")
+    if failures:
+        done = f" ({'; '.join(outcomes)})" if outcomes else ""
+        raise PeeringError("; ".join(failures) + done)
+    return outcomes
+
+
 @offload.command("namespace")
-@click.argument("name")
+@namespaces_option
 @click.option(
     "--namespace-mapping-strategy",
     type=click.Choice([s.value for s in NamespaceMappingStrategy]),
@@ -368,7 +420,8 @@ def offload() -> None:
 @click.option("--timeout", default="2m", callback=go_duration, show_default=True)
 @cluster_options
 def offload_namespace_command(
-    name: str,
+    names: tuple[str, ...],
+    ns_selector: str | None,
     namespace_mapping_strategy: str,
     remote_namespace_name: str | None,
     pod_offloading_strategy: str,
@@ -378,8 +431,10 @@ def offload_namespace_command(
     kubeconfig: str | None,
     context: str | None,
 ) -> None:
-    """Extend namespace NAME to the peered clusters: a twin namespace on each selected one, its
-    resources reflected there, and its pods scheduled there as --pod-offloading-strategy says."""
+    """Extend each namespace NAME (and those --ns-selector matches) to the peered clusters: a
+    twin namespace on each selected one, its resources reflected there, and its pods scheduled
+    there as --pod-offloading-strategy says."""
+    require_namespaces(names, ns_selector)
     mapping_strategy = NamespaceMappingStrategy(namespace_mapping_strategy)
     if mapping_strategy is NamespaceMappingStrategy.SELECTED_NAME and not remote_namespace_name:
         raise click.UsageError(
@@ -392,30 +447,45 @@ def offload_namespace_command(
             f"{mapping_strategy} (only SelectedName uses it)",
             err=True,
         )
-    try:
-        wanted = forge_namespace_offloading(
-            name,
+
+    def wanted(namespace: str) -> JSON:
+        return forge_namespace_offloading(
+            namespace,
             mapping_strategy,
             remote_namespace_name,
             PodOffloadingStrategy(pod_offloading_strategy),
             selectors,
         )
+
+    try:
+        node_selector_from_flags(selectors)  # refused before any namespace is touched
     except InvalidSelector as error:
         raise click.BadParameter(str(error), param_hint="'--selector'") from error
-    if output:
-        click.echo(render(wanted, output))
+    if output and not ns_selector:
+        manifests = [wanted(name) for name in dict.fromkeys(names)]
+        click.echo(render(manifests[0] if len(manifests) == 1 else as_list(manifests), output))
         return
 
-    async def run() -> Outcome:
+    async def run() -> list[str]:
         async with cluster_client(kubeconfig, context) as client:
-            return await offload_namespace(
-                client, wanted, deadline=Deadline.after(timeout), progress=Progress()
-            )
+            namespaces = await selected_namespaces(client, names, ns_selector)
+            if output:
+                click.echo(render(as_list([wanted(n) for n in namespaces]), output))
+                return []
+            deadline = Deadline.after(timeout)
 
-    outcome = asyncio.run(run())
-    if outcome.warning:
-        click.echo(f"warning: {outcome.warning}", err=True)
-    click.echo(outcome.message)
+            async def one(namespace: str) -> str:
+                outcome = await offload_namespace(
+                    client, wanted(namespace), deadline=deadline, progress=Progress()
+                )
+                if outcome.warning:
+                    click.echo(f"warning: {outcome.warning}", err=True)
+                return outcome.message
+
+            return await each_namespace(namespaces, one)
+
+    for message in asyncio.run(run()):
+        click.echo(message)
 
 
 @click.group("unoffload")
@@ -424,19 +494,31 @@ def unoffload() -> None:
 
 
 @unoffload.command("namespace")
-@click.argument("name")
+@namespaces_option
 @click.option("--timeout", default="2m", callback=go_duration, show_default=True)
 @cluster_options
 def unoffload_namespace_command(
-    name: str, timeout: float, kubeconfig: str | None, context: str | None
+    names: tuple[str, ...],
+    ns_selector: str | None,
+    timeout: float,
+    kubeconfig: str | None,
+    context: str | None,
 ) -> None:
-    """Stop offloading namespace NAME: its offloaded pods are rescheduled locally, then its
-    remote namespaces are deleted with everything in them (persistent volumes included)."""
+    """Stop offloading each namespace NAME (and those --ns-selector matches): its offloaded
+    pods are rescheduled locally, then its remote namespaces are deleted with everything in
+    them (persistent volumes included)."""
+    require_namespaces(names, ns_selector)
 
-    async def run() -> str:
+    async def run() -> list[str]:
         async with cluster_client(kubeconfig, context) as client:
-            return await unoffload_namespace(
-                client, name, deadline=Deadline.after(timeout), progress=Progress()
+            namespaces = await selected_namespaces(client, names, ns_selector)
+            deadline = Deadline.after(timeout)
+            return await each_namespace(
+                namespaces,
+                lambda namespace: unoffload_namespace(
+                    client, namespace, deadline=deadline, progress=Progress()
+                ),
             )
 
-    click.echo(asyncio.run(run()))
+    for message in asyncio.run(run()):
+        click.echo(message)
