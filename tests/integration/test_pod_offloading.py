@@ -86,6 +86,19 @@ def test_deployment_runs_in_the_provider_with_equal_statuses(workload: Offloaded
     assert by_phase["Running"] == 20
     assert any(s.labels["name"] == "pods" for s in families["vk_workqueue_depth"].samples)
     assert any(s.labels["name"] == "pods" for s in families["vk_workqueue_retries"].samples)
+    # Liqo's own metric, which Liqo's dashboards query, beside vk's.
+    liqo_items = families["liqo_virtual_kubelet_reflection_item_counter"].samples
+    assert any(
+        s.labels
+        == {
+            "namespace": namespace,
+            "reflector_resource": "pod",
+            "cluster_id": "naples",
+            "node_name": setup.node,
+        }
+        and s.value >= 20
+        for s in liqo_items
+    )
 
 
 def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -44,10 +44,18 @@ class Controller:
     """Runs `workers` concurrent reconciles off one work queue. Items are keys; the queue
     guarantees a key is never reconciled by two workers at once."""
 
-    def __init__(self, reconciler: Reconciler, *, workers: int = 1) -> None:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        *,
+        workers: int = 1,
+        observe: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        """`observe(key, succeeded)` is told of every reconcile done (a metric of its own)."""
         self.reconciler = reconciler
         self.queue: WorkQueue[str] = WorkQueue(reconciler.name)
         self.workers = workers
+        self._observe = observe
         self.ready = asyncio.Event()
         self._log = log.bind(controller=reconciler.name)
 
@@ -85,8 +93,12 @@ class Controller:
                     attempt=self.queue.num_requeues(key) + 1,
                     exc_info=error,
                 )
+                if self._observe is not None:
+                    self._observe(key, False)
                 self.queue.add_rate_limited(key)
             else:
+                if self._observe is not None:
+                    self._observe(key, True)
                 self.queue.forget(key)
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
-from prometheus_client import Counter
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import UnknownMetricFamily
+from prometheus_client.registry import Collector
 
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result
@@ -36,6 +38,56 @@ REFLECTION_ITEMS = Counter(
     "Objects reflected, by reflector and result (created, updated, deleted, conflict, failed)",
     ["reflector", "result"],
 )
+
+
+class LiqoReflectionMetrics(Collector):
+    """Liqo's virtual-kubelet metrics, under Liqo's names and labels, so that Liqo's dashboards
+    and alerts work on vk: every work item a reflector processed, and every one that failed.
+    Exposed as Liqo's Go client exposes them, without the `_total` a Python Counter would add
+    to their names (a query for Liqo's name would find nothing)."""
+
+    LABELS = ("namespace", "reflector_resource", "cluster_id", "node_name")
+    FAMILIES: ClassVar[dict[bool, tuple[str, str]]] = {
+        True: (
+            "liqo_virtual_kubelet_reflection_item_counter",
+            "Items a reflector processed (Liqo's metric; a fast increase can mean a local and "
+            "a remote controller fighting over an object)",
+        ),
+        False: (
+            "liqo_virtual_kubelet_reflection_error_counter",
+            "Items a reflector failed to process, to be retried (Liqo's metric)",
+        ),
+    }
+
+    def __init__(self) -> None:
+        self.counts: dict[bool, dict[tuple[str, ...], int]] = {True: {}, False: {}}
+
+    def inc(self, succeeded: bool, labels: tuple[str, ...]) -> None:
+        counts = self.counts[succeeded]
+        counts[labels] = counts.get(labels, 0) + 1
+
+    def collect(self) -> Iterator[UnknownMetricFamily]:
+        for succeeded, (name, help_text) in self.FAMILIES.items():
+            family = UnknownMetricFamily(name, help_text, labels=list(self.LABELS))
+            for labels, count in self.counts[succeeded].items():
+                family.add_metric(list(labels), count)
+            yield family
+
+
+LIQO_METRICS = LiqoReflectionMetrics()
+REGISTRY.register(LIQO_METRICS)
+
+
+def liqo_observer(resource: str, cluster_id: str, node_name: str) -> Callable[[str, bool], None]:
+    """What a reflector's Controller tells Liqo's counters of each key it reconciled
+    (`namespace/name`); `resource` is Liqo's name of the reflected kind (`pod`, `service`)."""
+
+    def observe(key: str, succeeded: bool) -> None:
+        namespace = key.split("/", 1)[0] if "/" in key else ""
+        LIQO_METRICS.inc(succeeded, (namespace, resource, cluster_id, node_name))
+
+    return observe
+
 
 # Liqo's Event reasons on local objects.
 REASON_FAILED = "FailedReflection"
@@ -146,8 +198,17 @@ class NamespacedReflector(Reconciler):
     # kubelet per provider, the holder of the reflection Lease; per-node ones by each.
     leader_only = True
 
+    # Liqo's name of what it reflects (its `--<resource>-reflection-workers` flag's).
+    liqo_resource: str = ""
+
     def __init__(self, options: ReflectorOptions) -> None:
-        self.controller = Controller(self, workers=options.workers)
+        self.controller = Controller(
+            self,
+            workers=options.workers,
+            observe=liqo_observer(
+                self.liqo_resource or self.name, options.remote_cluster_id, options.node_name
+            ),
+        )
         self.namespaces: dict[str, NamespaceReflection] = {}
         self.leading = options.leading
         self.home = options.home

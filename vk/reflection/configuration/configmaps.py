@@ -17,6 +17,7 @@ from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
 
 class ConfigMapReflector(LocalToRemoteReflector):
     name = "configmaps"
+    liqo_resource = "configmap"
     api_version = "v1"
     plural = "configmaps"
     kind = "ConfigMap"

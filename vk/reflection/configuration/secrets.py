@@ -17,6 +17,7 @@ from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
 
 class SecretReflector(LocalToRemoteReflector):
     name = "secrets"
+    liqo_resource = "secret"
     api_version = "v1"
     plural = "secrets"
     kind = "Secret"

@@ -55,6 +55,7 @@ def _now() -> datetime.datetime:
 
 class ServiceAccountTokenReflector(NamespacedReflector):
     name = "serviceaccounts"
+    liqo_resource = "serviceaccount"
     leader_only = False  # each virtual kubelet serves its own node's pods
 
     def __init__(

@@ -44,6 +44,7 @@ _LOCAL_OBJECTS_KEPT = 4096  # local objects remembered by the UID of their remot
 
 class EventReflector(NamespacedReflector):
     name = "events"
+    liqo_resource = "event"
 
     def __init__(self, options: ReflectorOptions, policy: ReflectionPolicy) -> None:
         super().__init__(options)

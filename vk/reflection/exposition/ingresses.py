@@ -12,6 +12,7 @@ from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
 
 class IngressReflector(LocalToRemoteReflector):
     name = "ingresses"
+    liqo_resource = "ingress"
     api_version = "networking.k8s.io/v1"
     plural = "ingresses"
     kind = "Ingress"

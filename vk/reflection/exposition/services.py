@@ -16,6 +16,7 @@ from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
 
 class ServiceReflector(LocalToRemoteReflector):
     name = "services"
+    liqo_resource = "service"
     api_version = "v1"
     plural = "services"
     kind = "Service"

@@ -34,6 +34,7 @@ from vk.reflection.generic import (
 
 class PersistentVolumeClaimReflector(LocalToRemoteReflector):
     name = "persistentvolumeclaims"
+    liqo_resource = "persistentvolumeclaim"
     api_version = "v1"
     plural = "persistentvolumeclaims"
     kind = "PersistentVolumeClaim"

@@ -55,6 +55,7 @@ from vk.reflection.forge.pods import (
     shadow_pod_patch,
     status_worth_reporting,
 )
+from vk.reflection.generic import liqo_observer
 from vk.reflection.namespacemap import accepted_mappings
 from vk.reflection.provider import Provider
 from vk.reflection.workload.admission import AdmissionGate, is_stamped
@@ -236,7 +237,9 @@ class PodReflector(Reconciler):
         self.shadows: dict[str, Informer] = {}  # remote namespace -> our ShadowPods there
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
         self._remote_client: KubeClient | None = None
-        self.controller = Controller(self, workers=workers)
+        self.controller = Controller(
+            self, workers=workers, observe=liqo_observer("pod", remote_cluster_id, node_name)
+        )
         self._first_seen: dict[str, float] = {}
         # Pods whose offload time was observed: a second look at a local pod whose cache has
         # not caught up with our own Running yet is not a second offload.
