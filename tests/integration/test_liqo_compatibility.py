@@ -20,6 +20,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import get_json, is_peered, vkctl
 from tests.liqo import liqo_virtual_kubelet_args
+from vk.api.constants import control_plane_user, resource_slice_user
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
 CONSUMER, PROVIDER = "venice", "naples"
@@ -368,3 +369,31 @@ def test_vkctl_offloads_several_namespaces_and_a_selection_of_them(
     finally:
         for name in names:
             clusters.kubectl(CONSUMER, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def test_vkctl_get_kubeconfig_acts_as_each_identity_on_the_provider(
+    naples_peered: Clusters, tmp_path: Path
+) -> None:
+    """liqoctl's `get kubeconfig`: the control-plane identity's, or a slice's, which kubectl
+    then uses on the provider as that identity."""
+    clusters = naples_peered
+    slice_name = get_json(
+        clusters, CONSUMER, "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT
+    )["metadata"]["labels"]["liqo.io/resourceslice-name"]
+    for extra, user in (
+        ((), control_plane_user(CONSUMER)),
+        ((f"--resource-slice-name={slice_name}",), resource_slice_user(CONSUMER, slice_name)),
+    ):
+        printed = vkctl(clusters, "get", "kubeconfig", f"--remote-cluster-id={PROVIDER}", *extra)
+        assert printed.returncode == 0, printed.stderr
+        path = tmp_path / "identity.kubeconfig"
+        path.write_text(printed.stdout)
+        whoami = subprocess.run(
+            ["kubectl", f"--kubeconfig={path}", "auth", "whoami", "-o", "json"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert whoami.returncode == 0, whoami.stderr
+        assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == user
+    missing = vkctl(clusters, "get", "kubeconfig", "--remote-cluster-id=nowhere")
+    assert missing.returncode == 1
+    assert "no identity of the control plane for nowhere" in missing.stderr

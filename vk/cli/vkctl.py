@@ -16,6 +16,7 @@ import click
 from vk.cli.generate import generate
 from vk.cli.info import info
 from vk.cli.install import install, uninstall
+from vk.cli.kubeconfigs import get
 from vk.cli.offload import offload, unoffload
 from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.peering import PeeringError
@@ -65,6 +66,7 @@ vkctl.add_command(unoffload)
 vkctl.add_command(cordon)
 vkctl.add_command(uncordon)
 vkctl.add_command(drain)
+vkctl.add_command(get)
 
 
 def main() -> None:
