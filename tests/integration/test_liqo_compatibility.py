@@ -397,3 +397,62 @@ def test_vkctl_get_kubeconfig_acts_as_each_identity_on_the_provider(
     missing = vkctl(clusters, "get", "kubeconfig", "--remote-cluster-id=nowhere")
     assert missing.returncode == 1
     assert "no identity of the control plane for nowhere" in missing.stderr
+
+
+def test_labels_the_offloading_patch_keeps_home_stay_off_reflected_objects(
+    naples_peered: Clusters,
+) -> None:
+    """Liqo applies a VirtualNode's labelsNotReflected and annotationsNotReflected to every
+    reflected object, not only to pods; vk follows a change without a restart."""
+    clusters = naples_peered
+    namespace = f"patch-{uuid.uuid4().hex[:6]}"
+    twin = f"{namespace}-{CONSUMER}"
+
+    def set_patch(patch: dict[str, object] | None) -> None:
+        clusters.kubectl(
+            CONSUMER, "patch", "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT,
+            "--type=merge", "-p", json.dumps({"spec": {"offloadingPatch": patch}}),
+        )  # fmt: skip
+
+    def copy_metadata() -> dict[str, object]:
+        found = get_json(clusters, PROVIDER, "configmap", "settings", "-n", twin) or {}
+        return found.get("metadata") or {}
+
+    clusters.kubectl(CONSUMER, "create", "namespace", namespace)
+    try:
+        offloaded = vkctl(clusters, "offload", "namespace", namespace)
+        assert offloaded.returncode == 0, offloaded.stderr
+        configmap = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "settings",
+                "namespace": namespace,
+                "labels": {"team": "payments", "app": "shop"},
+                "annotations": {"billing/cost-center": "42", "note": "kept"},
+            },
+            "data": {"mode": "production"},
+        }
+        clusters.kubectl(CONSUMER, "apply", "-f", "-", input=json.dumps(configmap))
+        wait_until(
+            lambda: (copy_metadata().get("labels") or {}).get("team") == "payments",
+            "the ConfigMap reflected whole",
+        )
+        set_patch(
+            {"labelsNotReflected": ["team"], "annotationsNotReflected": ["billing/cost-center"]}
+        )
+        wait_until(
+            lambda: (
+                "team" not in (copy_metadata().get("labels") or {})
+                and "billing/cost-center" not in (copy_metadata().get("annotations") or {})
+            ),
+            "the labels and annotations kept home left off the copy",
+        )
+        metadata = copy_metadata()
+        assert metadata["labels"]["app"] == "shop"  # type: ignore[index]
+        assert metadata["annotations"]["note"] == "kept"  # type: ignore[index]
+        assert metadata["labels"]["offloading.liqo.io/origin"] == CONSUMER  # type: ignore[index]
+    finally:
+        set_patch(None)
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
@@ -83,3 +84,35 @@ def test_kubectl_top_node_lists_the_virtual_node(
     # Two pods of the simulated usage each; the node's percentages are of its quota.
     assert within_ten_percent(cpu, "500m"), cpu
     assert within_ten_percent(memory, "192Mi"), memory
+
+
+def test_cadvisor_metrics_of_the_offloaded_pods_through_the_api_server(
+    offloaded_with_usage: tuple[VirtualNodeSetup, str],
+) -> None:
+    """`/metrics/cadvisor`, as a Prometheus scraping nodes through the API server reads it
+    (with the API server's kubelet client certificate): each offloaded container's CPU and
+    working set under cAdvisor's names and labels, its image the local pod's."""
+    setup, namespace = offloaded_with_usage
+    pods = {p["metadata"]["name"] for p in setup.pods("venice", namespace, "app=busy")}
+
+    def scraped() -> dict[str, dict[str, float]]:
+        text = setup.kubectl("get", "--raw", f"/api/v1/nodes/{setup.node}/proxy/metrics/cadvisor")
+        series: dict[str, dict[str, float]] = {}
+        for family in text_string_to_metric_families(text.stdout):
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("namespace") == namespace and labels.get("container") == "app":
+                    assert labels["image"] == "nginx"
+                    series.setdefault(labels["pod"], {})[sample.name] = sample.value
+        return series
+
+    series = wait_until(
+        lambda: (found := scraped()) and set(found) == pods and found,
+        "cAdvisor series for both offloaded pods",
+        timeout=150,
+    )
+    for values in series.values():
+        assert values["container_cpu_usage_seconds_total"] > 0
+        assert within_ten_percent(
+            str(int(values["container_memory_working_set_bytes"])), USAGE_MEMORY
+        )

@@ -37,7 +37,7 @@ from vk.kubelet.routes import (
             Route("stats/summary", query=(("only_cpu_and_memory", "true"),)),
         ),
         ("/metrics/resource", Route("metrics/resource")),
-        ("/metrics/cadvisor", Route("unknown:metrics")),
+        ("/metrics/cadvisor", Route("metrics/cadvisor")),
         ("/containerLogs/shop/web", Route("unknown:containerLogs")),
         ("/", Route("")),
     ],

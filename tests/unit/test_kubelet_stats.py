@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from vk.api.duration import parse_go_duration
 from vk.kubelet.stats import (
@@ -12,6 +13,7 @@ from vk.kubelet.stats import (
     UsageCounters,
     forge_summary,
     pod_sample,
+    render_cadvisor_metrics,
     render_resource_metrics,
 )
 
@@ -145,3 +147,35 @@ def test_summary_reports_pods_and_node_in_nanocores_and_bytes() -> None:
     assert pod["podRef"] == {"name": "web-1", "namespace": "shop", "uid": "uid-web-1"}
     assert pod["containers"][0]["cpu"]["usageNanoCores"] == 250_000_000
     assert pod["memory"] == {"time": "1970-01-01T00:16:40Z", "workingSetBytes": 2048}
+
+
+def test_cadvisor_metrics_name_each_container_and_its_pod_as_cadvisor_does() -> None:
+    counters = UsageCounters()
+    two = PodSample(
+        "shop", "web-1", "uid-web-1", 1000.0, 10.0,
+        (ContainerSample("app", 0.25, 2048), ContainerSample("proxy", 0.05, 1024)),
+    )  # fmt: skip
+    counters.update([two], PRESENT)
+    images = {("shop", "web-1", "app"): "nginx:1.27"}
+    text = render_cadvisor_metrics(counters, lambda ns, pod, c: images.get((ns, pod, c)))
+    app = (
+        'container="app",id="/kubepods/poduid-web-1/app",image="nginx:1.27",name="",'
+        'namespace="shop",pod="web-1"'
+    )
+    assert f"container_cpu_usage_seconds_total{{{app}}} 2.5 1000000" in text
+    assert f"container_memory_working_set_bytes{{{app}}} 2048 1000000" in text
+    assert f"container_start_time_seconds{{{app}}} 990.0 1000000" in text
+    assert 'container="proxy",id="/kubepods/poduid-web-1/proxy",image=""' in text  # image unknown
+    # The pod's own cgroup: container="", the sum of its containers.
+    pod = 'container="",id="/kubepods/poduid-web-1",image="",name="",namespace="shop",pod="web-1"'
+    assert f"container_cpu_usage_seconds_total{{{pod}}} 3.0 1000000" in text
+    assert f"container_memory_working_set_bytes{{{pod}}} 3072 1000000" in text
+    assert "# TYPE container_cpu_usage_seconds_total counter" in text
+    # Parsed as Prometheus parses it.
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert len(families["container_cpu_usage_seconds"].samples) == 3
+
+
+def test_no_usage_yet_means_no_cadvisor_series() -> None:
+    text = render_cadvisor_metrics(UsageCounters(), lambda *_: None)
+    assert "{" not in text

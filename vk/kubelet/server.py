@@ -54,6 +54,7 @@ from vk.kubelet.stats import (
     METRICS_CONTENT_TYPE,
     ResourceUsage,
     forge_summary,
+    render_cadvisor_metrics,
     render_resource_metrics,
 )
 from vk.kubelet.tls import (
@@ -245,6 +246,17 @@ class KubeletServer:
         self._tls: ssl.SSLContext | None = None
         self._unauthenticated: dict[str, int] = {}  # by source address
         self._streams = 0
+
+    def _image_of(self, namespace: str, pod: str, container: str) -> str | None:
+        """The image the local pod names for `container` (cAdvisor's `image` label)."""
+        for bound in self.pods():
+            metadata = bound.get("metadata") or {}
+            if (metadata.get("namespace"), metadata.get("name")) == (namespace, pod):
+                spec = bound.get("spec") or {}
+                for entry in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+                    if entry.get("name") == container:
+                        return str(entry.get("image") or "") or None
+        return None
 
     def _tls_for(self, connection: ClusterConnection) -> ssl.SSLContext:
         if self._provider_tls is None or self._provider_tls[0] != connection:
@@ -462,6 +474,9 @@ class KubeletServer:
             writer.write(text_response(body, "application/json"))
         elif route.kind == "metrics/resource":
             text = render_resource_metrics(await self.usage.refresh())
+            writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
+        elif route.kind == "metrics/cadvisor":
+            text = render_cadvisor_metrics(await self.usage.refresh(), self._image_of)
             writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
         elif route.kind == "stats/summary":
             summary = forge_summary(self.node_name, self.usage.started, await self.usage.refresh())

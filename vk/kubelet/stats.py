@@ -235,6 +235,78 @@ def render_resource_metrics(counters: UsageCounters) -> str:
     return "\n".join(text) + "\n"
 
 
+def render_cadvisor_metrics(
+    counters: UsageCounters, images: Callable[[str, str, str], str | None]
+) -> str:
+    """The kubelet's `/metrics/cadvisor` for the offloaded pods, as cAdvisor names and labels
+    them (`container`, `id`, `image`, `name`, `namespace`, `pod`), so that the dashboards and
+    queries written for real nodes (`container_cpu_usage_seconds_total{container!=""}`,
+    `container_memory_working_set_bytes`) work for them. Built from what the provider's
+    metrics.k8s.io says of each container, which the tenant may read: cumulative CPU, working
+    set and start time; a pod's own series (`container=""`, its cgroup) sums its containers.
+    `images(namespace, pod, container)` is the image the local pod names."""
+    families = {
+        "container_cpu_usage_seconds_total": (
+            "counter",
+            "Cumulative cpu time consumed in seconds.",
+        ),
+        "container_memory_working_set_bytes": ("gauge", "Current working set in bytes."),
+        "container_start_time_seconds": (
+            "gauge",
+            "Start time of the container since unix epoch in seconds.",
+        ),
+    }
+    lines: dict[str, list[str]] = {name: [] for name in families}
+    pods: dict[tuple[str, str, str], list[ContainerCounter]] = {}
+    for (namespace, pod, uid, container), counter in sorted(counters.containers.items()):
+        cgroup = f"/kubepods/pod{uid}"
+        labels = _cadvisor_labels(
+            container,
+            f"{cgroup}/{container}",
+            images(namespace, pod, container) or "",
+            namespace,
+            pod,
+        )
+        ms = int(counter.timestamp * 1000)
+        lines["container_cpu_usage_seconds_total"].append(
+            f"container_cpu_usage_seconds_total{{{labels}}} {counter.cpu_seconds!r} {ms}"
+        )
+        lines["container_memory_working_set_bytes"].append(
+            f"container_memory_working_set_bytes{{{labels}}} {counter.memory_bytes} {ms}"
+        )
+        lines["container_start_time_seconds"].append(
+            f"container_start_time_seconds{{{labels}}} {counter.start_time!r} {ms}"
+        )
+        pods.setdefault((namespace, pod, uid), []).append(counter)
+    for (namespace, pod, uid), members in pods.items():
+        labels = _cadvisor_labels("", f"/kubepods/pod{uid}", "", namespace, pod)
+        ms = int(max(c.timestamp for c in members) * 1000)
+        cpu = sum(c.cpu_seconds for c in members)
+        memory = sum(c.memory_bytes for c in members)
+        lines["container_cpu_usage_seconds_total"].append(
+            f"container_cpu_usage_seconds_total{{{labels}}} {cpu!r} {ms}"
+        )
+        lines["container_memory_working_set_bytes"].append(
+            f"container_memory_working_set_bytes{{{labels}}} {memory} {ms}"
+        )
+    text = []
+    for name, (kind, help_text) in families.items():
+        text += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *lines[name]]
+    return "\n".join(text) + "\n"
+
+
+def _cadvisor_labels(container: str, cgroup: str, image: str, namespace: str, pod: str) -> str:
+    pairs = (
+        ("container", container),
+        ("id", cgroup),
+        ("image", image),
+        ("name", ""),
+        ("namespace", namespace),
+        ("pod", pod),
+    )
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
+
+
 def _rfc3339(timestamp: float) -> str:
     moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
