@@ -456,3 +456,73 @@ def test_labels_the_offloading_patch_keeps_home_stay_off_reflected_objects(
         set_patch(None)
         vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_a_virtual_node_runs_with_the_vk_options_template_it_names(
+    naples_peered: Clusters,
+) -> None:
+    """Liqo's VkOptionsTemplate: a VirtualNode naming one gets its options (here the Node's
+    extra labels and a reflector's policy); one naming a template that does not exist is not
+    launched, and says why."""
+    clusters = naples_peered
+    secret = get_json(
+        clusters, CONSUMER, "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT
+    )["spec"]["kubeconfigSecretRef"]["name"]
+    template = {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "VkOptionsTemplate",
+        "metadata": {"name": "vk-test-options", "namespace": TENANT},
+        "spec": {
+            "createNode": True,
+            "nodeExtraLabels": {"vk.test/tier": "gold"},
+            "reflectorsConfig": {"configmap": {"workers": 1, "type": "AllowList"}},
+            "extraArgs": ["--node-ping-interval=2s"],
+        },
+    }
+
+    def virtual_node(name: str, template_name: str) -> dict[str, object]:
+        return {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "VirtualNode",
+            "metadata": {"name": name, "namespace": TENANT},
+            "spec": {
+                "clusterID": PROVIDER,
+                "kubeconfigSecretRef": {"name": secret},
+                "vkOptionsTemplateRef": {"name": template_name, "namespace": TENANT},
+                "resourceQuota": {"hard": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+            },
+        }
+
+    templated, orphan = f"{PROVIDER}-templated", f"{PROVIDER}-no-template"
+    clusters.kubectl(CONSUMER, "apply", "-f", "-", input=json.dumps(template))
+    for node, template_name in ((templated, "vk-test-options"), (orphan, "vk-test-missing")):
+        clusters.kubectl(
+            CONSUMER, "apply", "-f", "-", input=json.dumps(virtual_node(node, template_name))
+        )
+    try:
+        wait_until(lambda: node_ready(clusters, templated), f"node {templated} Ready", 90)
+        labels = get_json(clusters, CONSUMER, "node", templated)["metadata"]["labels"]
+        assert labels["vk.test/tier"] == "gold"
+
+        def said() -> str:
+            found = get_json(
+                clusters, CONSUMER, "virtualnodes.offloading.liqo.io", orphan, "-n", TENANT
+            )
+            conditions = (found.get("status") or {}).get("conditions") or []
+            return " ".join(c.get("message") or "" for c in conditions)
+
+        wait_until(
+            lambda: "vk-test-missing" in said() and "does not exist" in said(),
+            "the missing template reported",
+        )
+        assert get_json(clusters, CONSUMER, "node", orphan) is None
+    finally:
+        for node in (templated, orphan):
+            clusters.kubectl(
+                CONSUMER, "delete", "virtualnodes.offloading.liqo.io", node, "-n", TENANT,
+                "--ignore-not-found", "--timeout=120s", check=False,
+            )  # fmt: skip
+        clusters.kubectl(
+            CONSUMER, "delete", "vkoptionstemplates.offloading.liqo.io", "vk-test-options",
+            "-n", TENANT, "--ignore-not-found", check=False,
+        )  # fmt: skip

@@ -250,7 +250,7 @@ def test_printer_columns_point_at_fields_of_the_schema(kind: str) -> None:
             "labels": {"type": "object", "additionalProperties": {"type": "string"}},
         }
     }
-    types = {"string": "string", "boolean": "boolean", "date": "string"}
+    types = {"string": "string", "boolean": "boolean", "date": "string", "integer": "integer"}
 
     for column in manifest["spec"]["versions"][0]["additionalPrinterColumns"]:
         target = _schema_at(schema, column["jsonPath"])

@@ -28,6 +28,7 @@ from vk.api.offloading import (
     ShadowPod,
     VirtualNode,
     VirtualNodeConditionType,
+    VkOptionsTemplate,
 )
 
 REGENERATE_COMMAND = "python -m vk.playground.manifests"
@@ -119,6 +120,11 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
                 priority=1,
             ),
         ),
+    ),
+    CustomResource(
+        VkOptionsTemplate,
+        short_names=("vkot", "vkopt"),
+        columns=(PrinterColumn("Replicas", ".spec.replicas", "integer"), AGE),
     ),
     CustomResource(
         NamespaceOffloading,

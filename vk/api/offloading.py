@@ -148,6 +148,55 @@ class VirtualNode(KubeObject):
     status: VirtualNodeStatus = Field(default_factory=VirtualNodeStatus)
 
 
+# --- VkOptionsTemplate ---------------------------------------------------------------------
+
+
+class ReflectorConfig(KubeModel):
+    """How one reflector runs: its workers (0: off) and, for those that have one, its policy."""
+
+    num_workers: int | None = Field(default=None, alias="workers")
+    type: str | None = None
+    """DenyList or AllowList (Liqo's CustomLiqo is taken as its default)."""
+
+
+class VkOptionsTemplateSpec(KubeModel):
+    """The options of the virtual kubelets of the VirtualNodes that name this template."""
+
+    create_node: bool | None = None
+    disable_network_check: bool | None = None
+    container_image: str | None = None
+    """Liqo's virtual-kubelet image; vk runs its own (a Liqo image would not take vk's
+    arguments), so this is kept but not used."""
+    metrics_enabled: bool | None = None
+    metrics_address: str | None = None
+    labels_not_reflected: list[str] | None = None
+    annotations_not_reflected: list[str] | None = None
+    reflectors_config: dict[str, ReflectorConfig] | None = None
+    resources: LooseObject | None = None
+    """The virtual kubelet container's resources (a core/v1 ResourceRequirements)."""
+    extra_args: list[str] | None = None
+    extra_annotations: dict[str, str] | None = None
+    extra_labels: dict[str, str] | None = None
+    node_extra_annotations: dict[str, str] | None = None
+    node_extra_labels: dict[str, str] | None = None
+    replicas: int | None = None
+    image_pull_secrets: list[LooseObject] | None = None
+    pull_policy: str | None = None
+    tolerations: list[LooseObject] | None = None
+
+
+class VkOptionsTemplate(KubeObject):
+    """Options shared by virtual kubelets: a VirtualNode names one in
+    `spec.vkOptionsTemplateRef`, and its own template overrides it."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "VkOptionsTemplate"
+    PLURAL: ClassVar[str] = "vkoptionstemplates"
+
+    spec: VkOptionsTemplateSpec = Field(default_factory=VkOptionsTemplateSpec)
+
+
 # --- NamespaceOffloading -------------------------------------------------------------------
 
 

@@ -245,6 +245,19 @@ def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
 )
 @click.option("--vk-lease-renew-interval", default="10s", callback=go_duration, show_default=True)
 @click.option("--vk-lease-retry-period", default="5s", callback=go_duration, show_default=True)
+@click.option(
+    "--labels-not-reflected",
+    default="",
+    metavar="KEY,...",
+    help="Labels kept home, besides those of the VirtualNode's offloadingPatch (what a "
+    "VkOptionsTemplate's labelsNotReflected becomes).",
+)
+@click.option(
+    "--annotations-not-reflected",
+    default="",
+    metavar="KEY,...",
+    help="Annotations kept home, besides those of the VirtualNode's offloadingPatch.",
+)
 @liqo_flags_without_meaning
 @click.option(
     "--extend-websockets-to-kubelet/--no-extend-websockets-to-kubelet",
@@ -289,6 +302,8 @@ def kubelet(
     vk_lease_duration: float,
     vk_lease_renew_interval: float,
     vk_lease_retry_period: float,
+    labels_not_reflected: str,
+    annotations_not_reflected: str,
     extend_websockets_to_kubelet: bool,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
@@ -335,6 +350,8 @@ def kubelet(
         ha_renew_deadline=vk_lease_renew_interval,
         ha_retry_period=vk_lease_retry_period,
         ignored_flags=tuple(sorted(set(ignored))),
+        labels_not_reflected=_names_list(labels_not_reflected),
+        annotations_not_reflected=_names_list(annotations_not_reflected),
         home_kubeconfig=home_kubeconfig or None,
         pod_name=os.environ.get("POD_NAME", ""),
         pod_namespace=os.environ.get("POD_NAMESPACE", ""),
@@ -698,6 +715,10 @@ def webhook(
         raise click.ClickException(f"cannot reach this cluster: {error}") from error
     except CertificateError as error:
         raise click.ClickException(str(error)) from error
+
+
+def _names_list(value: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
 
 
 def _names(value: str) -> frozenset[str]:

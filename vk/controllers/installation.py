@@ -124,6 +124,8 @@ def forge_controller_manager_cluster_role() -> JSON:
             # (update, and the status, only to grant them to each node's virtual kubelet.)
             _rule([""], ["nodes"], ["get", "list", "watch", "patch", "update", "delete"]),
             _rule([""], ["nodes/status"], ["get", "patch", "update"]),
+            # The VkOptionsTemplates VirtualNodes name, read to launch their virtual kubelets.
+            _rule(["offloading.liqo.io"], ["vkoptionstemplates"], ["get", "list", "watch"]),
             # The storage and ingress classes this cluster offers its consumers (provider).
             _rule(["storage.k8s.io"], ["storageclasses"], ["list", "watch"]),
             _rule(["networking.k8s.io"], ["ingressclasses"], ["list", "watch"]),

@@ -100,7 +100,7 @@ def forge_virtual_kubelet_deployment(
     container: JSON = {
         "name": "virtual-kubelet",
         "image": image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": containers[0].get("imagePullPolicy") or "IfNotPresent",
         # $(POD_IP) is expanded by the kubelet: the Node's address is the pod's, where the
         # API server reaches this kubelet API.
         "args": ["kubelet", *spec.args, "--node-ip=$(POD_IP)"],

@@ -25,7 +25,7 @@ from vk.api.constants import (
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
 )
-from vk.api.offloading import NamespaceMap, VirtualNode
+from vk.api.offloading import NamespaceMap, VirtualNode, VkOptionsTemplate
 from vk.controllers.virtualkubelet_rbac import (
     OFFLOADED_ACCESS_LABEL,
     forge_offloaded_namespace_binding,
@@ -90,19 +90,29 @@ class Launcher(abc.ABC):
 
 
 def forge_virtual_kubelet_spec(
-    virtual_node: Mapping[str, Any], home_cluster_id: str
+    virtual_node: Mapping[str, Any],
+    home_cluster_id: str,
+    options_template: Mapping[str, Any] | None = None,
 ) -> VirtualKubeletSpec:
-    """Liqo's arguments for the virtual kubelet of a VirtualNode, then the arguments of the
-    VirtualNode's own template (its first container), which may add or override flags."""
+    """Liqo's arguments for the virtual kubelet of a VirtualNode, then those of the
+    VkOptionsTemplate it names (`options_template`, its spec), then the classes its provider
+    offers, then the arguments of the VirtualNode's own template (its first container), which
+    may add or override flags. The Deployment's template is the VkOptionsTemplate's, field by
+    field overridden by the VirtualNode's own."""
     metadata, spec = virtual_node["metadata"], virtual_node.get("spec") or {}
+    options = options_template or {}
     secret = (spec.get("kubeconfigSecretRef") or {}).get("name", "")
+    create_node = spec.get("createNode")
+    if create_node is None:
+        create_node = options.get("createNode")
     args = [
         f"--foreign-cluster-id={spec.get('clusterID', '')}",
         f"--nodename={metadata['name']}",
         f"--tenant-namespace={metadata['namespace']}",
         f"--home-cluster-id={home_cluster_id}",
         f"--foreign-kubeconfig-secret-name={secret}",
-        f"--create-node={'false' if spec.get('createNode') is False else 'true'}",
+        f"--create-node={'false' if create_node is False else 'true'}",
+        *options_template_args(options),
     ]
     # The provider's default class of each kind for the copies the virtual kubelet makes there
     # (the one marked default, else the first, as Liqo picks it).
@@ -113,9 +123,10 @@ def forge_virtual_kubelet_spec(
     ):
         if name := default_class(spec.get(kind) or [], name_field):
             args.append(f"{flag}={name}")
-    containers = (
-        (((spec.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    ).get("containers") or []
+    own_template = spec.get("template") or {}
+    containers = (((own_template.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+        "containers"
+    ) or []
     if containers:
         args += [str(a) for a in containers[0].get("args") or []]
     env = (("POD_NAMESPACE", metadata["namespace"]), ("VIRTUALNODE_NAME", metadata["name"]))
@@ -125,8 +136,122 @@ def forge_virtual_kubelet_spec(
         tuple(args),
         env,
         cluster_id=spec.get("clusterID", ""),
-        template=spec.get("template") or {},
+        template=merge_deployment_templates(options_template_deployment(options), own_template),
     )
+
+
+# The reflectors whose workers and policy a VkOptionsTemplate may set, as `vk kubelet` names
+# them (Liqo's names; those vk has no reflector for are accepted by the kubelet and ignored).
+POLICY_REFLECTORS = ("service", "ingress", "configmap", "secret", "event")
+POLICIES = ("DenyList", "AllowList")
+
+
+def options_template_args(options: Mapping[str, Any]) -> list[str]:
+    """The `vk kubelet` arguments of a VkOptionsTemplate's spec, as Liqo's VirtualNode webhook
+    writes them: reflector workers and policies, the Node's extra labels and annotations, the
+    labels and annotations kept home, then its extra arguments."""
+    args: list[str] = []
+    for resource, config in sorted((options.get("reflectorsConfig") or {}).items()):
+        if not isinstance(config, Mapping):
+            continue
+        if isinstance(config.get("workers"), int):
+            args.append(f"--{resource}-reflection-workers={config['workers']}")
+        # Liqo's CustomLiqo is its default policy: no flag, the kubelet's default.
+        if resource in POLICY_REFLECTORS and config.get("type") in POLICIES:
+            args.append(f"--{resource}-reflection-type={config['type']}")
+    for option, flag in (
+        ("nodeExtraLabels", "--node-extra-labels"),
+        ("nodeExtraAnnotations", "--node-extra-annotations"),
+    ):
+        if pairs := options.get(option):
+            args.append(f"{flag}={','.join(f'{k}={v}' for k, v in sorted(pairs.items()))}")
+    for option, flag in (
+        ("labelsNotReflected", "--labels-not-reflected"),
+        ("annotationsNotReflected", "--annotations-not-reflected"),
+    ):
+        if keys := options.get(option):
+            args.append(f"{flag}={','.join(keys)}")
+    if options.get("metricsEnabled") is not None:
+        args.append(f"--metrics-enabled={str(bool(options['metricsEnabled'])).lower()}")
+    args += [str(a) for a in options.get("extraArgs") or []]
+    return args
+
+
+def options_template_deployment(options: Mapping[str, Any]) -> JSON:
+    """A VkOptionsTemplate's spec as the DeploymentTemplate of a VirtualNode: replicas, the
+    pod's labels and annotations, tolerations, image pull secrets, and the container's
+    resources and pull policy. Its containerImage is not used: vk runs its own image."""
+    container: JSON = {}
+    if options.get("resources"):
+        container["resources"] = options["resources"]
+    if options.get("pullPolicy"):
+        container["imagePullPolicy"] = options["pullPolicy"]
+    pod: JSON = {}
+    for option in ("tolerations", "imagePullSecrets"):
+        if options.get(option):
+            pod[option] = options[option]
+    if container:
+        pod["containers"] = [container]
+    template: JSON = {}
+    metadata = {
+        key: options[option]
+        for key, option in (("labels", "extraLabels"), ("annotations", "extraAnnotations"))
+        if options.get(option)
+    }
+    if metadata:
+        template["metadata"] = metadata
+    deployment_spec: JSON = {}
+    if isinstance(options.get("replicas"), int):
+        deployment_spec["replicas"] = options["replicas"]
+    if pod:
+        deployment_spec["template"] = {"spec": pod}
+    if deployment_spec:
+        template["spec"] = deployment_spec
+    return template
+
+
+def merge_deployment_templates(base: Mapping[str, Any], override: Mapping[str, Any]) -> JSON:
+    """`override` (a VirtualNode's template) over `base` (its VkOptionsTemplate's): labels and
+    annotations key by key, the rest field by field; the first container's fields likewise."""
+    if not base:
+        return dict(override)
+    base_meta, over_meta = base.get("metadata") or {}, override.get("metadata") or {}
+    base_spec, over_spec = base.get("spec") or {}, override.get("spec") or {}
+    base_pod = (base_spec.get("template") or {}).get("spec") or {}
+    over_pod = (over_spec.get("template") or {}).get("spec") or {}
+    base_container = (base_pod.get("containers") or [{}])[0]
+    over_containers = over_pod.get("containers") or [{}]
+    pod = {**base_pod, **over_pod}
+    if base_pod.get("containers") or over_pod.get("containers"):
+        pod["containers"] = [{**base_container, **over_containers[0]}, *over_containers[1:]]
+    merged: JSON = {
+        **override,
+        "metadata": {
+            **base_meta,
+            **over_meta,
+            **{
+                key: {**(base_meta.get(key) or {}), **(over_meta.get(key) or {})}
+                for key in ("labels", "annotations")
+                if base_meta.get(key) or over_meta.get(key)
+            },
+        },
+        "spec": {
+            **base_spec,
+            **over_spec,
+            "template": {**(over_spec.get("template") or {}), "spec": pod},
+        },
+    }
+    return merged
+
+
+def options_template_key(virtual_node: Mapping[str, Any]) -> str | None:
+    """`namespace/name` of the VkOptionsTemplate a VirtualNode names (its own namespace when
+    the reference gives none), or None."""
+    ref = (virtual_node.get("spec") or {}).get("vkOptionsTemplateRef") or {}
+    if not ref.get("name"):
+        return None
+    namespace = ref.get("namespace") or virtual_node["metadata"]["namespace"]
+    return f"{namespace}/{ref['name']}"
 
 
 def default_class(classes: list[Mapping[str, Any]], name_field: str) -> str | None:
@@ -207,9 +332,14 @@ class VirtualNodeReconciler(Reconciler):
             "rolebindings",
             label_selector=OFFLOADED_ACCESS_LABEL,
         )
+        # The VkOptionsTemplates VirtualNodes name: a change relaunches their virtual kubelets.
+        self.options_templates = shared_informer(
+            client, VkOptionsTemplate.group_version(), VkOptionsTemplate.PLURAL
+        )
         self.events = EventRecorder(client, "virtualnode-controller")
         self.applied = AppliedObjects(client)
         self.controller = Controller(self, workers=4)
+        self._missing_templates: dict[str, str] = {}  # VirtualNode -> template told missing
 
     def _on_node(self, _: str, node: JSON, __: JSON | None) -> None:
         for virtual_node in self.virtual_nodes.store.objects():
@@ -227,8 +357,15 @@ class VirtualNodeReconciler(Reconciler):
             if virtual_node["metadata"]["name"] == node:
                 self.controller.enqueue(object_key(virtual_node))
 
+    def _on_options_template(self, _: str, template: JSON, __: JSON | None) -> None:
+        key = object_key(template)
+        for virtual_node in self.virtual_nodes.store.objects():
+            if options_template_key(virtual_node) == key:
+                self.controller.enqueue(object_key(virtual_node))
+
     async def run(self) -> None:
         self.virtual_nodes.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.options_templates.add_handler(self._on_options_template)
         self.nodes.add_handler(self._on_node)
         self.namespace_maps.add_handler(self._on_namespace_map)
         self.offloaded_bindings.add_handler(self._on_offloaded_binding)
@@ -241,6 +378,7 @@ class VirtualNodeReconciler(Reconciler):
             self.nodes,
             self.namespace_maps,
             self.offloaded_bindings,
+            self.options_templates,
             *launcher_informers,
         )
 
@@ -272,6 +410,7 @@ class VirtualNodeReconciler(Reconciler):
         assert namespace is not None
         virtual_node = self.virtual_nodes.store.get(key)
         if virtual_node is None:
+            self._missing_templates.pop(key, None)
             gone = await self.launcher.remove(namespace, name)
             return Result(requeue_after=None if gone else DRAIN_POLL)
         metadata = virtual_node["metadata"]
@@ -288,7 +427,27 @@ class VirtualNodeReconciler(Reconciler):
             self._path(namespace, name), virtual_node, FINALIZER, present=True
         ):
             return Result()
-        kubelet = forge_virtual_kubelet_spec(virtual_node, self.home_cluster_id)
+        template_key = options_template_key(virtual_node)
+        options_template = self.options_templates.store.get(template_key) if template_key else None
+        if template_key and options_template is None:
+            # Launched without it, its virtual kubelet would run with options nobody chose.
+            message = (
+                f"the VkOptionsTemplate {template_key} that spec.vkOptionsTemplateRef names does "
+                "not exist: the virtual kubelet is not started until it does"
+            )
+            await self._set_conditions(virtual_node, {"VirtualKubelet": (NONE, message)})
+            if self._missing_templates.get(key) != template_key:
+                self._missing_templates[key] = template_key
+                await self.events.record(
+                    virtual_node, WARNING, "VkOptionsTemplateNotFound", message
+                )
+            return Result()
+        self._missing_templates.pop(key, None)
+        kubelet = forge_virtual_kubelet_spec(
+            virtual_node,
+            self.home_cluster_id,
+            (options_template or {}).get("spec") or {},
+        )
         secret = flag_value(kubelet.args, "--foreign-kubeconfig-secret-name")
         for obj in forge_virtual_kubelet_rbac(name, namespace, secret):
             await self.applied.apply(object_path(obj), obj)

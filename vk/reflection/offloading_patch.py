@@ -10,7 +10,7 @@ change (tolerations added, labels and annotations), without a restart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from vk.kube.client import JSON
@@ -39,14 +39,36 @@ def offloading_patch_of(virtual_node: Mapping[str, Any] | None) -> JSON:
     }
 
 
+def with_kept_home(patch: Mapping[str, Any], kept_home: Mapping[str, list[str]]) -> JSON:
+    """`patch` with the keys of `kept_home`'s lists added to its own (each once)."""
+    merged = dict(patch)
+    for field, keys in kept_home.items():
+        if keys:
+            merged[field] = list(dict.fromkeys([*(patch.get(field) or []), *keys]))
+    return merged
+
+
 class OffloadingPatchSource:
     """The current offloading patch of one VirtualNode, from an informer on it (run by the
     caller), and callbacks for when it changes."""
 
-    def __init__(self, virtual_nodes: Informer, key: str) -> None:
+    def __init__(
+        self,
+        virtual_nodes: Informer,
+        key: str,
+        *,
+        labels_not_reflected: Sequence[str] = (),
+        annotations_not_reflected: Sequence[str] = (),
+    ) -> None:
+        """`labels_not_reflected`, `annotations_not_reflected`: kept home besides what the
+        VirtualNode says (the virtual kubelet's flags, from a VkOptionsTemplate)."""
         self.virtual_nodes = virtual_nodes
         self.key = key
-        self._current: JSON = {}
+        self.static = {
+            "labelsNotReflected": list(labels_not_reflected),
+            "annotationsNotReflected": list(annotations_not_reflected),
+        }
+        self._current: JSON = with_kept_home({}, self.static)
         self._callbacks: list[Callable[[], None]] = []
         virtual_nodes.add_handler(lambda *_: self._refresh())
 
@@ -57,7 +79,9 @@ class OffloadingPatchSource:
         self._callbacks.append(callback)
 
     def _refresh(self) -> None:
-        patch = offloading_patch_of(self.virtual_nodes.store.get(self.key))
+        patch = with_kept_home(
+            offloading_patch_of(self.virtual_nodes.store.get(self.key)), self.static
+        )
         if patch == self._current:
             return
         self._current = patch

@@ -86,6 +86,9 @@ class VirtualKubeletOptions:
     reflect_pod_ips: bool = True
     # Liqo's flags given that mean nothing in vk: said once at start.
     ignored_flags: tuple[str, ...] = ()
+    # Kept home besides what the VirtualNode's offloadingPatch says (a VkOptionsTemplate's).
+    labels_not_reflected: tuple[str, ...] = ()
+    annotations_not_reflected: tuple[str, ...] = ()
     log_level: str = "info"
 
     @property
