@@ -526,3 +526,158 @@ def test_a_virtual_node_runs_with_the_vk_options_template_it_names(
             CONSUMER, "delete", "vkoptionstemplates.offloading.liqo.io", "vk-test-options",
             "-n", TENANT, "--ignore-not-found", check=False,
         )  # fmt: skip
+
+
+def test_endpointslice_reflection_lists_home_pods_on_the_provider_within_its_ranges(
+    naples_peered: Clusters, tmp_path: Path
+) -> None:
+    """Liqo's EndpointSlice reflection, on (`--endpointslice-reflection-workers`): the provider's
+    copy of a home Service lists the addresses of the pods that run at home, through
+    ShadowEndpointSlices the provider checks against the ranges it accepts from the consumer.
+    The consumer's identity writes no EndpointSlice; an address outside the ranges is refused."""
+    clusters = naples_peered
+    namespace = f"eps-{uuid.uuid4().hex[:6]}"
+    twin = f"{namespace}-{CONSUMER}"
+    provider_tenant = f"liqo-tenant-{CONSUMER}"
+
+    def patch_virtual_node(spec: dict[str, object]) -> None:
+        clusters.kubectl(
+            CONSUMER, "patch", "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT,
+            "--type=merge", "-p", json.dumps({"spec": spec}),
+        )  # fmt: skip
+
+    def provider_endpoints() -> set[str]:
+        slices = get_json(
+            clusters, PROVIDER, "endpointslices", "-n", twin, "-l",
+            "liqo.io/managed-by=shadowendpointslice,kubernetes.io/service-name=web",
+        ) or {}  # fmt: skip
+        return {
+            address
+            for item in slices.get("items", [])
+            for endpoint in item.get("endpoints") or []
+            for address in endpoint.get("addresses") or []
+        }
+
+    clusters.kubectl(CONSUMER, "create", "namespace", namespace)
+    workload = [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": namespace},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+                },
+            },
+        },
+    ]
+    try:
+        # Pods at home only: the namespace's Services are reflected, its pods stay.
+        done = vkctl(clusters, "offload", "namespace", namespace, "--pod-offloading-strategy=Local")
+        assert done.returncode == 0, done.stderr
+        clusters.kubectl(
+            CONSUMER, "apply", "-f", "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": workload}),
+        )  # fmt: skip
+
+        def home_ips() -> set[str]:
+            pods = get_json(clusters, CONSUMER, "pods", "-n", namespace, "-l", "app=web")["items"]
+            return {p["status"]["podIP"] for p in pods if p["status"].get("podIP")}
+
+        ips = wait_until(lambda: len(ips := home_ips()) == 2 and ips, "2 pods running at home")
+        first = sorted(ips)[0].split(".")
+        clusters.kubectl(
+            PROVIDER, "annotate", "namespace", provider_tenant, "--overwrite",
+            f"offloading.vk.io/accepted-endpoint-ranges={first[0]}.{first[1]}.0.0/16",
+        )  # fmt: skip
+        patch_virtual_node(
+            {
+                "template": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "containers": [{"args": ["--endpointslice-reflection-workers=2"]}]
+                            }
+                        }
+                    }
+                }
+            }
+        )
+        wait_until(
+            lambda: provider_endpoints() == ips,
+            "the provider's copy of web listing the home pods",
+            timeout=120,
+        )
+
+        # As the consumer's slice identity: no EndpointSlice of its own, and a
+        # ShadowEndpointSlice naming an address outside the ranges makes none.
+        slice_name = get_json(
+            clusters, CONSUMER, "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT
+        )["metadata"]["labels"]["liqo.io/resourceslice-name"]
+        printed = vkctl(
+            clusters, "get", "kubeconfig", f"--remote-cluster-id={PROVIDER}",
+            f"--resource-slice-name={slice_name}",
+        )  # fmt: skip
+        identity = tmp_path / "slice.kubeconfig"
+        identity.write_text(printed.stdout)
+
+        def as_tenant(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["kubectl", f"--kubeconfig={identity}", *args],
+                input=stdin, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+
+        can_i = as_tenant("auth", "can-i", "create", "endpointslices.discovery.k8s.io", "-n", twin)
+        assert can_i.stdout.strip() == "no"
+        hostile = {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "ShadowEndpointSlice",
+            "metadata": {
+                "name": "web-elsewhere",
+                "namespace": twin,
+                "labels": {"kubernetes.io/service-name": "web"},
+            },
+            "spec": {
+                "template": {
+                    "addressType": "IPv4",
+                    "endpoints": [
+                        {"addresses": ["203.0.113.7"]},
+                        {"addresses": ["169.254.169.254"]},
+                    ],
+                    "ports": [{"port": 8080, "protocol": "TCP"}],
+                }
+            },
+        }
+        created = as_tenant("apply", "-f", "-", stdin=json.dumps(hostile))
+        assert created.returncode == 0, created.stderr
+
+        def refusal() -> str:
+            found = get_json(
+                clusters, PROVIDER, "shadowendpointslices.offloading.liqo.io", "web-elsewhere",
+                "-n", twin,
+            ) or {}  # fmt: skip
+            conditions = (found.get("status") or {}).get("conditions") or []
+            return " ".join(c.get("message", "") for c in conditions if c.get("status") == "False")
+
+        said = wait_until(refusal, "the hostile ShadowEndpointSlice refused")
+        assert "203.0.113.7 (outside the ranges" in said
+        assert "169.254.169.254 (a loopback, link-local" in said
+        assert get_json(clusters, PROVIDER, "endpointslice", "web-elsewhere", "-n", twin) is None
+        assert "203.0.113.7" not in provider_endpoints()
+    finally:
+        patch_virtual_node({"template": None})
+        clusters.kubectl(
+            PROVIDER, "annotate", "namespace", provider_tenant,
+            "offloading.vk.io/accepted-endpoint-ranges-", check=False,
+        )  # fmt: skip
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")

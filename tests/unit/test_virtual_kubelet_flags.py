@@ -60,8 +60,9 @@ def test_liqos_default_arguments_start_the_virtual_kubelet(
         "venice",
     )
     assert options.reflection.workers_of("service") == 3
+    # Liqo's template turns EndpointSlice reflection on (10 workers); vk has it.
+    assert options.reflection.workers_of("endpointslice") == 10
     assert options.ignored_flags == (
-        "--endpointslice-reflection-workers",
         "--liqo-namespace",
         "--local-podcidr",
         "--metrics-enabled",

@@ -25,6 +25,7 @@ from vk.api.offloading import (
     NamespaceMap,
     NamespaceOffloading,
     Quota,
+    ShadowEndpointSlice,
     ShadowPod,
     VirtualNode,
     VirtualNodeConditionType,
@@ -160,6 +161,11 @@ CUSTOM_RESOURCES: tuple[CustomResource, ...] = (
         ShadowPod,
         short_names=("shp", "shpod"),
         columns=(PrinterColumn("Status", ".status.phase"), AGE),
+    ),
+    CustomResource(
+        ShadowEndpointSlice,
+        short_names=("shes", "sheps", "seps"),
+        columns=(AGE,),
     ),
     CustomResource(
         ForeignCluster,

@@ -463,3 +463,47 @@ class ShadowPod(KubeObject):
 
     spec: ShadowPodSpec
     status: ShadowPodStatus = Field(default_factory=ShadowPodStatus)
+
+
+# --- ShadowEndpointSlice -------------------------------------------------------------------
+
+
+class ShadowEndpointSliceTemplate(KubeModel):
+    """The EndpointSlice the consumer asks the provider to make (discovery.k8s.io/v1)."""
+
+    endpoints: list[LooseObject] | None = None
+    ports: list[LooseObject] | None = None
+    address_type: str | None = None
+
+
+class ShadowEndpointSliceSpec(KubeModel):
+    template: ShadowEndpointSliceTemplate = Field(default_factory=ShadowEndpointSliceTemplate)
+
+
+class ShadowEndpointSliceCondition(KubeModel):
+    """vk's: whether the provider made the EndpointSlice, and why not."""
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: Time | None = None
+
+
+class ShadowEndpointSliceStatus(KubeModel):
+    conditions: list[ShadowEndpointSliceCondition] | None = None
+
+
+class ShadowEndpointSlice(KubeObject):
+    """A consumer's endpoints for the provider's copy of one of its Services (the addresses of
+    the pods that run at home): the provider checks them against the ranges it accepts from
+    that consumer and makes the EndpointSlice of the same name. Tenants write no EndpointSlice
+    directly."""
+
+    GROUP: ClassVar[str] = GROUP
+    VERSION: ClassVar[str] = VERSION
+    KIND: ClassVar[str] = "ShadowEndpointSlice"
+    PLURAL: ClassVar[str] = "shadowendpointslices"
+
+    spec: ShadowEndpointSliceSpec = Field(default_factory=ShadowEndpointSliceSpec)
+    status: ShadowEndpointSliceStatus = Field(default_factory=ShadowEndpointSliceStatus)

@@ -123,7 +123,6 @@ LIQO_FLAGS_WITHOUT_MEANING: dict[str, tuple[bool, str | None]] = {
     "--client-timeout": (False, None),
     "--client-qps": (False, None),
     "--client-max-burst": (False, None),
-    "--endpointslice-reflection-workers": (False, None),
     "--resourceslice-reflection-workers": (False, None),
     "--resourceclaim-reflection-workers": (False, None),
 }
@@ -169,7 +168,7 @@ def klog_flags(ctx: click.Context) -> list[str]:
     return given
 
 
-def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
+def reflection_settings(flags: dict[str, Any], *, reflect_ips: bool = True) -> ReflectionSettings:
     return ReflectionSettings(
         workers={r: int(flags[f"{r}_reflection_workers"]) for r in DEFAULT_WORKERS},
         policies={r: ReflectionPolicy(flags[f"{r}_reflection_type"]) for r in POLICY_RESOURCES},
@@ -183,6 +182,7 @@ def reflection_settings(flags: dict[str, Any]) -> ReflectionSettings:
         virtual_storage_class=flags["virtual_storage_class_name"],
         remote_storage_class=flags["remote_real_storage_class_name"],
         enable_apiserver_support=flags["enable_apiserver_support"],
+        reflect_ips=reflect_ips,
     )
 
 
@@ -339,7 +339,7 @@ def kubelet(
         node_extra_annotations=node_extra_annotations,
         create_node=create_node,
         pod_reflection_workers=pod_reflection_workers,
-        reflection=reflection_settings(reflection),
+        reflection=reflection_settings(reflection, reflect_ips=not disable_ip_reflection),
         home_api_server_host=reflection["home_api_server_host"],
         home_api_server_port=reflection["home_api_server_port"],
         extend_websockets_to_kubelet=extend_websockets_to_kubelet,

@@ -53,6 +53,7 @@ LIQO_KINDS = {
         "quotas",
         "namespaceoffloadings",
         "shadowpods",
+        "shadowendpointslices",
     ),
     "core.liqo.io": ("foreignclusters",),
 }
@@ -124,6 +125,8 @@ def forge_controller_manager_cluster_role() -> JSON:
             # (update, and the status, only to grant them to each node's virtual kubelet.)
             _rule([""], ["nodes"], ["get", "list", "watch", "patch", "update", "delete"]),
             _rule([""], ["nodes/status"], ["get", "patch", "update"]),
+            # The EndpointSlices made of consumers' ShadowEndpointSlices (provider).
+            _rule(["discovery.k8s.io"], ["endpointslices"], ALL_VERBS),
             # The VkOptionsTemplates VirtualNodes name, read to launch their virtual kubelets.
             _rule(["offloading.liqo.io"], ["vkoptionstemplates"], ["get", "list", "watch"]),
             # The storage and ingress classes this cluster offers its consumers (provider).

@@ -44,6 +44,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderResourceSlices,
     ProviderSettings,
 )
+from vk.controllers.provider_shadowendpointslices import ProviderShadowEndpointSlices
 from vk.controllers.provider_shadowpods import ProviderShadowPods
 from vk.controllers.replication import Replicator
 from vk.controllers.tenants import Tenants
@@ -125,6 +126,7 @@ async def run_manager(options: ManagerOptions) -> int:
                     options.tenant_namespace_quota,
                 ).run(),
                 ProviderShadowPods(client, quota_usage.quotas).run(),
+                ProviderShadowEndpointSlices(client).run(),
                 quota_usage.run(),
                 ForeignClusters(client).run(),
                 Tenants(client).run(),

@@ -97,6 +97,13 @@ def forge_virtual_kubelet_remote_role() -> JSON:
                 "resources": [ShadowPod.PLURAL],
                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
             },
+            # The endpoints of the consumer's pods for the copies of its Services, asked for as
+            # ShadowEndpointSlices (never EndpointSlices: the provider checks each address).
+            {
+                "apiGroups": [ShadowPod.GROUP],
+                "resources": ["shadowendpointslices"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+            },
             # ...and the Pods the provider made of them followed, their status read back.
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},

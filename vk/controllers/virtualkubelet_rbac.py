@@ -105,6 +105,9 @@ def forge_virtual_kubelet_cluster_roles(labels: dict[str, str]) -> list[JSON]:
             ["get", "list", "watch"],
         ),
         _rule(["networking.k8s.io"], ["ingresses"], ["get", "list", "watch"]),
+        # The endpoints of home's pods, for the provider's copies of their Services (when
+        # EndpointSlice reflection is on).
+        _rule(["discovery.k8s.io"], ["endpointslices"], ["get", "list", "watch"]),
         # The offloaded pods' ServiceAccount tokens, bound to each pod.
         _rule([""], ["serviceaccounts/token"], ["create"]),
     ]

@@ -314,6 +314,10 @@ class LocalToRemoteReflector(NamespacedReflector):
     api_version: str
     plural: str
     kind: str
+    # The kind of the copies, when not the local objects' (EndpointSlices become
+    # ShadowEndpointSlices, which the provider checks and turns into EndpointSlices).
+    remote_api_version: str | None = None
+    remote_plural: str | None = None
 
     def __init__(self, options: ReflectorOptions) -> None:
         super().__init__(options)
@@ -332,6 +336,11 @@ class LocalToRemoteReflector(NamespacedReflector):
     def wants(self, local: JSON) -> bool:
         """Whether this local object is to be reflected (policy, and what the resource
         reflects at all)."""
+
+    def wants_in(self, state: NamespaceReflection, local: JSON) -> bool:
+        """`wants`, for reflectors that also look at other objects of the namespace (its
+        informers past the first two)."""
+        return self.wants(local)
 
     def ignores_remote(self, remote: JSON) -> bool:
         """Remote objects this reflector leaves alone without a word (another reflector's)."""
@@ -360,7 +369,12 @@ class LocalToRemoteReflector(NamespacedReflector):
         # name must be seen to be left alone and reported.
         return [
             shared_informer(self.home, self.api_version, self.plural, namespace=local_namespace),
-            shared_informer(client, self.api_version, self.plural, namespace=remote_namespace),
+            shared_informer(
+                client,
+                self.remote_api_version or self.api_version,
+                self.remote_plural or self.plural,
+                namespace=remote_namespace,
+            ),
         ]
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
@@ -397,7 +411,7 @@ class LocalToRemoteReflector(NamespacedReflector):
         wanted = (
             local is not None
             and not local["metadata"].get("deletionTimestamp")
-            and self.wants(local)
+            and self.wants_in(state, local)
         )
         if remote is not None and not is_owned_by_us(
             remote, self.home_cluster_id, self.remote_cluster_id
@@ -459,11 +473,18 @@ class LocalToRemoteReflector(NamespacedReflector):
         return Result()
 
     def _collection(self, state: NamespaceReflection) -> str:
-        return resource_path(self.api_version, self.plural, namespace=state.remote_namespace)
+        return resource_path(
+            self.remote_api_version or self.api_version,
+            self.remote_plural or self.plural,
+            namespace=state.remote_namespace,
+        )
 
     def _path(self, state: NamespaceReflection, name: str) -> str:
         return resource_path(
-            self.api_version, self.plural, namespace=state.remote_namespace, name=name
+            self.remote_api_version or self.api_version,
+            self.remote_plural or self.plural,
+            namespace=state.remote_namespace,
+            name=name,
         )
 
     async def _delete_remote(

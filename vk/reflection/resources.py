@@ -12,6 +12,7 @@ from vk.reflection.configuration.configmaps import ConfigMapReflector
 from vk.reflection.configuration.secrets import SecretReflector
 from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
 from vk.reflection.event.events import EventReflector
+from vk.reflection.exposition.endpointslices import EndpointSliceReflector
 from vk.reflection.exposition.ingresses import IngressReflector
 from vk.reflection.exposition.services import ServiceReflector
 from vk.reflection.forge.meta import ReflectionPolicy
@@ -22,6 +23,9 @@ from vk.reflection.storage.persistentvolumeclaims import PersistentVolumeClaimRe
 # Liqo's defaults (`--<resource>-reflection-workers`).
 DEFAULT_WORKERS = {
     "service": 3,
+    # Off unless asked for (Liqo's default is 10): pods at home are reached from the provider
+    # only over a network between the clusters, which vk does not make.
+    "endpointslice": 0,
     "ingress": 3,
     "configmap": 3,
     "secret": 3,
@@ -44,6 +48,8 @@ class ReflectionSettings:
     remote_storage_class: str = ""
     # Offloaded pods get ServiceAccount tokens of their home cluster (Liqo's TokenAPI mode).
     enable_apiserver_support: bool = True
+    # Liqo's --disable-ip-reflection turns EndpointSlice reflection off too.
+    reflect_ips: bool = True
 
     def workers_of(self, resource: str) -> int:
         return int(self.workers.get(resource, DEFAULT_WORKERS[resource]))
@@ -93,4 +99,8 @@ def build_reflectors(
         )
     if settings.workers_of("event"):
         reflectors.append(EventReflector(options("event"), settings.policy_of("event")))
+    if settings.reflect_ips and settings.workers_of("endpointslice"):
+        reflectors.append(
+            EndpointSliceReflector(options("endpointslice"), settings.policy_of("service"))
+        )
     return reflectors

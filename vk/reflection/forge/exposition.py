@@ -9,7 +9,7 @@ Objects are the API's own JSON.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from vk.reflection.forge.meta import (
@@ -181,4 +181,85 @@ def ingress_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any])
     class_field = ("ingressClassName",) if "ingressClassName" in want else ()
     return metadata_differs(desired, current) or fields_differ(
         want, have, (*_INGRESS_SPEC_FIELDS, *class_field)
+    )
+
+
+# --- EndpointSlices ---------------------------------------------------------------------------
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+ENDPOINTSLICE_MANAGED_BY_LABEL = "endpointslice.kubernetes.io/managed-by"
+# The manager of the EndpointSlices Kubernetes makes for Services with a selector: the only
+# ones reflected (not mirrored ones, not another controller's, not ours).
+ENDPOINTSLICE_CONTROLLER = "endpointslice-controller.k8s.io"
+# Liqo's manager of the reflected ones, on ShadowEndpointSlices and the EndpointSlices the
+# provider makes of them (the provider's EndpointSlice controller leaves those alone).
+REFLECTED_ENDPOINTSLICE_MANAGER = "endpointslice.reflection.liqo.io"
+# What of an endpoint reaches the provider: not its node (one of home's, meaningless there, and
+# read by kube-proxy for node-local traffic) nor the pod it names (a pod at home).
+_ENDPOINT_FIELDS = ("addresses", "conditions", "hostname")
+_PORT_FIELDS = ("name", "port", "protocol", "appProtocol")
+
+
+def is_reflectable_endpointslice(local: Mapping[str, Any]) -> bool:
+    labels = (local.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(SERVICE_NAME_LABEL)) and (
+        labels.get(ENDPOINTSLICE_MANAGED_BY_LABEL) == ENDPOINTSLICE_CONTROLLER
+    )
+
+
+def shadow_endpoint(endpoint: Mapping[str, Any]) -> JSON:
+    """An endpoint as it travels to the provider, and as the provider takes it."""
+    return {k: copy.deepcopy(endpoint[k]) for k in _ENDPOINT_FIELDS if k in endpoint}
+
+
+def shadow_port(port: Mapping[str, Any]) -> JSON:
+    return {k: port[k] for k in _PORT_FIELDS if k in port}
+
+
+def forge_shadow_endpointslice(
+    local: Mapping[str, Any],
+    *,
+    remote_namespace: str,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    provider_nodes: Collection[str],
+) -> JSON:
+    """The ShadowEndpointSlice asking the provider for `local`'s endpoints (one
+    `is_reflectable_endpointslice` accepts), those of pods on `provider_nodes` (the virtual
+    nodes of this provider) left out: they run in the provider, which has their endpoints
+    already (Liqo's EndpointSlice reflection)."""
+    labels = (local.get("metadata") or {}).get("labels") or {}
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "ShadowEndpointSlice",
+        "metadata": reflected_metadata(
+            local,
+            name=local["metadata"]["name"],
+            namespace=remote_namespace,
+            local_cluster_id=local_cluster_id,
+            remote_cluster_id=remote_cluster_id,
+            extra_labels={
+                SERVICE_NAME_LABEL: labels[SERVICE_NAME_LABEL],
+                ENDPOINTSLICE_MANAGED_BY_LABEL: REFLECTED_ENDPOINTSLICE_MANAGER,
+            },
+        ),
+        "spec": {
+            "template": {
+                "addressType": local.get("addressType"),
+                "endpoints": [
+                    shadow_endpoint(endpoint)
+                    for endpoint in local.get("endpoints") or []
+                    if endpoint.get("nodeName") not in provider_nodes
+                ],
+                "ports": [shadow_port(port) for port in local.get("ports") or []],
+            }
+        },
+    }
+
+
+def shadow_endpointslice_needs_update(
+    desired: Mapping[str, Any], current: Mapping[str, Any]
+) -> bool:
+    return metadata_differs(desired, current) or (desired.get("spec") or {}) != (
+        current.get("spec") or {}
     )

@@ -1,0 +1,349 @@
+"""The provider's ShadowEndpointSlice controller: each ShadowEndpointSlice a consumer writes in
+a twin namespace becomes the EndpointSlice of the same name there, owned by it, so that the
+provider's copy of the consumer's Service lists the consumer's pods (Liqo's
+ShadowEndpointSlice controller).
+
+An endpoint sends the provider's traffic to an address the consumer chose: every address must
+be in the ranges the provider accepts from that consumer, the annotation
+`offloading.vk.io/accepted-endpoint-ranges` (CIDRs, comma-separated) on its tenant namespace,
+which the consumer cannot write; without it none is accepted. Loopback, link-local (the cloud
+metadata service among them), multicast and unspecified addresses are refused whatever the
+ranges. A slice with one address refused is refused whole (no EndpointSlice, its condition
+says which), and what it made before is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, tenant_namespace
+from vk.api.offloading import ShadowEndpointSlice
+from vk.kube.client import JSON, ApiError, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.conditions import forge_condition
+from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
+from vk.kube.informer import object_key, shared_informer, split_key
+from vk.reflection.forge.exposition import (
+    ENDPOINTSLICE_MANAGED_BY_LABEL,
+    REFLECTED_ENDPOINTSLICE_MANAGER,
+    SERVICE_NAME_LABEL,
+)
+
+log = structlog.get_logger("vk.controllers.provider_shadowendpointslices")
+
+ACCEPTED_RANGES_ANNOTATION = "offloading.vk.io/accepted-endpoint-ranges"
+# On the EndpointSlices made of ShadowEndpointSlices (Liqo's label and value).
+MANAGED_BY_LABEL = "liqo.io/managed-by"
+MANAGED_BY_SHADOW = "shadowendpointslice"
+CONDITION = "EndpointSliceCreated"
+ENDPOINTSLICE_API = "discovery.k8s.io/v1"
+MAX_REFUSED_LISTED = 5
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def accepted_ranges(
+    tenant_namespace_obj: Mapping[str, Any] | None,
+) -> tuple[list[Network], list[str]]:
+    """The ranges a consumer's tenant namespace accepts, and the entries that are no CIDR."""
+    annotations = ((tenant_namespace_obj or {}).get("metadata") or {}).get("annotations") or {}
+    ranges: list[Network] = []
+    invalid: list[str] = []
+    for entry in str(annotations.get(ACCEPTED_RANGES_ANNOTATION) or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            ranges.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            invalid.append(entry)
+    return ranges, invalid
+
+
+def address_refusal(address: str, ranges: Iterable[Network]) -> str | None:
+    """Why the provider does not route to `address` for a consumer, or None."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return "not an IP address"
+    if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:
+        return "a loopback, link-local, multicast or unspecified address"
+    if not any(ip.version == network.version and ip in network for network in ranges):
+        return "outside the ranges the provider accepts from this consumer"
+    return None
+
+
+def refused_addresses(template: Mapping[str, Any], ranges: list[Network]) -> list[tuple[str, str]]:
+    """Each address of the template the provider does not route to, with why; an endpoint
+    whose addresses are not a list is refused as a whole (what is not an endpoint at all is
+    dropped when the EndpointSlice is made)."""
+    refused = []
+    for endpoint in template.get("endpoints") or []:
+        if not isinstance(endpoint, Mapping):
+            continue
+        addresses = endpoint.get("addresses")
+        if not isinstance(addresses, list):
+            refused.append((str(addresses)[:64], "addresses is not a list"))
+            continue
+        for address in addresses:
+            why = address_refusal(str(address), ranges)
+            if why is not None:
+                refused.append((str(address)[:64], why))
+    return refused
+
+
+def forge_endpointslice(shadow: Mapping[str, Any]) -> JSON:
+    """The EndpointSlice the provider makes of an accepted ShadowEndpointSlice: its endpoints'
+    addresses, conditions and hostnames and its ports, nothing else of the consumer's (no
+    node, no pod reference), labelled for the Service's copy and as not the provider's
+    EndpointSlice controller's."""
+    metadata = shadow["metadata"]
+    template = (shadow.get("spec") or {}).get("template") or {}
+    service = (metadata.get("labels") or {}).get(SERVICE_NAME_LABEL, "")
+    return {
+        "apiVersion": ENDPOINTSLICE_API,
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "labels": {
+                SERVICE_NAME_LABEL: service,
+                ENDPOINTSLICE_MANAGED_BY_LABEL: REFLECTED_ENDPOINTSLICE_MANAGER,
+                MANAGED_BY_LABEL: MANAGED_BY_SHADOW,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": ShadowEndpointSlice.group_version(),
+                    "kind": ShadowEndpointSlice.KIND,
+                    "name": metadata["name"],
+                    "uid": metadata["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "addressType": template.get("addressType")
+        if template.get("addressType") == "IPv6"
+        else "IPv4",
+        "endpoints": [
+            accepted_endpoint(e) for e in template.get("endpoints") or [] if isinstance(e, Mapping)
+        ],
+        "ports": [accepted_port(p) for p in template.get("ports") or [] if isinstance(p, Mapping)],
+    }
+
+
+ENDPOINT_CONDITIONS = ("ready", "serving", "terminating")
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+
+
+def accepted_endpoint(endpoint: Mapping[str, Any]) -> JSON:
+    """What of a consumer's endpoint the provider keeps: its addresses (checked before), its
+    boolean conditions and its hostname; anything else, or of another type, is dropped."""
+    addresses = endpoint.get("addresses")
+    kept: JSON = {"addresses": [str(a) for a in addresses] if isinstance(addresses, list) else []}
+    conditions = endpoint.get("conditions")
+    if isinstance(conditions, Mapping):
+        kept["conditions"] = {
+            k: conditions[k] for k in ENDPOINT_CONDITIONS if isinstance(conditions.get(k), bool)
+        }
+    if isinstance(endpoint.get("hostname"), str):
+        kept["hostname"] = endpoint["hostname"]
+    return kept
+
+
+def accepted_port(port: Mapping[str, Any]) -> JSON:
+    kept: JSON = {}
+    if isinstance(port.get("name"), str):
+        kept["name"] = port["name"]
+    if isinstance(port.get("port"), int) and not isinstance(port.get("port"), bool):
+        kept["port"] = port["port"]
+    if port.get("protocol") in PROTOCOLS:
+        kept["protocol"] = port["protocol"]
+    if isinstance(port.get("appProtocol"), str):
+        kept["appProtocol"] = port["appProtocol"]
+    return kept
+
+
+class ProviderShadowEndpointSlices(Reconciler):
+    """Keys are the ShadowEndpointSlices' `namespace/name`, which are their EndpointSlices'."""
+
+    name = "provider-shadowendpointslices"
+
+    def __init__(self, client: KubeClient) -> None:
+        self.client = client
+        self.shadows = shared_informer(
+            client, ShadowEndpointSlice.group_version(), ShadowEndpointSlice.PLURAL
+        )
+        self.endpointslices = shared_informer(
+            client,
+            ENDPOINTSLICE_API,
+            "endpointslices",
+            label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_SHADOW}",
+        )
+        # Twin namespaces (whose consumer a slice is) and tenant namespaces (what it accepts).
+        self.consumer_namespaces = shared_informer(
+            client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
+        )
+        self.applied = AppliedObjects(client)
+        self.controller = Controller(self, workers=2)
+
+    def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
+        consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        for shadow in self.shadows.store.objects():
+            if self._consumer_of(shadow["metadata"]["namespace"]) == consumer:
+                self.controller.enqueue(object_key(shadow))
+
+    async def run(self) -> None:
+        enqueue = self.controller.enqueue
+        self.shadows.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        self.endpointslices.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        self.consumer_namespaces.add_handler(self._on_namespace)
+        await run_with_informers(
+            self.controller, self.shadows, self.endpointslices, self.consumer_namespaces
+        )
+
+    def _consumer_of(self, namespace: str) -> str | None:
+        """The consumer a twin namespace was made for (None: not one)."""
+        found = self.consumer_namespaces.store.get(namespace)
+        labels = (found or {}).get("metadata", {}).get("labels") or {}
+        if TENANT_NAMESPACE_LABEL in labels:
+            return None
+        consumer = labels.get(REMOTE_CLUSTER_ID_LABEL)
+        return str(consumer) if consumer else None
+
+    async def reconcile(self, key: str) -> Result:
+        shadow = self.shadows.store.get(key)
+        if shadow is None:
+            return Result()  # its EndpointSlice goes with it: the garbage collector
+        namespace, name = split_key(key)
+        assert namespace is not None
+        consumer = self._consumer_of(namespace)
+        if consumer is None:
+            return await self._refuse(
+                shadow,
+                "NotATwinNamespace",
+                f"namespace {namespace} was not made for a consumer's offloaded namespace",
+            )
+        ranges, invalid = accepted_ranges(
+            self.consumer_namespaces.store.get(tenant_namespace(consumer))
+        )
+        refused = refused_addresses((shadow.get("spec") or {}).get("template") or {}, ranges)
+        if refused:
+            listed = "; ".join(f"{a} ({why})" for a, why in refused[:MAX_REFUSED_LISTED])
+            more = len(refused) - MAX_REFUSED_LISTED
+            hint = (
+                f"the provider accepts addresses of {consumer} in {', '.join(map(str, ranges))}"
+                if ranges
+                else f"the provider accepts no address of {consumer}: its administrator lists "
+                f"the ranges in the annotation {ACCEPTED_RANGES_ANNOTATION} of namespace "
+                f"{tenant_namespace(consumer)}"
+            )
+            if invalid:
+                hint += f" (entries that are no CIDR ignored: {', '.join(invalid)})"
+            return await self._refuse(
+                shadow,
+                "AddressesRefused",
+                f"{listed}{f' and {more} more' if more > 0 else ''}: {hint}",
+            )
+        existing = await self._existing(namespace, name)
+        if existing is not None and not _ours(existing):
+            return await self._refuse(
+                shadow,
+                "NameTaken",
+                f"an EndpointSlice {namespace}/{name} that vk did not make exists: it is left "
+                "alone",
+            )
+        desired = forge_endpointslice(shadow)
+        try:
+            await self.applied.apply(
+                resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name),
+                desired,
+            )
+        except ApiError as error:
+            if error.status not in (400, 422):
+                raise
+            return await self._refuse(
+                shadow, "Invalid", f"the EndpointSlice is refused: {error.message[:500]}"
+            )
+        await self._set_condition(shadow, "True", "Created", "the EndpointSlice is made")
+        return Result()
+
+    async def _existing(self, namespace: str, name: str) -> JSON | None:
+        cached = self.endpointslices.store.get(f"{namespace}/{name}")
+        if cached is not None:
+            return cached
+        try:
+            return await self.client.get(
+                resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name)
+            )
+        except NotFound:
+            return None
+
+    async def _refuse(self, shadow: JSON, reason: str, message: str) -> Result:
+        metadata = shadow["metadata"]
+        ours = self.endpointslices.store.get(object_key(shadow))
+        if ours is not None:
+            # What an earlier, accepted version made goes: its addresses are not accepted now.
+            with contextlib.suppress(NotFound):
+                await self.client.delete(
+                    resource_path(
+                        ENDPOINTSLICE_API,
+                        "endpointslices",
+                        namespace=metadata["namespace"],
+                        name=metadata["name"],
+                    ),
+                    body={
+                        "apiVersion": "v1",
+                        "kind": "DeleteOptions",
+                        "preconditions": {"uid": ours["metadata"]["uid"]},
+                    },
+                )
+        if await self._set_condition(shadow, "False", reason, message):
+            log.warning("shadow endpoint slice refused", shadow=object_key(shadow), reason=reason)
+        return Result()
+
+    async def _set_condition(self, shadow: JSON, status: str, reason: str, message: str) -> bool:
+        """Writes the condition if it changes; whether it did."""
+        conditions = (shadow.get("status") or {}).get("conditions") or []
+        current = next((c for c in conditions if c.get("type") == CONDITION), None)
+        if current and (current.get("status"), current.get("reason"), current.get("message")) == (
+            status,
+            reason,
+            message,
+        ):
+            return False
+        condition = forge_condition(
+            current, CONDITION, status, message, datetime.datetime.now(datetime.UTC), reason=reason
+        )
+        metadata = shadow["metadata"]
+        try:
+            await self.client.merge_patch(
+                resource_path(
+                    ShadowEndpointSlice.group_version(),
+                    ShadowEndpointSlice.PLURAL,
+                    namespace=metadata["namespace"],
+                    name=metadata["name"],
+                    subresource="status",
+                ),
+                {
+                    "status": {
+                        "conditions": [
+                            *(c for c in conditions if c.get("type") != CONDITION),
+                            condition,
+                        ]
+                    }
+                },
+            )
+        except NotFound:
+            return False
+        return True
+
+
+def _ours(endpointslice: Mapping[str, Any]) -> bool:
+    labels = (endpointslice.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY_SHADOW
