@@ -143,6 +143,11 @@ def test_info_shows_this_cluster_its_controller_manager_and_the_peering(
     human = vkctl(peered, "info").stdout.splitlines()
     assert human[0] == f"Cluster ID: {CONSUMER}"
     assert "  Running: yes" in human
+    # The components' health: the webhook registered, each virtual kubelet and its Node.
+    report = json.loads(vkctl(peered, "info", "-o", "json").stdout)
+    assert report["webhook"]["registered"] is True
+    kubelet = next(k for k in report["virtualKubelets"] if k["name"] == f"{TENANT}/{PROVIDER}")
+    assert (kubelet["virtualKubelet"], kubelet["nodeReady"]) == ("Running", True)
 
 
 def test_create_resourceslice_o_yaml_creates_nothing(peered: Clusters) -> None:

@@ -20,6 +20,8 @@ from vk.cli.info import (
     peering_summary,
     sum_resources,
     used_resources,
+    virtual_kubelet_states,
+    webhook_state,
 )
 
 NOW = datetime.datetime(2026, 11, 22, 8, 0, 30, tzinfo=datetime.UTC)
@@ -297,3 +299,53 @@ def test_empty_lists_and_maps_print_as_none() -> None:
         "  Running: no",
         "Peerings: none",
     ]
+
+
+def test_info_reports_the_webhook_and_each_virtual_kubelet() -> None:
+    webhook = webhook_state(
+        [{"kind": "MutatingWebhookConfiguration"}, {"kind": "ValidatingWebhookConfiguration"}],
+        {"spec": {"replicas": 2}, "status": {"readyReplicas": 1}},
+    )
+    assert webhook == {"registered": True, "ready": "1/2"}
+    assert webhook_state([{"kind": "MutatingWebhookConfiguration"}], None) == {"registered": False}
+    virtual_nodes = [
+        {
+            "metadata": {"name": "naples", "namespace": "liqo-tenant-naples"},
+            "status": {"conditions": [{"type": "VirtualKubelet", "status": "Running"}]},
+        },
+        {
+            "metadata": {"name": "rome", "namespace": "liqo-tenant-rome"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "VirtualKubelet",
+                        "status": "None",
+                        "message": "the VkOptionsTemplate x/y does not exist",
+                    }
+                ]
+            },
+        },
+    ]
+    nodes = {"naples": {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}}
+    report = local_report(
+        ClusterIdentity("venice"),
+        None,
+        [],
+        NOW,
+        webhook=webhook,
+        virtual_kubelets=virtual_kubelet_states(virtual_nodes, nodes),
+    )
+    assert report["virtualKubelets"] == [
+        {"name": "liqo-tenant-naples/naples", "virtualKubelet": "Running", "nodeReady": True},
+        {
+            "name": "liqo-tenant-rome/rome",
+            "virtualKubelet": "None",
+            "nodeReady": None,
+            "message": "the VkOptionsTemplate x/y does not exist",
+        },
+    ]
+    lines = format_report(report).splitlines()
+    assert "Webhook" in lines
+    assert "  Registered: yes" in lines
+    assert "  liqo-tenant-naples/naples" in lines
+    assert "    Node ready: yes" in lines

@@ -30,6 +30,7 @@ from vk.api.constants import (
 )
 from vk.api.core import ForeignCluster
 from vk.api.identity import ClusterIdentity
+from vk.api.offloading import VirtualNode
 from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
 from vk.api.usage import pod_usage
 from vk.cli.options import cluster_client, cluster_options, output_option, render
@@ -43,6 +44,7 @@ from vk.cli.waiting import (
 )
 from vk.controllers.provider_resourceslices import ACCEPTED, RESOURCES
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.webhooks.configuration import CONFIGURATION_NAME as WEBHOOK_CONFIGURATION_NAME
 
 CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
 
@@ -137,21 +139,73 @@ def peering_summary(foreign_cluster: Mapping[str, Any]) -> JSON:
     }
 
 
+# The chart's Deployment of the webhook (the playground runs it as a process: none).
+WEBHOOK_DEPLOYMENT = "vk-webhook"
+
+
+def webhook_state(
+    configurations: Iterable[Mapping[str, Any]], deployment: Mapping[str, Any] | None
+) -> JSON:
+    """Whether vk's webhook is registered with the API server (its mutating and validating
+    configurations), and, installed by the chart, how many of its replicas are ready."""
+    kinds = {c.get("kind") for c in configurations}
+    state: JSON = {
+        "registered": {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
+    }
+    if deployment is not None:
+        status = deployment.get("status") or {}
+        wanted = (deployment.get("spec") or {}).get("replicas", 1)
+        state["ready"] = f"{status.get('readyReplicas', 0)}/{wanted}"
+    return state
+
+
+def virtual_kubelet_states(
+    virtual_nodes: Iterable[Mapping[str, Any]], nodes: Mapping[str, Mapping[str, Any]]
+) -> list[JSON]:
+    """Each VirtualNode's virtual kubelet as its controller reports it, and its Node's
+    readiness."""
+    states = []
+    for virtual_node in virtual_nodes:
+        metadata = virtual_node["metadata"]
+        conditions = {
+            c.get("type"): c for c in (virtual_node.get("status") or {}).get("conditions") or []
+        }
+        kubelet = conditions.get("VirtualKubelet") or {}
+        node = nodes.get(metadata["name"])
+        state: JSON = {
+            "name": f"{metadata['namespace']}/{metadata['name']}",
+            "virtualKubelet": kubelet.get("status") or "None",
+            "nodeReady": condition_statuses(node).get("Ready") == "True" if node else None,
+        }
+        if kubelet.get("status") != "Running" and kubelet.get("message"):
+            state["message"] = kubelet["message"]
+        states.append(state)
+    return sorted(states, key=lambda s: s["name"])
+
+
 def local_report(
     identity: ClusterIdentity,
     lease: Mapping[str, Any] | None,
     foreign_clusters: Iterable[Mapping[str, Any]],
     now: datetime.datetime,
+    *,
+    webhook: JSON | None = None,
+    virtual_kubelets: list[JSON] | None = None,
 ) -> JSON:
     """`vkctl info`."""
-    return {
+    report: JSON = {
         "clusterID": identity.cluster_id,
         "clusterLabels": dict(sorted(identity.labels.items())),
         "controllerManager": controller_manager_state(lease, now),
-        "peerings": sorted(
-            (peering_summary(fc) for fc in foreign_clusters), key=lambda p: p["clusterID"]
-        ),
     }
+    if webhook is not None:
+        report["webhook"] = webhook
+    if virtual_kubelets is not None:
+        report["virtualKubelets"] = virtual_kubelets
+    report["peerings"] = sorted(
+        (peering_summary(fc) for fc in foreign_clusters), key=lambda p: p["clusterID"]
+    )
+    return report
 
 
 def _conditions(obj: Mapping[str, Any]) -> list[JSON]:
@@ -331,7 +385,45 @@ async def collect_local(client: KubeClient) -> JSON:
     foreign_clusters = await _items(
         client, resource_path(ForeignCluster.group_version(), ForeignCluster.PLURAL)
     )
-    return local_report(identity, lease, foreign_clusters, datetime.datetime.now(datetime.UTC))
+    configurations = [
+        {**found, "kind": kind}
+        for kind, plural in (
+            ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+            ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations"),
+        )
+        if (
+            found := await get_or_none(
+                client,
+                resource_path(
+                    "admissionregistration.k8s.io/v1", plural, name=WEBHOOK_CONFIGURATION_NAME
+                ),
+            )
+        )
+        is not None
+    ]
+    deployment = await get_or_none(
+        client,
+        resource_path("apps/v1", "deployments", namespace=VK_NAMESPACE, name=WEBHOOK_DEPLOYMENT),
+    )
+    virtual_nodes = await _items(
+        client, resource_path(VirtualNode.group_version(), VirtualNode.PLURAL)
+    )
+    nodes = {
+        n["metadata"]["name"]: n
+        for n in await _items(
+            client,
+            resource_path("v1", "nodes"),
+            labelSelector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}",
+        )
+    }
+    return local_report(
+        identity,
+        lease,
+        foreign_clusters,
+        datetime.datetime.now(datetime.UTC),
+        webhook=webhook_state(configurations, deployment),
+        virtual_kubelets=virtual_kubelet_states(virtual_nodes, nodes),
+    )
 
 
 async def collect_peer(client: KubeClient, cluster_id: str) -> JSON:
