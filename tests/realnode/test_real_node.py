@@ -361,6 +361,35 @@ def test_prometheus_discovers_and_scrapes_vk_pods(liqo_demo: Clusters) -> None:
     assert buckets["+Inf"] >= 1, buckets
 
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "vk-dashboard.json"
+
+
+def test_every_panel_of_vks_dashboard_has_data_and_offloaded_containers_are_scraped(
+    liqo_demo: Clusters,
+) -> None:
+    """vk's Grafana dashboard against the playground's Prometheus: each panel's query returns
+    series, and the offloaded containers' usage comes from naples' virtual kubelet's
+    /metrics/cadvisor, scraped through the API server as nodes are."""
+    peered = liqo_demo
+    dashboard = json.loads(DASHBOARD.read_text())
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            query = target["expr"].replace("$node", ".*")
+            wait_until(
+                lambda q=query: prometheus_api(peered, "query", query=q)["result"],
+                f"data for the panel {panel['title']!r} ({query})",
+                timeout=120,
+            )
+    cpu = prometheus_api(
+        peered,
+        "query",
+        query='container_cpu_usage_seconds_total{node="naples",namespace="liqo-demo",'
+        'container!=""}',
+    )["result"]
+    assert cpu, "no cAdvisor series of the containers offloaded to naples"
+    assert all(r["metric"]["pod"].startswith("app-south") for r in cpu)
+
+
 def test_down_removes_every_trace(real: Clusters) -> None:
     root = real.playground.root
     network = node_network(root)

@@ -5,13 +5,16 @@ kubelets) at their `prometheus.io/port` and `prometheus.io/path`. It is built fr
 Debian's package lacks Kubernetes service discovery.
 
 It authenticates with a client certificate of its own (PROMETHEUS_USER), allowed by
-`prometheus_rbac` to list and watch pods and nothing else.
+`prometheus_rbac` to list and watch pods and nodes and to read nodes through the API
+server's proxy, nothing else: every node's `/metrics/cadvisor` (the virtual kubelets' offloaded
+containers among them) is scraped as a Prometheus scraping nodes through the API server does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 PROMETHEUS_USER = "vk-playground-prometheus"
 SCRAPE_INTERVAL = "5s"
@@ -54,7 +57,25 @@ def prometheus_config(server: str, ca: Path, cert: Path, key: Path) -> dict[str,
                         "target_label": "app",
                     },
                 ],
-            }
+            },
+            {
+                "job_name": "kubernetes-nodes-cadvisor",
+                "scheme": "https",
+                "tls_config": tls,
+                "kubernetes_sd_configs": [
+                    {"role": "node", "api_server": server, "tls_config": tls}
+                ],
+                "relabel_configs": [
+                    {"target_label": "__address__", "replacement": urlsplit(server).netloc},
+                    {
+                        "source_labels": ["__meta_kubernetes_node_name"],
+                        "regex": "(.+)",
+                        "target_label": "__metrics_path__",
+                        "replacement": "/api/v1/nodes/$1/proxy/metrics/cadvisor",
+                    },
+                    {"source_labels": ["__meta_kubernetes_node_name"], "target_label": "node"},
+                ],
+            },
         ],
     }
 
@@ -71,14 +92,18 @@ def prometheus_args(binary: Path, config: Path, data: Path, port: int) -> list[s
 
 
 def prometheus_rbac() -> list[dict[str, Any]]:
-    """What Kubernetes pod discovery needs: list and watch pods, cluster-wide."""
+    """What pod and node discovery need (list and watch, cluster-wide), and reading nodes'
+    metrics through the API server's proxy."""
     name = PROMETHEUS_USER
     return [
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": {"name": name},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}],
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": ["list", "watch"]},
+                {"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]},
+            ],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
