@@ -259,11 +259,11 @@ class ProviderShadowEndpointSlices(Reconciler):
                 "alone",
             )
         desired = forge_endpointslice(shadow)
+        path = resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name)
+        if existing is None:
+            self.applied.forget(path)  # deleted by someone: made again, not taken as applied
         try:
-            await self.applied.apply(
-                resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name),
-                desired,
-            )
+            await self.applied.apply(path, desired)
         except ApiError as error:
             if error.status not in (400, 422):
                 raise
@@ -287,6 +287,14 @@ class ProviderShadowEndpointSlices(Reconciler):
     async def _refuse(self, shadow: JSON, reason: str, message: str) -> Result:
         metadata = shadow["metadata"]
         ours = self.endpointslices.store.get(object_key(shadow))
+        self.applied.forget(
+            resource_path(
+                ENDPOINTSLICE_API,
+                "endpointslices",
+                namespace=metadata["namespace"],
+                name=metadata["name"],
+            )
+        )
         if ours is not None:
             # What an earlier, accepted version made goes: its addresses are not accepted now.
             with contextlib.suppress(NotFound):
