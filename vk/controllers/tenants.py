@@ -59,6 +59,7 @@ log = structlog.get_logger("vk.controllers.tenants")
 
 FINALIZER = "tenant.liqo.io/finalizer"
 RETRY = 2.0
+DRAINED_RECHECK = 30.0
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 
@@ -203,9 +204,10 @@ class Tenants(Reconciler):
                     f"{path}/status", {"status": {"tenantNamespace": namespace}}
                 )
             if tenant_condition(tenant) is TenantCondition.DRAINED:
+                # Looked at again while drained: a ShadowPod admitted just before the cordon
+                # reached the webhook goes too.
                 remaining = await self._drain(namespace)
-                if remaining:
-                    return Result(requeue_after=RETRY)
+                return Result(requeue_after=RETRY if remaining else DRAINED_RECHECK)
             return Result()
         if FINALIZER not in (tenant["metadata"].get("finalizers") or []):
             return Result()
