@@ -318,6 +318,7 @@ class LocalToRemoteReflector(NamespacedReflector):
     # ShadowEndpointSlices, which the provider checks and turns into EndpointSlices).
     remote_api_version: str | None = None
     remote_plural: str | None = None
+    remote_kind: str | None = None
 
     def __init__(self, options: ReflectorOptions) -> None:
         super().__init__(options)
@@ -421,7 +422,8 @@ class LocalToRemoteReflector(NamespacedReflector):
                     local,
                     (self.api_version, self.kind),
                     "conflict",
-                    f"{self.kind} {state.remote_namespace}/{remote_name} already exists in "
+                    f"{self.remote_kind or self.kind} {state.remote_namespace}/{remote_name} "
+                    "already exists in "
                     f"cluster {self.remote_cluster_id} and was not created by vk: it is left "
                     "untouched, and this object is not reflected until it is renamed or "
                     "removed there",

@@ -43,6 +43,7 @@ class EndpointSliceReflector(LocalToRemoteReflector):
     kind = "EndpointSlice"
     remote_api_version = ShadowEndpointSlice.group_version()
     remote_plural = ShadowEndpointSlice.PLURAL
+    remote_kind = ShadowEndpointSlice.KIND
 
     def __init__(self, options: ReflectorOptions, service_policy: ReflectionPolicy) -> None:
         super().__init__(options)
