@@ -871,3 +871,27 @@ def test_with_the_node_failure_controller_a_failed_provider_nodes_pods_are_made_
         "both pods Running again once the nodes are back",
         timeout=90,
     )
+
+
+def test_an_offloaded_job_completes(workload: Offloaded) -> None:
+    """A Job's pod offloaded to the provider's kwok nodes completes, as the same Job's pod on
+    a local kwok node does (issue 22): the playground's stage keys on the Job's labels, which
+    the remote pod carries, having no Job owner there."""
+    setup, namespace, remote = workload
+    template = setup.deployment("once", namespace, 1)["spec"]["template"]
+    template["spec"]["restartPolicy"] = "Never"
+    setup.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "once", "namespace": namespace},
+            "spec": {"backoffLimit": 0, "template": template},
+        }
+    )
+    waited = setup.kubectl(
+        "wait", "--for=condition=Complete", "job/once", "-n", namespace, "--timeout=90s",
+        check=False,
+    )  # fmt: skip
+    assert waited.returncode == 0, waited.stderr
+    (pod,) = setup.pods("naples", remote, "batch.kubernetes.io/job-name=once")
+    assert pod["status"]["phase"] == "Succeeded"

@@ -625,6 +625,49 @@ KWOK_STAGE_FILES = (
 )
 KWOK_METRICS_FILES = ("resource/metrics-resource.yaml", "usage/usage-from-annotation.yaml")
 
+# kwok completes a Job's pod by its Job owner reference; an offloaded pod, made by the
+# provider of a ShadowPod, has none, and would run for ever where its local twin completes.
+# What it does carry is the Job's labels, reflected, and vk's origin label: completed on those
+# (a simulation, as the rest of kwok's pods: the "containers" exit 0 once Running).
+OFFLOADED_JOB_POD_COMPLETE: dict[str, Any] = {
+    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+    "kind": "Stage",
+    "metadata": {"name": "vk-offloaded-job-pod-complete"},
+    "spec": {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {
+            "matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                {"key": '.metadata.labels["batch.kubernetes.io/job-name"]', "operator": "Exists"},
+                {"key": '.metadata.labels["offloading.liqo.io/origin"]', "operator": "Exists"},
+            ]
+        },
+        "next": {
+            "statusTemplate": "\n".join(
+                [
+                    "{{ $now := Now }}",
+                    "phase: Succeeded",
+                    "containerStatuses:",
+                    "{{ range .spec.containers }}",
+                    "- name: {{ .name | Quote }}",
+                    "  image: {{ .image | Quote }}",
+                    "  ready: false",
+                    "  started: false",
+                    "  restartCount: 0",
+                    "  state:",
+                    "    terminated:",
+                    "      exitCode: 0",
+                    "      reason: Completed",
+                    "      startedAt: {{ $now | Quote }}",
+                    "      finishedAt: {{ $now | Quote }}",
+                    "{{ end }}",
+                ]
+            )
+        },
+    },
+}
+
 
 def kwok_documents(
     cluster_name: str, kwok_dir: Path, stages: list[Any], metrics: list[Any]
@@ -854,7 +897,11 @@ class ClusterRuntime:
         (kwok_dir / "pod.log").write_text(pod_log_lines(self.spec.name))
         self.paths.attach_log.touch()
         stages = [
-            yaml.safe_load((self.binaries.kwok_stages / f).read_text()) for f in KWOK_STAGE_FILES
+            *(
+                yaml.safe_load((self.binaries.kwok_stages / f).read_text())
+                for f in KWOK_STAGE_FILES
+            ),
+            OFFLOADED_JOB_POD_COMPLETE,
         ]
         metrics = [
             yaml.safe_load((self.binaries.kwok_metrics / f).read_text()) for f in KWOK_METRICS_FILES
