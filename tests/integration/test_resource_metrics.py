@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
+from tests.integration.test_kubelet_api import kubelet_get
 from tests.integration.virtual_kubelets import VirtualNodeSetup
 from vk.api.quantity import parse_quantity
 
@@ -89,16 +90,22 @@ def test_kubectl_top_node_lists_the_virtual_node(
 def test_cadvisor_metrics_of_the_offloaded_pods_through_the_api_server(
     offloaded_with_usage: tuple[VirtualNodeSetup, str],
 ) -> None:
-    """`/metrics/cadvisor`, as a Prometheus scraping nodes through the API server reads it
-    (with the API server's kubelet client certificate): each offloaded container's CPU and
-    working set under cAdvisor's names and labels, its image the local pod's."""
+    """`/metrics/cadvisor`, as the API server's proxy reads it for a Prometheus scraping
+    nodes (with its kubelet client certificate): each offloaded container's CPU and working set
+    under cAdvisor's names and labels, its image the local pod's."""
     setup, namespace = offloaded_with_usage
     pods = {p["metadata"]["name"] for p in setup.pods("venice", namespace, "app=busy")}
 
+    # The API server refuses to proxy to 127.0.0.1, where the playground's virtual kubelets
+    # listen: called as it calls kubelets, with its kubelet client certificate.
+    pki = setup.clusters.playground.paths("venice").pki
+    cert = (pki.path("apiserver-kubelet-client.crt"), pki.path("apiserver-kubelet-client.key"))
+
     def scraped() -> dict[str, dict[str, float]]:
-        text = setup.kubectl("get", "--raw", f"/api/v1/nodes/{setup.node}/proxy/metrics/cadvisor")
+        code, text = kubelet_get(setup.replicas[0].kubelet_port, "/metrics/cadvisor", cert=cert)
+        assert code == 200, text
         series: dict[str, dict[str, float]] = {}
-        for family in text_string_to_metric_families(text.stdout):
+        for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 labels = sample.labels
                 if labels.get("namespace") == namespace and labels.get("container") == "app":

@@ -332,7 +332,11 @@ def test_prometheus_discovers_and_scrapes_vk_pods(liqo_demo: Clusters) -> None:
 
     def targets_up() -> dict[str, str] | None:
         active = prometheus_api(peered, "targets")["activeTargets"]
-        health = {t["labels"].get("pod", ""): t["health"] for t in active}
+        health = {
+            t["labels"].get("pod", ""): t["health"]
+            for t in active
+            if t["labels"].get("job") == "kubernetes-pods"
+        }
         vk_pods = [p for p in health if p.startswith(("vk-controller-manager", "vk-webhook"))]
         kubelets = [p for p in health if p.startswith(("vk-naples", "vk-florence"))]
         if len(vk_pods) == 2 and len(kubelets) >= 2 and set(health.values()) == {"up"}:

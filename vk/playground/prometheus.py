@@ -6,8 +6,8 @@ Debian's package lacks Kubernetes service discovery.
 
 It authenticates with a client certificate of its own (PROMETHEUS_USER), allowed by
 `prometheus_rbac` to list and watch pods and nodes and to read nodes through the API
-server's proxy, nothing else: every node's `/metrics/cadvisor` (the virtual kubelets' offloaded
-containers among them) is scraped as a Prometheus scraping nodes through the API server does.
+server's proxy, nothing else: the virtual nodes' `/metrics/cadvisor` (their offloaded
+containers) is scraped as a Prometheus scraping nodes through the API server does.
 """
 
 from __future__ import annotations
@@ -66,6 +66,13 @@ def prometheus_config(server: str, ca: Path, cert: Path, key: Path) -> dict[str,
                     {"role": "node", "api_server": server, "tls_config": tls}
                 ],
                 "relabel_configs": [
+                    # The virtual nodes: kwok's simulated nodes serve no cAdvisor metrics (and
+                    # listen on 127.0.0.1, which the API server refuses to proxy to).
+                    {
+                        "source_labels": ["__meta_kubernetes_node_label_liqo_io_type"],
+                        "action": "keep",
+                        "regex": "virtual-node",
+                    },
                     {"target_label": "__address__", "replacement": urlsplit(server).netloc},
                     {
                         "source_labels": ["__meta_kubernetes_node_name"],
