@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from vk.controllers.offloaded_pod_availability import availability_patch, node_ready
+from vk.controllers.offloaded_pod_availability import availability_patch
+from vk.controllers.virtualnodes import node_ready
 
 
 def node(*conditions: tuple[str, str]) -> dict[str, Any]:

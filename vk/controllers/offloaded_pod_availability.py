@@ -25,6 +25,7 @@ from vk.api.constants import (
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
 )
+from vk.controllers.virtualnodes import node_ready
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import shared_informer
@@ -33,12 +34,6 @@ log = structlog.get_logger("vk.controllers.offloaded_pod_availability")
 
 RECHECK_SECONDS = 30.0
 MARKED = f"{REMOTE_UNAVAILABLE_LABEL}=true"
-
-
-def node_ready(node: Mapping[str, Any]) -> bool:
-    """Whether a Node's Ready condition is True."""
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def availability_patch(pod: Mapping[str, Any], available: bool) -> JSON | None:

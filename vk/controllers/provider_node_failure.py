@@ -17,7 +17,7 @@ import contextlib
 import structlog
 
 from vk.api.constants import SHADOW_POD_OWNED_LABEL
-from vk.controllers.offloaded_pod_availability import node_ready
+from vk.controllers.virtualnodes import node_ready
 from vk.kube.client import JSON, KubeClient, NotFound
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import object_key, shared_informer
