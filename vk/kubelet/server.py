@@ -247,16 +247,22 @@ class KubeletServer:
         self._unauthenticated: dict[str, int] = {}  # by source address
         self._streams = 0
 
-    def _image_of(self, namespace: str, pod: str, container: str) -> str | None:
-        """The image the local pod names for `container` (cAdvisor's `image` label)."""
+    def _images(self) -> dict[tuple[str, str, str], str]:
+        """(namespace, pod, container) -> the image the local pod names (cAdvisor's `image`
+        label): read once per scrape, not once per container."""
+        images: dict[tuple[str, str, str], str] = {}
         for bound in self.pods():
             metadata = bound.get("metadata") or {}
-            if (metadata.get("namespace"), metadata.get("name")) == (namespace, pod):
-                spec = bound.get("spec") or {}
-                for entry in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-                    if entry.get("name") == container:
-                        return str(entry.get("image") or "") or None
-        return None
+            spec = bound.get("spec") or {}
+            for entry in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+                if entry.get("image"):
+                    key = (
+                        str(metadata.get("namespace")),
+                        str(metadata.get("name")),
+                        str(entry.get("name")),
+                    )
+                    images[key] = str(entry["image"])
+        return images
 
     def _tls_for(self, connection: ClusterConnection) -> ssl.SSLContext:
         if self._provider_tls is None or self._provider_tls[0] != connection:
@@ -476,7 +482,10 @@ class KubeletServer:
             text = render_resource_metrics(await self.usage.refresh())
             writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
         elif route.kind == "metrics/cadvisor":
-            text = render_cadvisor_metrics(await self.usage.refresh(), self._image_of)
+            images = self._images()
+            text = render_cadvisor_metrics(
+                await self.usage.refresh(), lambda *container: images.get(container)
+            )
             writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
         elif route.kind == "stats/summary":
             summary = forge_summary(self.node_name, self.usage.started, await self.usage.refresh())

@@ -14,7 +14,7 @@ from __future__ import annotations
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import ShadowEndpointSlice
 from vk.kube.client import JSON, KubeClient
-from vk.kube.informer import Informer, shared_informer
+from vk.kube.informer import MODIFIED, Informer, shared_informer
 from vk.reflection.forge.exposition import (
     SERVICE_NAME_LABEL,
     forge_shadow_endpointslice,
@@ -63,6 +63,11 @@ class EndpointSliceReflector(LocalToRemoteReflector):
                 label_selector=f"{REMOTE_CLUSTER_ID_LABEL}={self.remote_cluster_id}",
             ),
         ]
+
+    def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        if side == NODES and event == MODIFIED:
+            return  # a Node's status, every few seconds: only its coming or going matters
+        super().on_event(state, side, event, obj)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         if side < SERVICES:
