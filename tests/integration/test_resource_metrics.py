@@ -101,6 +101,10 @@ def test_cadvisor_metrics_of_the_offloaded_pods_through_the_api_server(
     pki = setup.clusters.playground.paths("venice").pki
     cert = (pki.path("apiserver-kubelet-client.crt"), pki.path("apiserver-kubelet-client.key"))
 
+    # Whoever can reach the port without the API server's certificate (or a user allowed
+    # nodes/metrics) reads nothing of the offloaded pods.
+    assert kubelet_get(setup.replicas[0].kubelet_port, "/metrics/cadvisor")[0] == 401
+
     def scraped() -> dict[str, dict[str, float]]:
         code, text = kubelet_get(setup.replicas[0].kubelet_port, "/metrics/cadvisor", cert=cert)
         assert code == 200, text
