@@ -412,6 +412,48 @@ def test_a_token_secret_the_provider_made_first_is_left_untouched_and_reported(
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
 
 
+def test_a_token_secret_the_provider_refuses_is_reported_and_written_once_allowed(
+    reflection: Reflection,
+) -> None:
+    """The twin namespace's `secrets` quota full: the pod's owner is told why its pod has no
+    tokens, and the Secret is written once the provider makes room."""
+    r = reflection
+    full = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-room", "namespace": r.remote},
+        "spec": {"hard": {"secrets": "0"}},  # below what is there: no new Secret at all
+    }
+    r.clusters.kubectl(PROVIDER, "apply", "-f", "-", input=json.dumps(full))
+    try:
+        wait_until(
+            lambda: (
+                "secrets"
+                in (r.remote_object("resourcequota", "no-room") or {})
+                .get("status", {})
+                .get("used", {})
+            ),
+            "the provider's quota counted",
+        )
+        spec = r.first.deployment("crowded", r.namespace, 1)["spec"]["template"]["spec"]
+        r.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crowded"}, "spec": spec})
+        events = wait_until(
+            lambda: r.events_about("crowded", "FailedSATokensReflection"),
+            "a FailedSATokensReflection Event on the pod",
+            30,
+        )
+        assert "refused the pod's ServiceAccount token Secret" in events[0]["message"]
+        assert "exceeded quota: no-room" in events[0]["message"]
+        assert r.remote_object("secret", "crowded-token") is None
+    finally:
+        r.provider("delete", "resourcequota", "no-room", "-n", r.remote, check=False)
+    wait_until(
+        lambda: r.remote_object("secret", "crowded-token"), "the token Secret, with room", 60
+    )
+    r.local("delete", "pod", "crowded", "-n", r.namespace, "--wait=false")
+    wait_until(lambda: r.remote_object("pod", "crowded") is None, "the remote pod gone", 30)
+
+
 def test_an_event_in_the_provider_about_an_offloaded_pod_shows_in_describe(
     reflection: Reflection,
 ) -> None:

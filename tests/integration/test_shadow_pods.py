@@ -506,6 +506,13 @@ def test_a_twin_namespace_bounds_what_the_tenant_reflects(tenancy: Tenancy) -> N
         lambda: tenancy.get("resourcequota", "vk-tenant-objects"), "the twin's ResourceQuota"
     )
     assert quota["spec"]["hard"]["services.nodeports"] == "0"
+    # Room for a token Secret per pod the consumer's Quotas grant, beside the default 2000.
+    quotas = json.loads(
+        tenancy.provider("get", "quotas", "-n", f"liqo-tenant-{CONSUMER}", "-o", "json").stdout
+    )["items"]
+    granted = sum(int(q["spec"]["resources"].get("pods", "0")) for q in quotas)
+    assert granted > 0
+    assert quota["spec"]["hard"]["secrets"] == str(2000 + granted)
     node_port = {
         "apiVersion": "v1",
         "kind": "Service",

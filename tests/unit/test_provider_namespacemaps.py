@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_TWIN_NAMESPACE_QUOTA,
+    MAX_TOKEN_SECRETS,
     RESERVED_NAMESPACES,
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
@@ -11,9 +12,11 @@ from vk.controllers.provider_namespacemaps import (
     forge_twin_namespace,
     forge_twin_resource_quota,
     forge_virtual_kubelet_remote_role,
+    granted_pods,
     managed_by,
     reserved_by,
     tenant_pod_security,
+    twin_quota_hard,
 )
 
 
@@ -103,3 +106,42 @@ def test_a_twin_namespace_is_bounded_by_a_core_resource_quota() -> None:
     for bounded in ("configmaps", "secrets", "services", "persistentvolumeclaims"):
         assert int(hard[bounded]) > 0
     assert "requests.storage" in hard
+
+
+def quota(namespace: str, pods: object | None) -> dict[str, object]:
+    resources = {"cpu": "4"} if pods is None else {"cpu": "4", "pods": pods}
+    return {
+        "metadata": {"name": "slice", "namespace": namespace},
+        "spec": {"user": "venice", "resources": resources},
+    }
+
+
+def test_the_pods_granted_are_summed_over_the_tenants_quotas_only() -> None:
+    quotas = [
+        quota("liqo-tenant-venice", "110"),
+        quota("liqo-tenant-venice", "2k"),
+        quota("liqo-tenant-venice", None),  # no pod count: adds none
+        quota("liqo-tenant-venice", "many"),  # does not parse: adds none
+        quota("liqo-tenant-venice", "-5"),  # negative: adds none
+        quota("liqo-tenant-florence", "500"),  # another consumer's
+    ]
+    assert granted_pods(quotas, "liqo-tenant-venice") == 2110
+    assert granted_pods(quotas, "liqo-tenant-florence") == 500
+    assert granted_pods(quotas, "liqo-tenant-rome") == 0
+
+
+def test_secrets_grow_by_one_token_secret_per_pod_granted_up_to_a_bound() -> None:
+    configured = {"secrets": "2000", "configmaps": "500"}
+    assert twin_quota_hard(configured, 0) == configured
+    assert twin_quota_hard(configured, 3000) == {"secrets": "5000", "configmaps": "500"}
+    assert twin_quota_hard({"secrets": "2k"}, 10) == {"secrets": "2010"}
+    # A consumer granted an absurd pod count does not get unbounded Secrets.
+    assert twin_quota_hard(configured, 10**15) == {
+        "secrets": str(2000 + MAX_TOKEN_SECRETS),
+        "configmaps": "500",
+    }
+    # No `secrets` limit configured: none is added; one that does not parse is left to the
+    # API server to refuse.
+    assert twin_quota_hard({"configmaps": "500"}, 3000) == {"configmaps": "500"}
+    assert twin_quota_hard({"secrets": "lots"}, 3000) == {"secrets": "lots"}
+    assert configured == {"secrets": "2000", "configmaps": "500"}  # not changed in place

@@ -416,7 +416,8 @@ def kubelet(
     show_default=True,
     metavar="K=V,...",
     help="The core ResourceQuota of every namespace made for a consumer (`none` for none): "
-    "object counts, storage, and NodePort/LoadBalancer Services (0: not allowed).",
+    "object counts, storage, and NodePort/LoadBalancer Services (0: not allowed). `secrets` "
+    "grows by the pods the consumer's Quotas grant (one token Secret per offloaded pod).",
 )
 @click.option(
     "--load-balancer-classes",

@@ -16,7 +16,7 @@ it is gone); the map's deletion waits for all of them.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -34,7 +34,8 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_group,
 )
-from vk.api.offloading import MappingPhase, NamespaceMap, ShadowPod
+from vk.api.offloading import MappingPhase, NamespaceMap, Quota, ShadowPod
+from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
@@ -51,9 +52,14 @@ RETRY = 2.0
 # instead of the provider's default. The consumer cannot write it (it may not touch namespaces).
 TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
 # The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
-# of the provider's API server. Token Secrets are one per offloaded pod that uses its home
-# ServiceAccount: raise `secrets` with the pods a consumer's Quota grants.
+# of the provider's API server.
 TWIN_QUOTA = "vk-tenant-objects"
+# Each offloaded pod that uses its home ServiceAccount has a token Secret in its twin namespace:
+# the `secrets` limit there is the configured one (the Secrets the consumer's pods read) plus
+# the pods the consumer's Quotas grant, the latter counted up to this many (the most pods one
+# virtual node is built for, DESIGN §7): a consumer granted an absurd pod count does not buy
+# itself unbounded Secrets in the provider's etcd.
+MAX_TOKEN_SECRETS = 10_000
 DEFAULT_TWIN_NAMESPACE_QUOTA = {
     "configmaps": "500",
     "secrets": "2000",
@@ -196,6 +202,35 @@ def forge_tenant_binding(namespace: str, consumer: str) -> JSON:
     }
 
 
+def granted_pods(quotas: Iterable[Mapping[str, Any]], tenant_namespace: str) -> int:
+    """The pods the Quotas in a consumer's tenant namespace grant together (a Quota without a
+    pod count, or one that does not parse, adds none)."""
+    total = 0
+    for quota in quotas:
+        if quota["metadata"].get("namespace") != tenant_namespace:
+            continue
+        pods = ((quota.get("spec") or {}).get("resources") or {}).get("pods")
+        try:
+            total += max(0, int(parse_quantity(pods))) if pods is not None else 0
+        except InvalidQuantity:
+            continue
+    return total
+
+
+def twin_quota_hard(configured: Mapping[str, str], pods: int) -> dict[str, str]:
+    """The twin namespace's ResourceQuota limits: the configured ones, `secrets` raised by one
+    token Secret per pod granted (up to MAX_TOKEN_SECRETS). A configured `secrets` that does not
+    parse is left as it is, for the API server to refuse with its own message."""
+    hard = dict(configured)
+    if "secrets" in hard:
+        try:
+            configured_secrets = int(parse_quantity(hard["secrets"]))
+        except InvalidQuantity:
+            return hard
+        hard["secrets"] = str(configured_secrets + min(pods, MAX_TOKEN_SECRETS))
+    return hard
+
+
 def forge_twin_resource_quota(namespace: str, hard: Mapping[str, str]) -> JSON:
     return {
         "apiVersion": "v1",
@@ -252,6 +287,7 @@ class ProviderNamespaceMaps(Reconciler):
             label_selector=f"{REPLICATED_LABEL}=true",
         )
         self.namespaces = shared_informer(client, "v1", "namespaces")
+        self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
         self.controller = Controller(self, workers=2)
@@ -270,10 +306,18 @@ class ProviderNamespaceMaps(Reconciler):
             if name in desired.values() or namespace_map["metadata"].get("namespace") == name:
                 self.controller.enqueue(object_key(namespace_map))
 
+    def _on_quota(self, _: str, quota: JSON, __: JSON | None) -> None:
+        """A Quota granted, changed or gone: the twin namespaces' `secrets` limit follows."""
+        tenant_namespace = quota["metadata"].get("namespace")
+        for namespace_map in self.maps.store.objects():
+            if namespace_map["metadata"].get("namespace") == tenant_namespace:
+                self.controller.enqueue(object_key(namespace_map))
+
     async def run(self) -> None:
         self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.namespaces.add_handler(self._on_namespace)
-        await run_with_informers(self.controller, self.maps, self.namespaces)
+        self.quotas.add_handler(self._on_quota)
+        await run_with_informers(self.controller, self.maps, self.namespaces, self.quotas)
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
@@ -399,9 +443,10 @@ class ProviderNamespaceMaps(Reconciler):
                 {"metadata": {"labels": wanted_labels}},
             )
         if self.namespace_quota:
+            pods = granted_pods(self.quotas.store.objects(), split_key(key)[0] or "")
             await self.applied.apply(
                 resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA),
-                forge_twin_resource_quota(remote, self.namespace_quota),
+                forge_twin_resource_quota(remote, twin_quota_hard(self.namespace_quota, pods)),
             )
         binding = forge_tenant_binding(remote, consumer)
         await self.applied.apply(

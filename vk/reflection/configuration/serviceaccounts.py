@@ -38,6 +38,7 @@ from vk.reflection.forge.tokens import (
 from vk.reflection.generic import (
     NOT_SYNCED_RETRY,
     REFLECTION_ITEMS,
+    REFUSALS,
     NamespacedReflector,
     NamespaceReflection,
     RecentWrites,
@@ -203,6 +204,20 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 REFLECTION_ITEMS.labels(self.name, "updated").inc()
         except AlreadyExists:
             return Result(requeue_after=NOT_SYNCED_RETRY)
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            # Most often the twin namespace's `secrets` quota, full: the pod runs on without
+            # the tokens until the provider's admin raises it (retried with back-off).
+            await self.report(
+                pod,
+                ("v1", "Pod"),
+                "failed",
+                f"cluster {self.remote_cluster_id} refused the pod's ServiceAccount token "
+                f"Secret: {error.message}",
+                reason=REASON_FAILED,
+            )
+            raise
         self._reported.pop(key, None)
         earliest = min(refresh_at(token) for token in tokens.values())
         return Result(requeue_after=max(1.0, (earliest - self.now()).total_seconds()))
