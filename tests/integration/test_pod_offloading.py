@@ -4,11 +4,15 @@ a pod lost or re-created."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import os
 import select
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -895,3 +899,115 @@ def test_an_offloaded_job_completes(workload: Offloaded) -> None:
     assert waited.returncode == 0, waited.stderr
     (pod,) = setup.pods("naples", remote, "batch.kubernetes.io/job-name=once")
     assert pod["status"]["phase"] == "Succeeded"
+
+
+@contextlib.contextmanager
+def unanswering_listener() -> Iterator[int]:
+    """A TCP port that takes connections and never answers: a webhook there holds each call
+    until the API server's timeout."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    try:
+        yield server.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        for connection in held:
+            connection.close()
+        server.close()
+
+
+def test_a_running_pods_status_comes_home_while_creations_wait_on_the_provider(
+    setup: VirtualNodeSetup,
+) -> None:
+    """Pods waiting on the provider's admission (a slow webhook there) do not hold up the status
+    of a pod already running: its remote Pod replaced shows at home as a restart while the
+    creations queued before it still wait."""
+    namespace = setup.local_namespace()
+    remote = setup.offload_namespace(namespace)
+    setup.start("replica-1", "--pod-reflection-workers=1")
+    wait_until(setup.ready, "the virtual node Ready")
+    setup.apply(setup.deployment("steady", namespace, 1))
+    steady = setup.running_pod(namespace, "steady")
+
+    def restarts() -> int:
+        pod = json.loads(setup.kubectl("get", "pod", steady, "-n", namespace, "-o", "json").stdout)
+        return sum(c.get("restartCount", 0) for c in pod["status"].get("containerStatuses", []))
+
+    assert restarts() == 0
+    ca = json.loads(
+        setup.clusters.kubectl(
+            "naples", "get", "configmap", "kube-root-ca.crt", "-n", remote, "-o", "json"
+        ).stdout
+    )["data"]["ca.crt"]
+    webhook_name = f"slow-{remote}"
+    with unanswering_listener() as port:
+        slow_webhook = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": webhook_name},
+            "webhooks": [
+                {
+                    "name": "slow.test.vk.io",
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{port}/",
+                        "caBundle": base64.b64encode(ca.encode()).decode(),
+                    },
+                    "rules": [
+                        {
+                            "apiGroups": ["offloading.liqo.io"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE"],
+                            "resources": ["shadowpods"],
+                        }
+                    ],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": remote}},
+                    "objectSelector": {"matchLabels": {"slow": "yes"}},
+                    "failurePolicy": "Ignore",
+                    "timeoutSeconds": 10,
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                }
+            ],
+        }
+        setup.clusters.kubectl("naples", "apply", "-f", "-", input=json.dumps(slow_webhook))
+        try:
+            slow = setup.deployment("slow", namespace, 3)
+            slow["spec"]["template"]["metadata"]["labels"]["slow"] = "yes"
+            setup.apply(slow)
+            wait_until(
+                lambda: (
+                    len(
+                        [
+                            p
+                            for p in setup.pods("venice", namespace, "app=slow")
+                            if p["spec"].get("nodeName")
+                        ]
+                    )
+                    == 3
+                ),
+                "the slow pods bound to the virtual node",
+            )
+            time.sleep(1)  # the one worker is in the first slow creation: 10 s each
+            setup.clusters.kubectl("naples", "delete", "pod", steady, "-n", remote, "--wait=false")
+            wait_until(lambda: restarts() >= 1, "the replaced remote Pod a restart at home", 30)
+            created = setup.clusters.kubectl(
+                "naples", "get", "shadowpods", "-n", remote, "-l", "app=slow", "-o", "name"
+            ).stdout.split()
+            assert len(created) < 3, "the status waited behind every queued creation"
+        finally:
+            setup.clusters.kubectl(
+                "naples", "delete", "validatingwebhookconfiguration", webhook_name, check=False
+            )

@@ -236,7 +236,7 @@ class VirtualKubelet:
             reflection.add(reflector)
         # Work that failed while the provider was away is retried as soon as it answers again,
         # whatever back-off it had reached.
-        node.on_provider_back(pods.controller.queue.retry_now)
+        node.on_provider_back(pods.retry_now)
         node.on_provider_back(lambda: retry_informers_now(provider.client))
         for reflector in reflection.reflectors:
             node.on_provider_back(reflector.controller.queue.retry_now)

@@ -237,8 +237,13 @@ class PodReflector(Reconciler):
         self.shadows: dict[str, Informer] = {}  # remote namespace -> our ShadowPods there
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
         self._remote_client: KubeClient | None = None
-        self.controller = Controller(
-            self, workers=workers, observe=liqo_observer("pod", remote_cluster_id, node_name)
+        observe = liqo_observer("pod", remote_cluster_id, node_name)
+        self.controller = Controller(self, workers=workers, observe=observe)
+        # The provider's Pods' changes, reflected home on a queue of their own: behind
+        # thousands of creations waiting for the provider's admission, a pod already running
+        # there would wait minutes to show Running at home.
+        self.status_controller = Controller(
+            _StatusReflection(self), workers=workers, observe=observe
         )
         self._first_seen: dict[str, float] = {}
         # Pods whose offload time was observed: a second look at a local pod whose cache has
@@ -281,6 +286,11 @@ class PodReflector(Reconciler):
         for pod in self.local.store.objects():
             self.controller.enqueue(_key(pod))
 
+    def retry_now(self) -> None:
+        """The pods waiting on a back-off, tried now (the provider is back)."""
+        self.controller.queue.retry_now()
+        self.status_controller.queue.retry_now()
+
     # -- wiring --------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -298,7 +308,7 @@ class PodReflector(Reconciler):
             if self.home_network is not None:
                 await self.home_network.synced()
             self._on_provider_change()
-            await self.controller.run()
+            await asyncio.gather(self.controller.run(), self.status_controller.run())
         finally:
             for task in [*informers, *self._remote_tasks.values()]:
                 task.cancel()
@@ -347,8 +357,8 @@ class PodReflector(Reconciler):
                     (ShadowPod.group_version(), ShadowPod.PLURAL, shadow_pod_as_read),
                 )
             )
-            for informer in (pods, shadows):
-                informer.add_handler(self._on_remote)
+            pods.add_handler(self._on_remote_pod)
+            shadows.add_handler(self._on_shadow_pod)
             self.remote[namespace] = pods
             self.shadows[namespace] = shadows
             self._remote_tasks[namespace] = asyncio.create_task(_run_both(pods, shadows))
@@ -360,11 +370,21 @@ class PodReflector(Reconciler):
         if task is not None:
             task.cancel()
 
-    def _on_remote(self, _: str, pod: JSON, __: JSON | None) -> None:
-        remote_namespace = pod["metadata"]["namespace"]
-        for local, remote in self.mappings.items():
-            if remote == remote_namespace:
-                self.controller.enqueue(f"{local}/{pod['metadata']['name']}")
+    def _local_keys(self, remote: JSON) -> list[str]:
+        """The keys of the local pods an object in a twin namespace may be for."""
+        remote_namespace = remote["metadata"]["namespace"]
+        name = remote["metadata"]["name"]
+        return [
+            f"{local}/{name}" for local, twin in self.mappings.items() if twin == remote_namespace
+        ]
+
+    def _on_shadow_pod(self, _: str, shadow: JSON, __: JSON | None) -> None:
+        for key in self._local_keys(shadow):
+            self.controller.enqueue(key)
+
+    def _on_remote_pod(self, _: str, pod: JSON, __: JSON | None) -> None:
+        for key in self._local_keys(pod):
+            self.status_controller.enqueue(key)
 
     # -- the reconcile ---------------------------------------------------------------------
 
@@ -462,6 +482,33 @@ class PodReflector(Reconciler):
                 REASON_CONFLICT if reason == SHADOW_POD_NAME_TAKEN else REASON_REFUSED,
                 f"cluster {self.remote_cluster_id} runs no pod for it ({reason}): {message}",
             )
+        return Result()
+
+    async def reconcile_status(self, key: str) -> Result:
+        """A provider's Pod changed: its status reflected home, when its pod is settled (its
+        ShadowPod made for this very pod and neither being deleted). Anything else is the main
+        reconcile's, which the local pod's or the ShadowPod's own events bring to it: a remote
+        Pod changes nothing there."""
+        namespace, name = split_key(key)
+        assert namespace is not None
+        local = self.local.store.get(key)
+        remote_namespace = self.mappings.get(namespace)
+        informer = self.remote.get(remote_namespace) if remote_namespace else None
+        shadows = self.shadows.get(remote_namespace) if remote_namespace else None
+        remote_key = f"{remote_namespace}/{name}"
+        shadow = shadows.store.get(remote_key) if shadows else None
+        remote = informer.store.get(remote_key) if informer else None
+        if (
+            local is None
+            or shadow is None
+            or remote is None
+            or local["metadata"].get("deletionTimestamp")
+            or shadow["metadata"].get("deletionTimestamp")
+            or local_pod_uid(shadow) not in (None, local["metadata"]["uid"])
+        ):
+            return Result()
+        self._count_recreation(key, remote)
+        await self._reflect_status(key, local, remote)
         return Result()
 
     async def _create(self, client: KubeClient, local: JSON, remote_namespace: str) -> Result:
@@ -740,6 +787,18 @@ class PodReflector(Reconciler):
             except ApiError as error:
                 self._log.warning("cannot write the pod status", error=str(error))
         await self.events.record(local, WARNING, reason, message)
+
+
+class _StatusReflection(Reconciler):
+    """The pod reflector's second queue: remote Pods' status, home."""
+
+    name = "pod-status"
+
+    def __init__(self, pods: PodReflector) -> None:
+        self.pods = pods
+
+    async def reconcile(self, key: str) -> Result:
+        return await self.pods.reconcile_status(key)
 
 
 def _key(pod: JSON) -> str:
