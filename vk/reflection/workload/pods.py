@@ -465,10 +465,10 @@ class PodReflector(Reconciler):
                 }
         if patch is not None:
             await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
-        remote = informer.store.get(remote_key)
-        if remote is not None:
-            self._count_recreation(key, remote)
-            await self._reflect_status(key, local, remote)
+        if informer.store.get(remote_key) is not None:
+            # Its status is the status queue's alone: two queues writing the same status
+            # from the same caches would write it twice.
+            self.status_controller.enqueue(key)
         elif (phase := (shadow.get("status") or {}).get("phase")) in POD_TERMINAL_PHASES:
             # Finished while this virtual kubelet was away, and gone since: the provider's
             # record of how it ended is all there is to report.
@@ -485,10 +485,10 @@ class PodReflector(Reconciler):
         return Result()
 
     async def reconcile_status(self, key: str) -> Result:
-        """A provider's Pod changed: its status reflected home, when its pod is settled (its
-        ShadowPod made for this very pod and neither being deleted). Anything else is the main
-        reconcile's, which the local pod's or the ShadowPod's own events bring to it: a remote
-        Pod changes nothing there."""
+        """A provider's Pod changed, or the main reconcile found one: its status reflected
+        home, when its pod is settled (its ShadowPod made for this very pod and neither being
+        deleted). Anything else is the main reconcile's, which the local pod's or the
+        ShadowPod's own events bring to it: a remote Pod changes nothing there."""
         namespace, name = split_key(key)
         assert namespace is not None
         local = self.local.store.get(key)
