@@ -19,7 +19,7 @@ COPY deploy/helm ./deploy/helm
 RUN python3 -m venv /opt/vk \
     && /opt/vk/bin/pip wheel --no-cache-dir --wheel-dir /wheels /src \
     && /opt/vk/bin/pip install --no-cache-dir --no-index --find-links /wheels vk \
-    && /opt/vk/bin/python -m compileall -q /opt/vk/lib
+    && /opt/vk/bin/python -m compileall -q -o 0 -o 2 /opt/vk/lib
 
 # Stage 2: the venv alone, run as a non-root user. Nothing is written at run time
 # but to /tmp (an emptyDir in vk's pods), so the root filesystem can be read-only.
@@ -30,6 +30,9 @@ LABEL org.opencontainers.image.title="vk" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=build /opt/vk /opt/vk
+# The virtual kubelets run with PYTHONOPTIMIZE=2 (no docstrings: one process per VirtualNode):
+# their bytecode is compiled here, the root filesystem being read-only at run time.
+RUN python3 -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('stdlib'), quiet=1, optimize=2)"
 ENV PATH=/opt/vk/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -30,6 +30,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.probe import REPORT_ENV as PROBE_REPORT_ENV
+from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
 from vk.playground.playground import Playground
 from vk.playground.processes import free_port
 from vk.playground.progress import Progress
@@ -253,6 +254,7 @@ class BenchVirtualNode:
             "POD_NAMESPACE": TENANT,
             "VIRTUALNODE_NAME": NODE,
             PROBE_REPORT_ENV: str(self.scratch / "probe.json"),
+            **dict(VIRTUAL_KUBELET_PYTHON_ENV),  # the interpreter as vk's launchers run it
         }
         command = [sys.executable, "-m", "bench.probe", self.probe] if self.probe else [VK]
         with open(self.scratch / "virtual-kubelet.log", "ab") as out:

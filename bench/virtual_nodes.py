@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 from bench.virtual_node import VKCTL, kubectl, proc_stats
+from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
 from vk.playground.playground import Playground
 from vk.playground.progress import Progress
 from vk.playground.spec import ClusterSpec
@@ -65,13 +67,15 @@ def pss_mib(pid: int) -> float:
 
 def import_floor() -> tuple[list[str], float]:
     """The virtual kubelet's third-party modules (packages and submodules, in the order it
-    imports them), and the RSS of an interpreter that imports those alone."""
+    imports them), and the RSS of an interpreter that imports those alone, run as vk's
+    launchers run the virtual kubelet's (PYTHONOPTIMIZE: third-party docstrings go too)."""
+    env = {**os.environ, **dict(VIRTUAL_KUBELET_PYTHON_ENV)}
     probe = subprocess.run(
-        [sys.executable, "-c", FLOOR_PROBE], capture_output=True, text=True, check=True
+        [sys.executable, "-c", FLOOR_PROBE], capture_output=True, text=True, check=True, env=env
     )
     modules: list[str] = json.loads(probe.stdout)
     floor = subprocess.Popen(
-        [sys.executable, "-c", FLOOR_IMPORTS, *modules], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", FLOOR_IMPORTS, *modules], stdout=subprocess.PIPE, text=True, env=env
     )
     try:
         assert floor.stdout is not None

@@ -66,7 +66,8 @@ def test_the_container_runs_vk_kubelet_with_liqos_arguments_and_downward_env() -
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["VIRTUALNODE_NAME"] == {"name": "VIRTUALNODE_NAME", "value": "naples"}
-    assert len(container["env"]) == 4  # POD_NAMESPACE once, from the downward API
+    assert env["PYTHONOPTIMIZE"] == {"name": "PYTHONOPTIMIZE", "value": "2"}
+    assert len(container["env"]) == 5  # POD_NAMESPACE once, from the downward API
 
 
 def test_the_pod_is_locked_down_and_scrapeable() -> None:

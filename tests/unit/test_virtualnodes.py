@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 from vk.controllers.virtualnodes import (
     VirtualKubeletSpec,
@@ -37,7 +42,11 @@ def test_the_kubelet_gets_liqos_arguments_and_environment() -> None:
             "--foreign-kubeconfig-secret-name=kubeconfig-resourceslice-mypool",
             "--create-node=true",
         ),
-        env=(("POD_NAMESPACE", "liqo-tenant-naples"), ("VIRTUALNODE_NAME", "mypool")),
+        env=(
+            ("POD_NAMESPACE", "liqo-tenant-naples"),
+            ("VIRTUALNODE_NAME", "mypool"),
+            ("PYTHONOPTIMIZE", "2"),
+        ),
         cluster_id="naples",
         template={},
     )
@@ -78,3 +87,38 @@ def test_draining_moves_workloads_but_not_daemonset_mirror_or_finished_pods() ->
     assert not is_drainable(pod(owner="DaemonSet"))
     assert not is_drainable(pod(annotations={"kubernetes.io/config.mirror": "x"}))
     assert not is_drainable(pod(phase="Succeeded"))
+
+
+def test_the_virtual_kubelets_asserts_only_narrow_types() -> None:
+    """It runs with PYTHONOPTIMIZE=2, which drops asserts: none of the modules it imports may
+    check anything with one (an input check there would vanish in production)."""
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, vk.cli.components, vk.virtualkubelet.process; "
+            "print(json.dumps([m.__file__ for n, m in sys.modules.items() "
+            "if n.startswith('vk.') and getattr(m, '__file__', None)]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    files = json.loads(probe.stdout)
+    assert any(f.endswith("reflection/workload/pods.py") for f in files)
+    checks = []
+    for path in files:
+        for node in ast.walk(ast.parse(Path(path).read_text())):
+            if not isinstance(node, ast.Assert):
+                continue
+            test = node.test
+            narrows = (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.IsNot)
+                and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None
+            )
+            if not narrows:
+                checks.append(f"{path}:{node.lineno}: assert {ast.unparse(test)}")
+    assert checks == []

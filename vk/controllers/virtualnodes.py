@@ -49,6 +49,12 @@ from vk.kube.informer import Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.virtualnodes")
 
+# The virtual kubelet's interpreter runs without docstrings and asserts (python -OO): a
+# consumer runs one per VirtualNode, and importing vk costs 5.3 MiB with them, 2.2 without. Its
+# asserts narrow types for mypy, never check input (tests/unit/test_virtualnodes.py holds them
+# to that).
+VIRTUAL_KUBELET_PYTHON_ENV = (("PYTHONOPTIMIZE", "2"),)
+
 FINALIZER = "virtualnode-controller.liqo.io/finalizer"
 DRAIN_POLL = 2.0
 NONE, CREATING, RUNNING, DRAINING, DELETING = "None", "Creating", "Running", "Draining", "Deleting"
@@ -129,7 +135,11 @@ def forge_virtual_kubelet_spec(
     ) or []
     if containers:
         args += [str(a) for a in containers[0].get("args") or []]
-    env = (("POD_NAMESPACE", metadata["namespace"]), ("VIRTUALNODE_NAME", metadata["name"]))
+    env = (
+        ("POD_NAMESPACE", metadata["namespace"]),
+        ("VIRTUALNODE_NAME", metadata["name"]),
+        *VIRTUAL_KUBELET_PYTHON_ENV,
+    )
     return VirtualKubeletSpec(
         metadata["namespace"],
         metadata["name"],
