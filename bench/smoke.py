@@ -62,6 +62,7 @@ BENCHES = [
     ),
     ("bench.curve", "--steps 10,20", ["| pods | RSS (MiB) |", "| 20 |"]),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
+    ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
 ]
 
 

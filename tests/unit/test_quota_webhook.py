@@ -30,6 +30,7 @@ from vk.api.constants import (
 )
 from vk.api.offloading import Quota
 from vk.api.usage import (
+    Ledger,
     creator_label_value,
     forge_counted_status,
     forge_reserved_status,
@@ -516,6 +517,44 @@ def test_the_ledger_is_the_count_plus_every_reservation_until_the_recount_drops_
     assert ledger_usage(forge_reserved_status(status, "ns/b", "uid-b", {}, later), excluding=None)[
         "cpu"
     ] == D(2)
+
+
+def test_a_ledger_read_once_judges_each_pod_as_the_whole_ledger_read_again_would() -> None:
+    """The webhook parses a Quota's ledger once per batch and adds each admission to it: every
+    pod must see what a fresh read of the ledger written so far would give."""
+    status = {
+        "used": {"cpu": "1500m", "memory": "1Gi", "pods": "3"},
+        "reservations": {
+            f"ns/p{i}": {"uid": f"u{i}", "resources": {"cpu": "250m", "pods": "1"}, "expires": "x"}
+            for i in range(5)
+        },
+    }
+    ledger = Ledger(status)
+    steps = [
+        ("ns/new", {"cpu": D("0.5"), "nvidia.com/gpu": D(1)}),  # a resource none had
+        ("ns/p2", {"cpu": D(1), "memory": D(2**30)}),  # a retried creation: replaced
+        ("ns/p2", {}),  # and again, asking for nothing
+        ("ns/other", {"pods": D(1)}),
+    ]
+    for key, usage in steps:
+        for excluding in (None, key, "ns/p0", "ns/absent"):
+            fresh = ledger_usage(ledger.status(), excluding=excluding)
+            read_once = ledger.usage(excluding=excluding)
+            assert {k: v for k, v in read_once.items() if v} == {
+                k: v for k, v in fresh.items() if v
+            }
+        ledger.reserve(key, f"uid-{key}", usage, NOW)
+    final = ledger.status()
+    assert final["used"] == status["used"]
+    assert final["reservations"]["ns/p2"]["resources"] == {}
+    assert set(final["reservations"]) == {*status["reservations"], "ns/new", "ns/other"}
+    assert ledger_usage(final, excluding=None) == {
+        "cpu": D(3),  # 1.5 counted + 4 x 0.25 + 0.5; ns/p2 now asks for nothing
+        "memory": D(2**30),
+        "pods": D(8),  # 3 counted + 4 + 1
+        "nvidia.com/gpu": D(1),
+    }
+    assert status["reservations"]["ns/p2"]["resources"] == {"cpu": "250m", "pods": "1"}  # kept
 
 
 def test_a_reservation_names_the_shadow_pod_the_controller_may_make_a_pod_for() -> None:

@@ -145,16 +145,47 @@ def _reservations(status: Mapping[str, Any]) -> dict[str, Any]:
     return dict((status or {}).get("reservations") or {})
 
 
+class Ledger:
+    """A Quota's ledger (its status), read once for a batch of admissions: the usage as last
+    counted and every reservation parsed once, each admission judged on it and reserved in it
+    in turn. (Parsing the whole ledger again for each pod made a batch cost reservations times
+    pods: the more pods waiting on the provider, the slower each was admitted.) InvalidQuantity
+    if the status holds a quantity that does not parse."""
+
+    def __init__(self, status: Mapping[str, Any]) -> None:
+        self._status = dict(status or {})
+        self._reservations = _reservations(status)
+        self._parsed = {
+            key: parse_resources(reservation.get("resources"))
+            for key, reservation in self._reservations.items()
+        }
+        self._others = parse_resources(self._status.get("used"))  # all but `_parsed`'s
+        for usage in self._parsed.values():
+            self._others = add_resources(self._others, usage)
+
+    def usage(self, *, excluding: str | None) -> Resources:
+        """What is taken: the usage as last counted plus every reservation (an expired one too,
+        until the recount drops it: failing safe while the recount is away), but the one of
+        `excluding` (the ShadowPod under review: a retried creation is not counted twice)."""
+        own = self._parsed.get(excluding) if excluding is not None else None
+        if not own:
+            return dict(self._others)
+        return {name: value - own.get(name, Decimal(0)) for name, value in self._others.items()}
+
+    def reserve(self, key: str, uid: str, usage: Mapping[str, Decimal], now: datetime) -> None:
+        """Reserves `usage` for the ShadowPod `key` of `uid`, in place of any reservation of
+        that key; it lapses RESERVATION_SECONDS from `now` unless that ShadowPod shows up."""
+        self._others = add_resources(self.usage(excluding=key), usage)
+        self._parsed[key] = dict(usage)
+        self._reservations[key] = _reservation(uid, usage, now)
+
+    def status(self) -> JSON:
+        return {**self._status, "reservations": dict(self._reservations)}
+
+
 def ledger_usage(status: Mapping[str, Any], *, excluding: str | None) -> Resources:
-    """What the Quota's ledger says is taken: the usage as last counted plus every reservation
-    (an expired one too, until the recount drops it: failing safe while the recount is away),
-    but the one of `excluding` (the ShadowPod under review: a retried creation is not counted
-    twice). InvalidQuantity if the status holds one that does not parse."""
-    total = parse_resources((status or {}).get("used"))
-    for key, reservation in _reservations(status).items():
-        if key != excluding:
-            total = add_resources(total, parse_resources(reservation.get("resources")))
-    return total
+    """What the Quota's ledger says is taken (`Ledger.usage`)."""
+    return Ledger(status).usage(excluding=excluding)
 
 
 def format_resources(resources: Mapping[str, Decimal]) -> dict[str, str]:
@@ -167,12 +198,16 @@ def forge_reserved_status(
     """The Quota's status with a reservation of `usage` for the ShadowPod `key` of `uid`, which
     lapses RESERVATION_SECONDS from `now` unless that ShadowPod shows up."""
     reservations = _reservations(status)
-    reservations[key] = {
+    reservations[key] = _reservation(uid, usage, now)
+    return {**dict(status or {}), "reservations": reservations}
+
+
+def _reservation(uid: str, usage: Mapping[str, Decimal], now: datetime) -> JSON:
+    return {
         "uid": uid,
         "resources": format_resources(usage),
         "expires": format_time(now + timedelta(seconds=RESERVATION_SECONDS)),
     }
-    return {**dict(status or {}), "reservations": reservations}
 
 
 def holds_reservation(status: Mapping[str, Any], key: str, uid: str) -> bool:

@@ -33,7 +33,7 @@ from vk.api.constants import (
 )
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
-from vk.api.usage import Resources, forge_reserved_status, ledger_usage, pod_usage
+from vk.api.usage import Ledger, Resources, pod_usage
 from vk.kube.client import Conflict, NotFound, resource_path
 from vk.kube.informer import Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
@@ -333,20 +333,23 @@ class ShadowPodAdmission:
                     deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
                 ] * len(batch)
             now = self.clock()
-            status = current.get("status") or {}
+            try:
+                ledger = Ledger(current.get("status") or {})
+            except InvalidQuantity as error:
+                return [unparsable(name, error)] * len(batch)
             decisions: list[Decision] = []
             reserving = False
             for waiting in batch:
-                decision, usage = self._judge(waiting, quota, status, name)
+                decision, usage = self._judge(waiting, quota, ledger, name)
                 if decision.allowed and not waiting.dry_run and usage is not None:
-                    status = forge_reserved_status(status, waiting.key, waiting.uid, usage, now)
+                    ledger.reserve(waiting.key, waiting.uid, usage, now)
                     reserving = True
                 decisions.append(decision)
             if not reserving:
                 return decisions  # denials and dry runs: nothing to write
             try:
                 await self.ledger.replace(
-                    quota_path(cached, "status"), {**current, "status": status}
+                    quota_path(cached, "status"), {**current, "status": ledger.status()}
                 )
             except Conflict:
                 continue  # another replica's admission, or a recount, wrote first: judge again
@@ -361,20 +364,22 @@ class ShadowPodAdmission:
         ] * len(batch)
 
     def _judge(
-        self, waiting: PendingReservation, quota: Quota, status: JSON, name: str
+        self, waiting: PendingReservation, quota: Quota, ledger: Ledger, name: str
     ) -> tuple[Decision, Resources | None]:
         """One pod against the Quota, on the ledger with the reservations of the reviews before
         it; and its usage."""
         try:
-            used = ledger_usage(status, excluding=waiting.key)
+            used = ledger.usage(excluding=waiting.key)
             decision = review_pod(
                 waiting.pod, quota, used, enforcement_enabled=self.enforcement_enabled
             )
             return decision, pod_usage(waiting.pod)
         except InvalidQuantity as error:
-            return deny(
-                f"the pod or the Quota {name} holds a quantity that does not parse: {error}"
-            ), None
+            return unparsable(name, error), None
+
+
+def unparsable(quota: str, error: InvalidQuantity) -> Decision:
+    return deny(f"the pod or the Quota {quota} holds a quantity that does not parse: {error}")
 
 
 @dataclass
