@@ -8,6 +8,7 @@ from vk.controllers.provider_namespacemaps import (
     RESERVED_NAMESPACES,
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
+    ProviderNamespaceMaps,
     forge_tenant_binding,
     forge_twin_namespace,
     forge_twin_resource_quota,
@@ -18,6 +19,7 @@ from vk.controllers.provider_namespacemaps import (
     tenant_pod_security,
     twin_quota_hard,
 )
+from vk.kube.informer import ADDED, DELETED, MODIFIED
 
 
 def test_a_twin_namespace_says_whose_it_is_and_the_pod_security_it_enforces() -> None:
@@ -145,3 +147,26 @@ def test_secrets_grow_by_one_token_secret_per_pod_granted_up_to_a_bound() -> Non
     assert twin_quota_hard({"configmaps": "500"}, 3000) == {"configmaps": "500"}
     assert twin_quota_hard({"secrets": "lots"}, 3000) == {"secrets": "lots"}
     assert configured == {"secrets": "2000", "configmaps": "500"}  # not changed in place
+
+
+def test_the_twins_quota_follows_a_quotas_pods_not_its_ledger() -> None:
+    """Every admission writes the Quota's status (its ledger): only a change of the pods it
+    grants, or a Quota made or gone, looks at the twin namespaces again."""
+    granted = quota("liqo-tenant-venice", "110")
+    ledger_written = {**granted, "status": {"reservations": {"ns/a": {}}}}
+    more = quota("liqo-tenant-venice", "200")
+    elsewhere = quota("liqo-tenant-florence", "200")
+
+    def looks_again(event: str, obj: dict[str, object], old: dict[str, object] | None) -> bool:
+        controller = ProviderNamespaceMaps(object())  # type: ignore[arg-type]
+        controller.maps.store.upsert(
+            {"metadata": {"name": "venice", "namespace": "liqo-tenant-venice", "uid": "m"}}
+        )
+        controller._on_quota(event, obj, old)
+        return len(controller.controller.queue) == 1
+
+    assert not looks_again(MODIFIED, ledger_written, granted)
+    assert looks_again(MODIFIED, more, granted)
+    assert looks_again(ADDED, granted, None)
+    assert looks_again(DELETED, granted, granted)
+    assert not looks_again(ADDED, elsewhere, None)  # another consumer's: no map of its own

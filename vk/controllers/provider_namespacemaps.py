@@ -39,7 +39,7 @@ from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import object_key, shared_informer, split_key
+from vk.kube.informer import MODIFIED, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 
@@ -306,8 +306,15 @@ class ProviderNamespaceMaps(Reconciler):
             if name in desired.values() or namespace_map["metadata"].get("namespace") == name:
                 self.controller.enqueue(object_key(namespace_map))
 
-    def _on_quota(self, _: str, quota: JSON, __: JSON | None) -> None:
-        """A Quota granted, changed or gone: the twin namespaces' `secrets` limit follows."""
+    def _on_quota(self, event: str, quota: JSON, old: JSON | None) -> None:
+        """A Quota granted, its pods changed, or gone: the twin namespaces' `secrets` limit
+        follows. (Its status, the webhook's ledger, changes with every admission: not that.)"""
+
+        def pods(of: JSON) -> Any:
+            return ((of.get("spec") or {}).get("resources") or {}).get("pods")
+
+        if event == MODIFIED and old is not None and pods(old) == pods(quota):
+            return
         tenant_namespace = quota["metadata"].get("namespace")
         for namespace_map in self.maps.store.objects():
             if namespace_map["metadata"].get("namespace") == tenant_namespace:
