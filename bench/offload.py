@@ -213,7 +213,8 @@ def main() -> None:
     probed: dict[str, Any] | None = None
     # The Deployment's pods and as many bound by the benchmark itself.
     # Each pod's ServiceAccount token is a Secret in far's twin namespace, which far bounds
-    # (2000 by default, DESIGN §8): room for all, or the benchmark measures refusals.
+    # (2000 and one per pod granted, up to 10,000, by default): room for all 2N at any N, or
+    # the benchmark measures refusals.
     with BenchVirtualNode(
         pods_capacity=2 * n + 100,
         twin_namespace_quota=f"secrets={2 * n + 100}",

@@ -94,6 +94,9 @@ def _exiting_or_alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+KILLED_EXIT_SECONDS = 30.0
+
+
 def stop_processes(pids: Sequence[int], *, marker: str, grace: float = 10.0) -> None:
     """SIGTERM, wait up to `grace` seconds, then SIGKILL whatever is left (the apiserver takes
     several seconds to exit on SIGTERM); returns once each has exited, ports released."""
@@ -110,7 +113,9 @@ def stop_processes(pids: Sequence[int], *, marker: str, grace: float = 10.0) -> 
         if _exiting_or_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
+    # SIGKILL cannot be refused, but a process holding gigabytes (an API server with 10,000
+    # pods) on busy cores takes seconds to be torn down: 5 s was too short there.
+    deadline = time.monotonic() + KILLED_EXIT_SECONDS
     while [pid for pid in ours if _exiting_or_alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.05)
     for pid in pids:
