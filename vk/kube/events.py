@@ -16,6 +16,9 @@ from vk.kube.client import ApiError, KubeClient, NotFound, resource_path
 log = structlog.get_logger("vk.kube.events")
 
 NORMAL, WARNING = "Normal", "Warning"
+# An Event's message is cut to this length: many carry what the other cluster answered (its
+# error messages, its conditions), which it may make as long as it likes.
+MAX_EVENT_MESSAGE = 4096
 
 
 def object_reference(obj: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +44,8 @@ def forge_event(
 ) -> dict[str, Any]:
     """A core/v1 Event; its name is derived from what it reports, so the same report about the
     same object is one Event whose count grows."""
+    if len(message) > MAX_EVENT_MESSAGE:
+        message = message[: MAX_EVENT_MESSAGE - 1] + "…"
     reference = object_reference(involved)
     digest = hashlib.sha256(f"{reference.get('uid')}/{reason}/{message}".encode()).hexdigest()
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
