@@ -202,6 +202,11 @@ def forge_tenant_binding(namespace: str, consumer: str) -> JSON:
     }
 
 
+def quota_pods(quota: Mapping[str, Any]) -> Any:
+    """The pod count a Quota grants, as written (None: none)."""
+    return ((quota.get("spec") or {}).get("resources") or {}).get("pods")
+
+
 def granted_pods(quotas: Iterable[Mapping[str, Any]], tenant_namespace: str) -> int:
     """The pods the Quotas in a consumer's tenant namespace grant together (a Quota without a
     pod count, or one that does not parse, adds none)."""
@@ -209,7 +214,7 @@ def granted_pods(quotas: Iterable[Mapping[str, Any]], tenant_namespace: str) -> 
     for quota in quotas:
         if quota["metadata"].get("namespace") != tenant_namespace:
             continue
-        pods = ((quota.get("spec") or {}).get("resources") or {}).get("pods")
+        pods = quota_pods(quota)
         try:
             total += max(0, int(parse_quantity(pods))) if pods is not None else 0
         except InvalidQuantity:
@@ -309,11 +314,7 @@ class ProviderNamespaceMaps(Reconciler):
     def _on_quota(self, event: str, quota: JSON, old: JSON | None) -> None:
         """A Quota granted, its pods changed, or gone: the twin namespaces' `secrets` limit
         follows. (Its status, the webhook's ledger, changes with every admission: not that.)"""
-
-        def pods(of: JSON) -> Any:
-            return ((of.get("spec") or {}).get("resources") or {}).get("pods")
-
-        if event == MODIFIED and old is not None and pods(old) == pods(quota):
+        if event == MODIFIED and old is not None and quota_pods(old) == quota_pods(quota):
             return
         tenant_namespace = quota["metadata"].get("namespace")
         for namespace_map in self.maps.store.objects():
