@@ -59,6 +59,20 @@ class Reflection:
         items: list[dict[str, Any]] = json.loads(out)["items"]
         return items
 
+    def bare_pod(self, name: str) -> None:
+        """A Pod of that name at home, on the first virtual node, owned by nothing."""
+        spec = self.first.deployment(name, self.namespace, 1)["spec"]["template"]["spec"]
+        self.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+
+    def token_warnings(self, pod: str) -> list[dict[str, Any]]:
+        """The FailedSATokensReflection Events on `pod`, once there is one."""
+        events: list[dict[str, Any]] = wait_until(
+            lambda: self.events_about(pod, "FailedSATokensReflection"),
+            "a FailedSATokensReflection Event on the pod",
+            30,
+        )
+        return events
+
     def apply(self, *objects: dict[str, Any]) -> None:
         self.local(
             "apply",
@@ -397,14 +411,8 @@ def test_a_token_secret_the_provider_made_first_is_left_untouched_and_reported(
     }
     r.clusters.kubectl(PROVIDER, "apply", "-f", "-", input=json.dumps(planted))
     before = r.remote_object("secret", "planted-token")
-    spec = r.first.deployment("planted", r.namespace, 1)["spec"]["template"]["spec"]
-    r.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "planted"}, "spec": spec})
-
-    events = wait_until(
-        lambda: r.events_about("planted", "FailedSATokensReflection"),
-        "a FailedSATokensReflection Event on the pod",
-        30,
-    )
+    r.bare_pod("planted")
+    events = r.token_warnings("planted")
     assert "did not write" in events[0]["message"]
     r.local("delete", "pod", "planted", "-n", r.namespace, "--wait=false")
     wait_until(lambda: r.remote_object("pod", "planted") is None, "the remote pod gone", 30)
@@ -435,13 +443,8 @@ def test_a_token_secret_the_provider_refuses_is_reported_and_written_once_allowe
             ),
             "the provider's quota counted",
         )
-        spec = r.first.deployment("crowded", r.namespace, 1)["spec"]["template"]["spec"]
-        r.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crowded"}, "spec": spec})
-        events = wait_until(
-            lambda: r.events_about("crowded", "FailedSATokensReflection"),
-            "a FailedSATokensReflection Event on the pod",
-            30,
-        )
+        r.bare_pod("crowded")
+        events = r.token_warnings("crowded")
         assert "refused the pod's ServiceAccount token Secret" in events[0]["message"]
         assert "exceeded quota: no-room" in events[0]["message"]
         assert r.remote_object("secret", "crowded-token") is None
