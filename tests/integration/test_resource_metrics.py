@@ -1,9 +1,11 @@
 """`kubectl top` on offloaded pods (issue 5): the provider's kwok simulates the pods' usage, the
 provider's metrics-server measures it, the virtual kubelet serves it as its `/metrics/resource`,
-and venice's metrics-server scrapes that, as it scrapes any kubelet."""
+and venice's metrics-server scrapes that, as it scrapes any kubelet. The same virtual kubelet's
+`/metrics/cadvisor` and `/metrics/probes`, as a Prometheus scraping nodes reads them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -127,3 +129,92 @@ def test_cadvisor_metrics_of_the_offloaded_pods_through_the_api_server(
         assert within_ten_percent(
             str(int(values["container_memory_working_set_bytes"])), USAGE_MEMORY
         )
+
+
+def test_probe_metrics_count_the_provider_kubelets_failed_probes(
+    offloaded_with_usage: tuple[VirtualNodeSetup, str],
+) -> None:
+    """`/metrics/probes`: each probe an offloaded pod declares, its failures counted from the
+    `Unhealthy` Events the provider's kubelet records (written here by naples' admin, as its
+    kubelet writes them: kwok runs no probes). Events about probes the pod does not declare,
+    or a container it does not have, count for nothing."""
+    setup, namespace = offloaded_with_usage
+    remote_namespace = f"{namespace}-venice"
+    deployment = setup.deployment("probed", namespace, 1)
+    probe = {"tcpSocket": {"port": 80}, "periodSeconds": 10}
+    deployment["spec"]["template"]["spec"]["containers"][0].update(
+        readinessProbe=probe, livenessProbe=probe
+    )
+    setup.apply(deployment)
+    pod = setup.running_pod(namespace, "probed")
+    [remote] = [
+        p for p in setup.pods(setup.provider, remote_namespace) if p["metadata"]["name"] == pod
+    ]
+    pki = setup.clusters.playground.paths("venice").pki
+    cert = (pki.path("apiserver-kubelet-client.crt"), pki.path("apiserver-kubelet-client.key"))
+    assert kubelet_get(setup.replicas[0].kubelet_port, "/metrics/probes")[0] == 401
+
+    def failed() -> dict[tuple[str, str], float]:
+        code, text = kubelet_get(setup.replicas[0].kubelet_port, "/metrics/probes", cert=cert)
+        assert code == 200, text
+        return {
+            (sample.labels["container"], sample.labels["probe_type"]): sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.labels["pod"] == pod
+            and sample.labels["namespace"] == namespace
+            and sample.labels["result"] == "failed"
+        }
+
+    def event(name: str, message: str, count: int, container: str = "app") -> dict[str, object]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": remote_namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": remote_namespace,
+                "name": pod,
+                "uid": remote["metadata"]["uid"],
+                "fieldPath": f"spec.containers{{{container}}}",
+            },
+            "reason": "Unhealthy",
+            "message": message,
+            "source": {"component": "kubelet", "host": remote["spec"].get("nodeName", "")},
+            "type": "Warning",
+            "count": count,
+            "firstTimestamp": "2026-11-25T00:00:00Z",
+            "lastTimestamp": "2026-11-25T00:00:00Z",
+        }
+
+    expected = {("app", "Readiness"): 0.0, ("app", "Liveness"): 0.0}
+    wait_until(lambda: failed() == expected, "both declared probes at 0 failed", timeout=60)
+
+    def naples_apply(*events: dict[str, object]) -> None:
+        setup.clusters.kubectl(
+            setup.provider,
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(events)}),
+        )
+
+    naples_apply(
+        event(
+            f"{pod}.readiness", "Readiness probe failed: HTTP probe failed with statuscode: 503", 3
+        ),
+        # What a hostile provider might add: a probe the pod does not declare, a container it
+        # does not have.
+        event(f"{pod}.startup", "Startup probe failed: invented", 50),
+        event(f"{pod}.miner", "Liveness probe failed: invented", 50, container="miner"),
+    )
+    expected[("app", "Readiness")] = 3.0
+    wait_until(lambda: failed() == expected, "3 failed readiness probes, nothing else", timeout=30)
+    naples_apply(
+        event(
+            f"{pod}.readiness", "Readiness probe failed: HTTP probe failed with statuscode: 503", 5
+        )
+    )
+    expected[("app", "Readiness")] = 5.0
+    wait_until(lambda: failed() == expected, "the Event's count grown to 5", timeout=30)

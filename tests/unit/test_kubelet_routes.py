@@ -38,6 +38,8 @@ from vk.kubelet.routes import (
         ),
         ("/metrics/resource", Route("metrics/resource")),
         ("/metrics/cadvisor", Route("metrics/cadvisor")),
+        ("/metrics/probes", Route("metrics/probes")),
+        ("/metrics/probes/extra", Route("unknown:metrics")),
         ("/containerLogs/shop/web", Route("unknown:containerLogs")),
         ("/", Route("")),
     ],

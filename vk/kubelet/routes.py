@@ -38,7 +38,8 @@ _LOG_PARAMS = (
 @dataclass(frozen=True)
 class Route:
     kind: str  # containerLogs, exec, attach, portForward, pods, runningpods, healthz,
-    # stats/summary, metrics/resource, metrics/cadvisor; `unknown:<first part>` otherwise
+    # stats/summary, metrics/resource, metrics/cadvisor, metrics/probes; `unknown:<first part>`
+    # otherwise
     namespace: str = ""
     pod: str = ""
     container: str = ""
@@ -61,7 +62,12 @@ def parse_route(target: str) -> Route:
         return Route(kind, parts[1], parts[2], "", query)
     if kind in ("pods", "runningpods", "healthz") and len(parts) == 1:
         return Route(kind, query=query)
-    if parts in (["stats", "summary"], ["metrics", "resource"], ["metrics", "cadvisor"]):
+    if parts in (
+        ["stats", "summary"],
+        ["metrics", "resource"],
+        ["metrics", "cadvisor"],
+        ["metrics", "probes"],
+    ):
         return Route("/".join(parts), query=query)
     return Route("unknown:" + kind, query=query)
 

@@ -40,6 +40,7 @@ from vk.kube.pki import issue_self_signed
 from vk.kube.supervision import supervise
 from vk.kubelet.auth import CLIENT_CA_CONFIGMAP, KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
+from vk.kubelet.probes import ProbeResults, render_probe_metrics
 from vk.kubelet.routes import (
     RELAYED,
     VERBS,
@@ -225,6 +226,7 @@ class KubeletServer:
         pods: Callable[[], list[JSON]],
         provider: Callable[[], ClusterConnection | None],
         usage: ResourceUsage,
+        probes: ProbeResults,
         certificate_type: str = "kubelet",
     ) -> None:
         self.node_name = node_name
@@ -235,6 +237,7 @@ class KubeletServer:
         self.pods = pods
         self.provider = provider
         self.usage = usage
+        self.probes = probes
         self.certificate_type = certificate_type
         self.certificates: ServingCertificateManager | None = None
         self.ready = asyncio.Event()
@@ -486,6 +489,9 @@ class KubeletServer:
             text = render_cadvisor_metrics(
                 await self.usage.refresh(), lambda *container: images.get(container)
             )
+            writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
+        elif route.kind == "metrics/probes":
+            text = render_probe_metrics(await self.probes.refresh())
             writer.write(text_response(text.encode(), METRICS_CONTENT_TYPE))
         elif route.kind == "stats/summary":
             summary = forge_summary(self.node_name, self.usage.started, await self.usage.refresh())

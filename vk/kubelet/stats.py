@@ -146,10 +146,10 @@ def _labels(namespace: str, pod: str, container: str | None = None) -> str:
         ("namespace", namespace),
         ("pod", pod),
     ]
-    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
+    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs)
 
 
-def _escape(value: str) -> str:
+def escape_label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -304,7 +304,7 @@ def _cadvisor_labels(container: str, cgroup: str, image: str, namespace: str, po
         ("namespace", namespace),
         ("pod", pod),
     )
-    return ",".join(f'{k}="{_escape(v)}"' for k, v in pairs)
+    return ",".join(f'{k}="{escape_label_value(v)}"' for k, v in pairs)
 
 
 def _rfc3339(timestamp: float) -> str:

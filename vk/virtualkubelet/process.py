@@ -28,6 +28,7 @@ from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.kubelet.auth import KubeletAuth
+from vk.kubelet.probes import ProbeResults, probed_pod
 from vk.kubelet.server import KubeletServer
 from vk.kubelet.stats import OffloadedPod, ResourceUsage
 from vk.node.controller import NodeController, NodeOptions
@@ -258,6 +259,17 @@ class VirtualKubelet:
                         pod["metadata"]["name"],
                         pod["metadata"]["uid"],
                         remote_namespace,
+                    )
+                    for pod, remote_namespace in pods.offloaded_pods()
+                ],
+            ),
+            probes=ProbeResults(
+                lambda: provider.client,
+                lambda: [
+                    probed_pod(
+                        pod,
+                        remote_namespace,
+                        pods.remote_uid_of(remote_namespace, pod["metadata"]["name"]),
                     )
                     for pod, remote_namespace in pods.offloaded_pods()
                 ],

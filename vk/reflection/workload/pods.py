@@ -281,6 +281,12 @@ class PodReflector(Reconciler):
             if pod["metadata"]["namespace"] in self.mappings
         ]
 
+    def remote_uid_of(self, remote_namespace: str, pod: str) -> str:
+        """The UID of the remote pod running for a local one now ("": none, or not cached)."""
+        informer = self.remote.get(remote_namespace)
+        remote = informer.store.get(f"{remote_namespace}/{pod}") if informer else None
+        return str(remote["metadata"].get("uid") or "") if remote else ""
+
     def resync(self) -> None:
         """Every pod bound to this node, again (the offloading patch changed)."""
         for pod in self.local.store.objects():
