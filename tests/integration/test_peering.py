@@ -17,7 +17,14 @@ import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
-from vk.api.constants import resource_slice_user, tenant_group
+from vk.api.constants import (
+    IDENTITY_CONTROL_PLANE,
+    IDENTITY_TYPE_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    control_plane_secret_name,
+    resource_slice_user,
+    tenant_group,
+)
 from vk.cli.peering import forge_resource_slice
 from vk.controllers.namespaceoffloading import forge_namespace_map
 from vk.kube.kubeconfig import load_kubeconfig_file
@@ -763,6 +770,74 @@ def events_of(clusters: Clusters, namespace: str, name: str, reason: str) -> lis
         f"--field-selector=involvedObject.name={name},reason={reason}",
     )
     return [e["message"] for e in (found or {}).get("items", [])]
+
+
+def test_a_control_plane_secret_asking_to_run_a_command_is_refused_with_a_condition(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """Whoever can write the consumer's control-plane kubeconfig Secret must not run commands in
+    its controller manager: an exec plugin there is refused, and the ForeignCluster says so."""
+    ghost = "ghost-exec"
+    marker = tmp_path / "the-plugin-ran"
+    kubeconfig = yaml.safe_load(peered.kubeconfig(PROVIDER).read_text())
+    kubeconfig["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "/bin/sh",
+            "args": ["-c", f"touch {marker}"],
+        }
+    }
+    namespace = f"liqo-tenant-{ghost}"
+    peered.kubectl(CONSUMER, "create", "namespace", namespace)
+    try:
+        apply(
+            peered,
+            CONSUMER,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {
+                    "name": control_plane_secret_name(ghost),
+                    "namespace": namespace,
+                    "labels": {
+                        IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
+                        REMOTE_CLUSTER_ID_LABEL: ghost,
+                    },
+                },
+                "data": {
+                    "kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
+                },
+            },
+        )
+
+        def identity_condition() -> dict[str, Any] | None:
+            found = peered.kubectl(
+                CONSUMER, "get", "foreignclusters.core.liqo.io", ghost, "-o", "json", check=False
+            )
+            if found.returncode != 0:
+                return None
+            modules = (json.loads(found.stdout).get("status") or {}).get("modules") or {}
+            return next(
+                (
+                    c
+                    for c in (modules.get("authentication") or {}).get("conditions") or []
+                    if c["type"] == "AuthIdentityControlPlaneStatus" and c["status"] == "Error"
+                ),
+                None,
+            )
+
+        condition = wait_until(identity_condition, "the ForeignCluster's identity in Error")
+        assert "inline credentials only" in condition["message"], condition
+        assert not marker.exists()
+    finally:
+        # The Secret first: while it is there, the controller makes the ForeignCluster again.
+        peered.kubectl(
+            CONSUMER, "delete", "secret", "-n", namespace, control_plane_secret_name(ghost)
+        )
+        peered.kubectl(
+            CONSUMER, "delete", "foreignclusters.core.liqo.io", ghost, "--ignore-not-found"
+        )
+        peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
 
 
 def test_bad_input_is_explained_and_nothing_foreign_is_touched(peered: Clusters) -> None:

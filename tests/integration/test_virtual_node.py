@@ -8,6 +8,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -141,6 +142,12 @@ def test_metrics_parse_as_prometheus_text(running: VirtualNodeSetup) -> None:
     assert [(s.labels["node"], s.value) for s in reachable] == [(running.node, 1.0)]
 
 
+def ready_condition(setup: VirtualNodeSetup) -> dict[str, Any]:
+    node = setup.node_object() or {}
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "Ready"), {})
+
+
 def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
     setup: VirtualNodeSetup, tmp_path: Path
 ) -> None:
@@ -182,6 +189,13 @@ def test_missing_secret_is_reported_and_creating_it_recovers_without_restart(
         ),
         "the exec plugin refused",
     )
+    # Said where a user looks first: the Node's Ready condition (the Lease renewed meanwhile,
+    # so the node controller does not cover it with "Kubelet stopped posting node status").
+    wait_until(
+        lambda: "inline credentials only" in ready_condition(setup).get("message", ""),
+        "the refusal in the Node's Ready condition",
+    )
+    assert ready_condition(setup)["status"] == "False"
     hostile["users"][0]["user"] = {
         "tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"
     }

@@ -62,3 +62,15 @@ def test_transition_times_move_only_with_the_status() -> None:
     changed = forge(outgoing=True, virtual_nodes_ready=[False], previous=first, now=later)
     offloading = changed["modules"]["offloading"]["conditions"][0]  # type: ignore[index]
     assert offloading["lastTransitionTime"] == "2026-11-22T09:00:00Z"
+
+
+def test_a_control_plane_identity_that_cannot_be_used_is_an_error_saying_why() -> None:
+    why = "Secret t/k: users[0].user.exec: a kubeconfig Secret takes inline credentials only"
+    status = forge(outgoing=True, identity_problem=why)
+    [condition] = [
+        c
+        for c in status["modules"]["authentication"]["conditions"]  # type: ignore[index]
+        if c["type"] == "AuthIdentityControlPlaneStatus"
+    ]
+    assert condition["status"] == "Error"
+    assert condition["message"] == f"our control-plane identity on naples cannot be used: {why}"

@@ -75,6 +75,16 @@ def test_ready_needs_some_cpu_and_some_memory(capacity: dict, ready: str) -> Non
     assert set(conditions) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure"}
 
 
+def test_a_virtual_kubelet_that_cannot_work_says_why_in_its_ready_condition() -> None:
+    capacity = {"cpu": "4", "memory": "8Gi"}
+    why = "Secret t/k: users[0].user.exec: a kubeconfig Secret takes inline credentials only"
+    conditions = {c["type"]: c for c in forge_node_conditions(capacity, NOW, [], not_ready=why)}
+    assert conditions["Ready"]["status"] == "False"
+    assert conditions["Ready"]["reason"] == "KubeletNotReady"
+    assert conditions["Ready"]["message"] == why
+    assert conditions["MemoryPressure"]["status"] == "False"  # its quota still has room
+
+
 def test_transition_time_moves_only_when_the_status_does() -> None:
     capacity = {"cpu": "4", "memory": "8Gi"}
     first = forge_node_conditions(capacity, NOW, [])

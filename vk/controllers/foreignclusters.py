@@ -34,10 +34,17 @@ from vk.kube.client import JSON, AlreadyExists, KubeClient, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import shared_informer
+from vk.kube.kubeconfig import InvalidKubeconfig, connection_from_secret
 
 log = structlog.get_logger("vk.controllers.foreignclusters")
 
-ESTABLISHED, NONE, PENDING, NOT_READY = "Established", "None", "Pending", "NotReady"
+ESTABLISHED, NONE, PENDING, NOT_READY, ERROR = (
+    "Established",
+    "None",
+    "Pending",
+    "NotReady",
+    "Error",
+)
 
 
 def forge_foreign_cluster_status(
@@ -49,9 +56,11 @@ def forge_foreign_cluster_status(
     api_server_url: str | None,
     previous: Mapping[str, Any] | None,
     now: datetime.datetime,
+    identity_problem: str | None = None,
 ) -> JSON:
     """The status of the ForeignCluster of `cluster_id`; transition times kept while a
-    condition's status stays."""
+    condition's status stays. `identity_problem`: why our control-plane identity's Secret
+    cannot be used (it is there, so `outgoing`, but nothing is replicated with it)."""
     before = {
         c.get("type"): c
         for module in ((previous or {}).get("modules") or {}).values()
@@ -92,8 +101,11 @@ def forge_foreign_cluster_status(
                 "conditions": [
                     condition(
                         "AuthIdentityControlPlaneStatus",
-                        ESTABLISHED if outgoing else NONE,
-                        f"our control-plane identity on {cluster_id}"
+                        ERROR if identity_problem else ESTABLISHED if outgoing else NONE,
+                        f"our control-plane identity on {cluster_id} cannot be used: "
+                        f"{identity_problem}"
+                        if identity_problem
+                        else f"our control-plane identity on {cluster_id}"
                         if outgoing
                         else f"no identity of ours on {cluster_id}",
                     ),
@@ -139,6 +151,7 @@ class ForeignClusters(Reconciler):
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
         self.controller = Controller(self)
+        self._identity_problems: dict[str, tuple[str, str | None]] = {}  # uid -> (version, why)
 
     def _enqueue_remote(self, _: str, obj: JSON, __: JSON | None) -> None:
         cluster_id = (obj["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
@@ -165,6 +178,26 @@ class ForeignClusters(Reconciler):
         cluster_id = (tenant.get("spec") or {}).get("clusterID")
         if cluster_id:
             self.controller.enqueue(cluster_id)
+
+    def _identity_problem(self, secret: JSON) -> str | None:
+        """Why a control-plane kubeconfig Secret cannot be used (None: it can), read once per
+        version of the Secret: the replication controller refuses the same Secret, and only
+        logs it."""
+        metadata = secret["metadata"]
+        version = metadata.get("resourceVersion", "")
+        known = self._identity_problems.get(metadata.get("uid", ""))
+        if known is not None and known[0] == version:
+            return known[1]
+        try:
+            connection_from_secret(secret, f"{metadata.get('namespace')}/{metadata.get('name')}")
+            problem = None
+        except InvalidKubeconfig as error:
+            problem = str(error)
+        self._identity_problems[metadata.get("uid", "")] = (version, problem)
+        present = {s["metadata"].get("uid") for s in self.identities.store.objects()}
+        for gone in set(self._identity_problems) - present:
+            del self._identity_problems[gone]
+        return problem
 
     async def reconcile(self, key: str) -> Result:
         cluster_id = key
@@ -224,6 +257,7 @@ class ForeignClusters(Reconciler):
             api_server_url=None,
             previous=foreign_cluster.get("status"),
             now=datetime.datetime.now(datetime.UTC),
+            identity_problem=None if identity is None else self._identity_problem(identity),
         )
         if status != foreign_cluster.get("status"):
             await self.client.merge_patch(f"{path}/status", {"status": status})

@@ -38,6 +38,9 @@ IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 
+SECRET_KUBECONFIG_KEY = "kubeconfig"  # where a kubeconfig Secret holds it, as in Liqo
+
+
 class InvalidKubeconfig(ValueError):
     """The kubeconfig cannot be used; the message says why and where."""
 
@@ -530,3 +533,30 @@ def default_connection(
     if paths is None:
         return in_cluster_connection()
     return load_kubeconfig_files(paths, context=context)
+
+
+def connection_from_secret(secret: Mapping[str, Any] | None, where: str) -> ClusterConnection:
+    """The connection in a kubeconfig Secret (`where`: its namespace/name, for the messages),
+    inline credentials only, its certificates loaded once to check them; InvalidKubeconfig says
+    what is wrong with it."""
+    if secret is None:
+        raise InvalidKubeconfig(f"Secret {where} does not exist")
+    key = SECRET_KUBECONFIG_KEY
+    encoded = (secret.get("data") or {}).get(key)
+    if not encoded:
+        raise InvalidKubeconfig(f"Secret {where} has no `{key}` key, or it is empty")
+    try:
+        content = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise InvalidKubeconfig(f"Secret {where}: `{key}` is not base64") from error
+    try:
+        connection = parse_secret_kubeconfig(content)
+    except InvalidKubeconfig as error:
+        raise InvalidKubeconfig(f"Secret {where}: {error}") from error
+    try:
+        connection.ssl_context()
+    except (ssl.SSLError, ValueError, OSError) as error:
+        raise InvalidKubeconfig(
+            f"Secret {where}: its certificates or key cannot be loaded: {error}"
+        ) from error
+    return connection

@@ -73,6 +73,7 @@ class NodeController:
         virtual_node_key: str,
         ping: Callable[[float], Awaitable[str | None]],
         events: EventRecorder,
+        identity_problem: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.home = home
         self.options = options
@@ -83,6 +84,11 @@ class NodeController:
         )
         self.ping = ping
         self.events = events
+        # Why the provider identity cannot be used (its kubeconfig Secret missing, garbage, or
+        # asking to run a command): not a blip that a lapsing Lease should tell, but a setting
+        # to fix, said at once in the Node's Ready condition while the Lease is renewed, as a
+        # kubelet whose runtime is broken does.
+        self.identity_problem = identity_problem
         self.provider_problem: str | None = "not pinged yet"
         self.node_path = resource_path("v1", "nodes", name=options.node_name)
         self._dirty = asyncio.Event()
@@ -179,7 +185,7 @@ class NodeController:
             name=self.options.node_name,
         )
         while True:
-            if self.provider_ready:
+            if self.provider_ready or self.identity_problem() is not None:
                 lease = forge_node_lease(
                     self.options.node_name,
                     self._node_uid,
@@ -235,8 +241,9 @@ class NodeController:
             except Conflict:
                 self.trigger()  # someone else changed the Node meanwhile: look again
                 return
-        if not self.provider_ready:
-            return
+        identity_problem = self.identity_problem()
+        if not self.provider_ready and identity_problem is None:
+            return  # unreachable: the Lease lapses and the node controller says so
         desired = forge_node_status(
             capacity,
             node_ip=self.options.node_ip,
@@ -245,6 +252,9 @@ class NodeController:
             now=datetime.datetime.now(datetime.UTC),
             previous_conditions=node.get("status", {}).get("conditions", []),
             declared_features=self.options.declared_features,
+            not_ready=None
+            if identity_problem is None
+            else f"The provider identity cannot be used: {identity_problem}",
         )
         desired["metadata"] = {"name": self.options.node_name}
         stale = time.monotonic() - self._last_status_write >= self.options.status_interval

@@ -177,18 +177,25 @@ def condition(
 
 
 def forge_node_conditions(
-    capacity: Mapping[str, str], now: datetime.datetime, previous: list[JSON]
+    capacity: Mapping[str, str],
+    now: datetime.datetime,
+    previous: list[JSON],
+    *,
+    not_ready: str | None = None,
 ) -> list[JSON]:
+    """The Node's conditions. `not_ready` says why the virtual kubelet cannot work at all (as
+    a kubelet whose runtime is broken says so in its Ready condition)."""
     stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     before = {c.get("type", ""): c for c in previous}
     usable = resources_ready(capacity)
     pressure = "False" if usable else "True"
+    ready = usable and not_ready is None
     return [
         condition(
             "Ready",
-            "True" if usable else "False",
-            "KubeletReady" if usable else "KubeletNotReady",
-            READY_MESSAGE if usable else "The virtual node offers no CPU or no memory",
+            "True" if ready else "False",
+            "KubeletReady" if ready else "KubeletNotReady",
+            READY_MESSAGE if ready else not_ready or "The virtual node offers no CPU or no memory",
             stamp,
             before,
         ),
@@ -234,17 +241,21 @@ def forge_node_status(
     now: datetime.datetime,
     previous_conditions: list[JSON],
     declared_features: tuple[str, ...] = (),
+    not_ready: str | None = None,
 ) -> JSON:
     """The Node's status (for server-side apply on the status subresource). Declared features
     tell the API server what the kubelet API serves, e.g. `ExtendWebSocketsToKubelet`: exec,
-    attach and port-forward may then arrive as WebSockets, proxied as they are."""
+    attach and port-forward may then arrive as WebSockets, proxied as they are. `not_ready`:
+    see `forge_node_conditions`."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "status": {
             "capacity": dict(capacity),
             "allocatable": dict(capacity),
-            "conditions": forge_node_conditions(capacity, now, previous_conditions),
+            "conditions": forge_node_conditions(
+                capacity, now, previous_conditions, not_ready=not_ready
+            ),
             "addresses": [{"type": "InternalIP", "address": node_ip}],
             "declaredFeatures": sorted(set(declared_features)),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},

@@ -177,6 +177,7 @@ class VirtualKubelet:
             virtual_node_key=f"{namespace}/{virtual_node_name}",
             ping=provider.ping,
             events=EventRecorder(self.home, "virtual-kubelet"),
+            identity_problem=lambda: provider.problem if provider.loaded.is_set() else None,
         )
         provider.on_change(node.trigger)
         namespace_maps = Informer(

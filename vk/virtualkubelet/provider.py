@@ -9,46 +9,18 @@ Everything that talks to the provider takes the current client from here.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import ssl
 from collections.abc import Callable
 
 import aiohttp
 import structlog
 
-from vk.kube.client import JSON, ApiError, KubeClient
+from vk.kube.client import ApiError, KubeClient
 from vk.kube.informer import Informer
-from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, parse_secret_kubeconfig
+from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, connection_from_secret
 
-KUBECONFIG_KEY = "kubeconfig"
 RETIRED_CLIENT_GRACE = 60.0  # seconds an old client stays open after the Secret changed
 
 log = structlog.get_logger("vk.virtualkubelet.provider")
-
-
-def connection_from_secret(secret: JSON | None, where: str) -> ClusterConnection:
-    """The connection in a kubeconfig Secret; InvalidKubeconfig says what is wrong with it."""
-    if secret is None:
-        raise InvalidKubeconfig(f"Secret {where} does not exist")
-    encoded = (secret.get("data") or {}).get(KUBECONFIG_KEY)
-    if not encoded:
-        raise InvalidKubeconfig(f"Secret {where} has no `{KUBECONFIG_KEY}` key, or it is empty")
-    try:
-        content = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise InvalidKubeconfig(f"Secret {where}: `{KUBECONFIG_KEY}` is not base64") from error
-    try:
-        connection = parse_secret_kubeconfig(content)
-    except InvalidKubeconfig as error:
-        raise InvalidKubeconfig(f"Secret {where}: {error}") from error
-    try:
-        connection.ssl_context()
-    except (ssl.SSLError, ValueError, OSError) as error:
-        raise InvalidKubeconfig(
-            f"Secret {where}: its certificates or key cannot be loaded: {error}"
-        ) from error
-    return connection
 
 
 class ProviderConnection:
