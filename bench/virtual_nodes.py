@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from bench.virtual_node import VKCTL, kubectl, proc_stats
+from vk.cli.progress import Progress
 from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
 from vk.playground.playground import Playground
-from vk.playground.progress import Progress
 from vk.playground.spec import ClusterSpec
 
 CAPACITY = {"cpu": "1000", "memory": "4000Gi", "pods": "1000"}

@@ -20,6 +20,7 @@ from vk.api.core import ForeignCluster, validate_cluster_id
 from vk.api.crds import CUSTOM_RESOURCES
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.cli.options import cluster_client, cluster_options
+from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_until_gone
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.playground.binaries import BuildError
@@ -32,7 +33,6 @@ from vk.playground.manifests import (
     install_chart,
     run_helm,
 )
-from vk.playground.progress import Progress
 
 CRD_API = "apiextensions.k8s.io/v1"
 PURGE_TIMEOUT = 120.0

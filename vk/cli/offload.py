@@ -29,9 +29,9 @@ from vk.api.offloading import (
 )
 from vk.cli.options import cluster_client, cluster_options, go_duration, output_option, render
 from vk.cli.peering import PeeringError
+from vk.cli.progress import Progress
 from vk.cli.waiting import POLL_SECONDS, Deadline, get_or_none, held_by, wait_until_gone
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
-from vk.playground.progress import Progress
 
 F = TypeVar("F", bound=Callable[..., Any])
 

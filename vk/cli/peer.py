@@ -42,6 +42,7 @@ from vk.cli.options import (
     resource_options,
 )
 from vk.cli.peering import PeeringError, establish_control_plane, forge_resource_slice
+from vk.cli.progress import Progress
 from vk.cli.waiting import (
     POLL_SECONDS,
     Deadline,
@@ -70,7 +71,6 @@ from vk.kube.kubeconfig import (
     load_kubeconfig_file,
     parse_secret_kubeconfig,
 )
-from vk.playground.progress import Progress
 
 UNPEER_TIMEOUT = "5m"
 # How long the consumer's control-plane identity waits for the provider's answer when unpeering

@@ -9,10 +9,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from vk.cli.progress import Progress
 from vk.playground.binaries import BuildError
 from vk.playground.cluster import PlaygroundError
 from vk.playground.playground import Playground
-from vk.playground.progress import Progress
 from vk.playground.spec import (
     DEFAULT_CLUSTERS,
     ClusterSpec,

@@ -33,6 +33,7 @@ from vk.cli.options import (
     resource_options,
 )
 from vk.cli.peering import PeeringError, forge_resource_slice
+from vk.cli.progress import Progress
 from vk.cli.waiting import (
     Deadline,
     condition_statuses,
@@ -55,7 +56,6 @@ from vk.controllers.consumer_resourceslices import (
 )
 from vk.controllers.provider_resourceslices import ACCEPTED, AUTHENTICATION
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, object_path, resource_path
-from vk.playground.progress import Progress
 
 # liqoctl's defaults for a VirtualNode made from a kubeconfig Secret.
 DEFAULT_VIRTUAL_NODE_RESOURCES = {"cpu": "2", "memory": "4Gi", "pods": "110"}

@@ -21,9 +21,9 @@ from vk.api.constants import CORDON_ANNOTATION, REMOTE_CLUSTER_ID_LABEL, tenant_
 from vk.api.offloading import ShadowPod
 from vk.cli.options import cluster_client, cluster_options, go_duration
 from vk.cli.peering import PeeringError
+from vk.cli.progress import Progress
 from vk.cli.waiting import POLL_SECONDS, Deadline, get_or_none
 from vk.kube.client import JSON, KubeClient, resource_path
-from vk.playground.progress import Progress
 
 
 def tenant_path(consumer: str) -> str:

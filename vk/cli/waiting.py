@@ -14,9 +14,9 @@ from typing import Any
 from vk.api.authentication import ResourceSlice
 from vk.api.offloading import VirtualNode
 from vk.cli.peering import PeeringError
+from vk.cli.progress import Progress
 from vk.controllers.provider_resourceslices import ACCEPTED, AUTHENTICATION, DENIED, RESOURCES
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
-from vk.playground.progress import Progress
 
 POLL_SECONDS = 1.0
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vk.playground.progress import Progress
+from vk.cli.progress import Progress
 
 KUBERNETES_VERSION = "v1.36.4"
 ETCD_VERSION = "v3.6.14"

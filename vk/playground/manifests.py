@@ -19,8 +19,8 @@ import yaml
 from vk.api.constants import VK_NAMESPACE
 from vk.api.crds import REGENERATE_COMMAND
 from vk.api.crds import main as write_crds
+from vk.cli.progress import Progress
 from vk.playground.binaries import KUBERNETES_VERSION, BinaryBuilder, default_cache_dir
-from vk.playground.progress import Progress
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 RELEASE = "vk"

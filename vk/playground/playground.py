@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from vk.cli.progress import Progress
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.binaries import BinaryBuilder, default_cache_dir
 from vk.playground.cluster import (
@@ -25,7 +26,6 @@ from vk.playground.cluster import (
 )
 from vk.playground.images import ImageBuilder
 from vk.playground.processes import processes_with, read_pid, stop_processes
-from vk.playground.progress import Progress
 from vk.playground.realnode import (
     HOST_ADDRESS,
     RealNodeError,

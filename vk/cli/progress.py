@@ -1,7 +1,7 @@
-"""Progress for long playground operations: a live spinner on a terminal, plain lines in CI.
+"""Progress for long vkctl operations: a live spinner on a terminal, plain lines in CI.
 
-Building the control plane takes minutes and starting clusters takes seconds; either way the
-user should see what is happening and for how long, without a log to tail.
+Peering, installing and the playground wait seconds to minutes; either way the user should see
+what is happening and for how long, without a log to tail.
 """
 
 from __future__ import annotations
