@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from vk.cli.progress import Progress
+from vk.controllers.local_processes import processes_with
 from vk.playground.binaries import BinaryBuilder, default_cache_dir
 from vk.playground.playground import Playground
-from vk.playground.processes import processes_with
 from vk.playground.spec import DEFAULT_CLUSTERS
 
 TARGET_WARM_UP_SECONDS = 15.0  # issue 3

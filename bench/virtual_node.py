@@ -31,9 +31,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.probe import REPORT_ENV as PROBE_REPORT_ENV
 from vk.cli.progress import Progress
+from vk.controllers.local_processes import free_port
 from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
 from vk.playground.playground import Playground
-from vk.playground.processes import free_port
 from vk.playground.spec import ClusterSpec
 
 REPOSITORY = Path(__file__).resolve().parents[1]

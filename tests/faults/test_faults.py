@@ -44,12 +44,12 @@ from tests.integration.polling import wait_until
 from tests.integration.test_kubelet_api import kubelet_get
 from tests.integration.test_namespace_offloading import deployment
 from vk.api.constants import LOCAL_POD_UID_ANNOTATION
+from vk.controllers.local_processes import processes_with, read_pid
 from vk.kube.client import KubeClient, NotFound, resource_path
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, load_kubeconfig_file
 from vk.kube.pki import build_ca, issue
 from vk.playground.playground import Playground
-from vk.playground.processes import processes_with, read_pid
 from vk.playground.spec import ClusterSpec
 
 CONSUMER, PROVIDER = "rome", "milan"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Clusters
 from tests.integration.test_namespace_offloading import is_peered, peer, unpeer
-from vk.playground.processes import free_port
+from vk.controllers.local_processes import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 VK = str(Path(sys.executable).parent / "vk")

@@ -32,6 +32,7 @@ from vk.controllers.installation import (
     forge_virtual_node_policy,
     forge_virtual_storage_class,
 )
+from vk.controllers.local_processes import free_port
 from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
 from vk.controllers.virtualkubelet_deployment import parse_pod_placement
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_cluster_roles
@@ -45,7 +46,6 @@ from vk.playground.manifests import (
     render_plain_manifests,
     run_helm,
 )
-from vk.playground.processes import free_port
 from vk.webhooks.configuration import (
     ServiceReference,
     forge_webhook_cluster_role,

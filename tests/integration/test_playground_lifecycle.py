@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vk.playground.processes import port_in_use, processes_with
+from vk.controllers.local_processes import port_in_use, processes_with
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
 

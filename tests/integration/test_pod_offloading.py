@@ -29,7 +29,7 @@ from tests.integration.conftest import (
 )
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
-from vk.playground.processes import read_pid
+from vk.controllers.local_processes import read_pid
 from vk.reflection.forge.pods import forge_remote_pod
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"

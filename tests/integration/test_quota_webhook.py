@@ -30,8 +30,8 @@ from tests.conftest import Clusters
 from tests.integration.conftest import VK
 from tests.integration.polling import wait_until
 from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
+from vk.controllers.local_processes import free_port
 from vk.controllers.provider_namespacemaps import VIRTUAL_KUBELET_REMOTE_ROLE
-from vk.playground.processes import free_port
 
 PROVIDER, CONSUMER = "naples", "venice"
 GROUP = tenant_group(CONSUMER)

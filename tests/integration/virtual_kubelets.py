@@ -20,12 +20,12 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from vk.api.constants import TENANT_NAMESPACE_LABEL, virtual_kubelet_service_account
+from vk.controllers.local_processes import free_port
 from vk.controllers.virtualkubelet_rbac import (
     forge_offloaded_namespace_binding,
     forge_virtual_kubelet_rbac,
 )
 from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.processes import free_port
 
 VK = str(Path(sys.executable).parent / "vk")
 HOME = "venice"

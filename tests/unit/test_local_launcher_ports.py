@@ -7,7 +7,7 @@ import json
 import socket
 from pathlib import Path
 
-from vk.playground.launcher import LocalProcessLauncher
+from vk.controllers.virtualkubelet_local import LocalProcessLauncher
 
 
 def test_ports_are_kept_across_restarts_unless_taken(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ ServiceAccount on the side."""
 from __future__ import annotations
 
 from vk.controllers.installation import controller_manager_user, forge_installation
+from vk.controllers.virtualkubelet_local import forge_local_launcher_rbac
 from vk.kube.client import JSON
-from vk.playground.launcher import forge_local_launcher_rbac
 
 
 def grants(rules: list[JSON], group: str, resource: str, verb: str) -> bool:

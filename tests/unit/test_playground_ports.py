@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vk.playground.processes import free_port
+from vk.controllers.local_processes import free_port
 
 
 def test_no_port_is_handed_out_twice() -> None:

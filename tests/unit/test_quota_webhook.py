@@ -42,10 +42,10 @@ from vk.api.usage import (
     pods_usage,
 )
 from vk.cli.components import webhook as webhook_command
+from vk.controllers.local_processes import free_port
 from vk.kube.client import Conflict, NotFound
 from vk.kube.informer import Store
 from vk.playground.pki import build_ca, issue
-from vk.playground.processes import free_port
 from vk.webhooks.admission import (
     USER_INDEX,
     Answer,

@@ -499,7 +499,7 @@ def controller_manager(
     from vk.controllers.manager import ManagerOptions
     from vk.controllers.manager import main as run_controller_manager
     from vk.controllers.virtualkubelet_deployment import DeploymentLauncher, parse_pod_placement
-    from vk.playground.launcher import LocalProcessLauncher
+    from vk.controllers.virtualkubelet_local import LocalProcessLauncher
 
     try:
         resources = parse_key_values(default_node_resources)

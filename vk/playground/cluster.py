@@ -31,21 +31,7 @@ import vk
 from vk.api.constants import VK_NAMESPACE
 from vk.api.crds import crd_manifests
 from vk.controllers.installation import forge_installation
-from vk.kube.client import KubeClient, NotFound, object_path, resource_path
-from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.kube.pki import forge_kubeconfig
-from vk.playground.binaries import Binaries, NodeBinaries
-from vk.playground.images import NodeImages
-from vk.playground.launcher import forge_local_launcher_rbac
-from vk.playground.manifests import install_chart
-from vk.playground.pki import (
-    SERVICE_CLUSTER_IP_RANGE,
-    WEBHOOK_CALLER,
-    ClusterPki,
-    load_ca,
-    write_cluster_pki,
-)
-from vk.playground.processes import (
+from vk.controllers.local_processes import (
     free_port,
     is_running,
     log_tail,
@@ -53,6 +39,20 @@ from vk.playground.processes import (
     read_pid,
     start_daemon,
     stop_processes,
+)
+from vk.controllers.virtualkubelet_local import forge_local_launcher_rbac
+from vk.kube.client import KubeClient, NotFound, object_path, resource_path
+from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.kube.pki import forge_kubeconfig
+from vk.playground.binaries import Binaries, NodeBinaries
+from vk.playground.images import NodeImages
+from vk.playground.manifests import install_chart
+from vk.playground.pki import (
+    SERVICE_CLUSTER_IP_RANGE,
+    WEBHOOK_CALLER,
+    ClusterPki,
+    load_ca,
+    write_cluster_pki,
 )
 from vk.playground.prometheus import prometheus_args, prometheus_config, prometheus_rbac
 from vk.playground.realnode import (

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vk.cli.progress import Progress
+from vk.controllers.local_processes import processes_with, read_pid, stop_processes
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.binaries import BinaryBuilder, default_cache_dir
 from vk.playground.cluster import (
@@ -25,7 +26,6 @@ from vk.playground.cluster import (
     component_status,
 )
 from vk.playground.images import ImageBuilder
-from vk.playground.processes import processes_with, read_pid, stop_processes
 from vk.playground.realnode import (
     HOST_ADDRESS,
     RealNodeError,

@@ -1,10 +1,11 @@
-"""Virtual kubelets as local processes: the playground's launcher for the VirtualNode controller.
+"""Virtual kubelets as local processes: the VirtualNode controller's launcher for clusters whose
+nodes run no containers (the playground's), beside `virtualkubelet_deployment` for real ones.
 
-The playground's nodes are simulated and run no containers, so a virtual kubelet runs on this
-machine instead of in a pod, with the arguments and environment its Deployment would give it,
-except what must be assigned here: its ports on the shared loopback, and its home kubeconfig
-(the ServiceAccount token the pod would have mounted, requested through the TokenRequest API
-and refreshed in a token file that the kubelet re-reads, as a projected token is).
+A virtual kubelet runs on this machine instead of in a pod, with the arguments and environment
+its Deployment would give it, except what must be assigned here: its ports on the shared
+loopback, and its home kubeconfig (the ServiceAccount token the pod would have mounted,
+requested through the TokenRequest API and refreshed in a token file that the kubelet re-reads,
+as a projected token is).
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ import yaml
 
 from vk.api.constants import VK_NAMESPACE, virtual_kubelet_service_account
 from vk.controllers.installation import CONTROLLER_MANAGER, LABELS
-from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
-from vk.kube.client import JSON, KubeClient, resource_path
-from vk.playground.processes import (
+from vk.controllers.local_processes import (
     free_port,
     is_running,
     port_in_use,
@@ -32,6 +31,8 @@ from vk.playground.processes import (
     start_daemon,
     stop_processes,
 )
+from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
+from vk.kube.client import JSON, KubeClient, resource_path
 
 TOKEN_SECONDS = 3600
 TOKEN_REFRESH = TOKEN_SECONDS / 2

@@ -1,8 +1,9 @@
-"""Starting, finding and stopping the playground's daemons.
+"""Starting, finding and stopping daemons on this machine: the local launcher's virtual kubelets
+and, above the product, the playground's clusters.
 
-A daemon belongs to the playground when its command line names the playground's directory: that
-survives lost pid files and pid reuse, and lets `down` find every process the playground ever
-started, even ones a crashed `up` left behind.
+A daemon is ours when its command line names a marker (its directory): that survives lost pid
+files and pid reuse, and lets the playground's `down` find every process it ever started, even
+ones a crashed `up` left behind.
 """
 
 from __future__ import annotations
