@@ -15,9 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from vk.cli.chart import default_cache_dir
 from vk.cli.progress import Progress
 from vk.controllers.local_processes import processes_with
-from vk.playground.binaries import BinaryBuilder, default_cache_dir
+from vk.playground.binaries import BinaryBuilder
 from vk.playground.playground import Playground
 from vk.playground.spec import DEFAULT_CLUSTERS
 

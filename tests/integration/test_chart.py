@@ -22,6 +22,7 @@ import yaml
 from tests.integration.polling import wait_until
 from tests.integration.test_identities import README, identity_tables, parse_can_i
 from vk.api.constants import VK_NAMESPACE
+from vk.cli.chart import REPOSITORY, ChartError, chart_dir, run_helm
 from vk.controllers.installation import (
     forge_controller_manager_cluster_role,
     forge_controller_manager_node_lease_role,
@@ -37,15 +38,7 @@ from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_r
 from vk.controllers.virtualkubelet_deployment import parse_pod_placement
 from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_cluster_roles
 from vk.playground.binaries import KUBERNETES_VERSION
-from vk.playground.manifests import (
-    REPOSITORY,
-    ChartError,
-    chart_dir,
-    ensure_helm,
-    helm_template,
-    render_plain_manifests,
-    run_helm,
-)
+from vk.playground.manifests import ensure_helm, helm_template, render_plain_manifests
 from vk.webhooks.configuration import (
     ServiceReference,
     forge_webhook_cluster_role,
@@ -59,6 +52,7 @@ VALUES = {"clusterID": "venice", "clusterLabels": {"topology.liqo.io/region": "n
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
+    """The pinned helm, built into vk's cache, where `vkctl install` finds it."""
     return ensure_helm()
 
 
@@ -182,8 +176,9 @@ def test_every_vk_pod_runs_the_image_as_its_non_root_user(helm: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def bare_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """A playground of one cluster without vk, torn down afterwards."""
+def bare_cluster(helm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A playground of one cluster without vk, torn down afterwards; `vkctl install` there
+    runs the pinned helm."""
     root = tmp_path_factory.mktemp("bare") / "pg"
     env = {**os.environ, "VK_PLAYGROUND_DIR": str(root)}
     up = subprocess.run(

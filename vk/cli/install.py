@@ -19,20 +19,19 @@ from vk.api.constants import VK_NAMESPACE
 from vk.api.core import ForeignCluster, validate_cluster_id
 from vk.api.crds import CUSTOM_RESOURCES
 from vk.api.labels import InvalidKeyValues, parse_key_values
-from vk.cli.options import cluster_client, cluster_options
-from vk.cli.progress import Progress
-from vk.cli.waiting import Deadline, wait_until_gone
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
-from vk.playground.binaries import BuildError
-from vk.playground.manifests import (
+from vk.cli.chart import (
     RELEASE,
     ChartError,
     chart_dir,
     chart_version,
-    ensure_helm,
+    find_helm,
     install_chart,
     run_helm,
 )
+from vk.cli.options import cluster_client, cluster_options
+from vk.cli.progress import Progress
+from vk.cli.waiting import Deadline, wait_until_gone
+from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 
 CRD_API = "apiextensions.k8s.io/v1"
 PURGE_TIMEOUT = 120.0
@@ -89,7 +88,7 @@ def install(
         raise click.BadParameter(str(error), param_hint="--cluster-labels") from error
     progress = Progress()
     try:
-        helm = ensure_helm(progress)
+        helm = find_helm()
         values = install_values(cluster_id, labels, version or chart_version(chart_dir()))
         with progress.step(f"installing vk {values['image']['tag']} as the cluster {cluster_id}"):
             install_chart(
@@ -99,7 +98,7 @@ def install(
                 timeout=timeout,
                 overrides=overrides,
             )
-    except (ChartError, BuildError) as error:
+    except ChartError as error:
         raise click.ClickException(f"installing vk failed: {error}") from error
     click.echo(f"vk is installed: the cluster {cluster_id} can peer (vkctl peer).")
 
@@ -122,7 +121,7 @@ def uninstall(
         )
     progress = Progress()
     try:
-        helm = ensure_helm(progress)
+        helm = find_helm()
         with progress.step("uninstalling vk"):
             installed = run_helm(
                 helm, ["list", "--short", *helm_cluster_args(kubeconfig, context)]
@@ -138,7 +137,7 @@ def uninstall(
                         f"--timeout={timeout}",
                     ],
                 )
-    except (ChartError, BuildError) as error:
+    except ChartError as error:
         raise click.ClickException(f"uninstalling vk failed: {error}") from error
     if purge:
         with progress.step("removing vk's CRDs, their objects and the namespace vk"):

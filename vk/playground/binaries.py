@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from vk.cli.chart import HELM_MODULE, HELM_VERSION, pinned_helm
 from vk.cli.progress import Progress
 
 KUBERNETES_VERSION = "v1.36.4"
 ETCD_VERSION = "v3.6.14"
 KWOK_VERSION = "v0.8.0"
 METRICS_SERVER_VERSION = "v0.9.0"
-HELM_VERSION = "v3.22.0"
 # Prometheus 3.16 (its Go module numbers v3.x as v0.3xx). Debian's package is built without
 # Kubernetes service discovery, which is how users point Prometheus at vk's pods; this build
 # has that discovery only (the build tags drop the others and their dependencies). It has no
@@ -69,13 +69,6 @@ func main() {
 
 class BuildError(RuntimeError):
     """A build step failed; the message names the step and the log that tells why."""
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("VK_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vk"
-    )
-    return Path(base)
 
 
 @dataclass(frozen=True)
@@ -182,9 +175,11 @@ class BinaryBuilder:
         return built / "prometheus"
 
     def ensure_helm(self) -> Path:
-        """helm, for vk's chart (`vkctl install`, the real-node playground and its tests)."""
+        """helm, for vk's chart (the real-node playground, deploy/vk.yaml, the chart's tests);
+        `vkctl install` runs it from here."""
+        helm = pinned_helm(self.cache_dir)
         with self._lock():
-            return self._ensure(f"helm-{HELM_VERSION}", self._build_helm) / "helm"
+            return self._ensure(helm.parent.name, self._build_helm) / helm.name
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
@@ -373,7 +368,7 @@ class BinaryBuilder:
             )
 
     def _build_helm(self, out: Path) -> None:
-        self._go_install(f"helm-{HELM_VERSION}", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}", out)
+        self._go_install(f"helm-{HELM_VERSION}", f"{HELM_MODULE}@{HELM_VERSION}", out)
 
     def _build_prometheus(self, out: Path) -> None:
         self._go_install(

@@ -30,6 +30,7 @@ import yaml
 import vk
 from vk.api.constants import VK_NAMESPACE
 from vk.api.crds import crd_manifests
+from vk.cli.chart import install_chart
 from vk.controllers.installation import forge_installation
 from vk.controllers.local_processes import (
     free_port,
@@ -46,7 +47,6 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.images import NodeImages
-from vk.playground.manifests import install_chart
 from vk.playground.pki import (
     SERVICE_CLUSTER_IP_RANGE,
     WEBHOOK_CALLER,

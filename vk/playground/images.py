@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vk.cli.chart import REPOSITORY
 from vk.cli.progress import Progress
 from vk.playground.binaries import BuildError
-from vk.playground.manifests import REPOSITORY
 
 DEBIAN_SUITE = "bookworm"
 DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"

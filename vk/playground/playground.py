@@ -11,10 +11,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from vk.cli.chart import default_cache_dir
 from vk.cli.progress import Progress
 from vk.controllers.local_processes import processes_with, read_pid, stop_processes
 from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.binaries import BinaryBuilder, default_cache_dir
+from vk.playground.binaries import BinaryBuilder
 from vk.playground.cluster import (
     COMPONENTS,
     NODE_COMPONENTS,
