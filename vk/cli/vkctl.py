@@ -2,11 +2,13 @@
 
 Every failure ends in a one-line `error:` saying what went wrong and what to do, and a non-zero
 exit code; tracebacks are for bugs only. Commands raise typed errors; `Vkctl` turns the ones a
-command did not word itself into that line.
+command did not word itself into that line. Tools on top of vk (`vkctl playground`) add their
+commands as entry points of the group `vkctl.commands`, imported only when run or listed.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +22,27 @@ from vk.cli.kubeconfigs import get
 from vk.cli.offload import offload, unoffload
 from vk.cli.peer import peer_command, unpeer_command
 from vk.cli.peering import PeeringError
-from vk.cli.playground import playground
 from vk.cli.resources import create, delete
 from vk.cli.tenancy import cordon, drain, uncordon
 from vk.kube.client import ApiError
 from vk.kube.kubeconfig import InvalidKubeconfig
 
+PLUGINS = "vkctl.commands"
+
 
 class Vkctl(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        plugins = (plugin.name for plugin in entry_points(group=PLUGINS))
+        return sorted({*super().list_commands(ctx), *plugins})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None:
+            for plugin in entry_points(group=PLUGINS, name=name):
+                loaded: click.Command = plugin.load()  # the plugin's modules, imported now
+                return loaded
+        return command
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -50,7 +65,6 @@ def vkctl() -> None:
     """vkctl stretches a Kubernetes cluster over provider clusters (Liqo-compatible offloading)."""
 
 
-vkctl.add_command(playground)
 vkctl.add_command(install)
 vkctl.add_command(uninstall)
 vkctl.add_command(peer_command)

@@ -1,4 +1,8 @@
-"""`vkctl playground`: real local clusters to try vk on, and for tests and benchmarks."""
+"""`vkctl playground`: real local clusters to try vk on, and for tests and benchmarks.
+
+A plugin of vkctl (the entry point `vkctl.commands` of pyproject.toml): the playground is a tool
+on top of the product, and nothing of the product imports it.
+"""
 
 from __future__ import annotations
 
