@@ -221,7 +221,14 @@ def test_a_secret_turned_invalid_or_deleted_drops_the_identity_until_it_is_fixed
     wait_until(setup.ready, "the virtual node Ready")
     setup.write_secret(b"garbage")
     wait_until(lambda: not setup.ready(), "the node NotReady once its Secret is garbage")
-    assert any("not a YAML mapping" in e["message"] for e in setup.events("ProviderUnreachable"))
+    # The Node says it at once (its Ready condition); the Event follows at the next ping.
+    assert "not a YAML mapping" in ready_condition(setup)["message"]
+    wait_until(
+        lambda: any(
+            "not a YAML mapping" in e["message"] for e in setup.events("ProviderUnreachable")
+        ),
+        "the garbage reported",
+    )
     setup.write_secret(setup.clusters.kubeconfig(setup.provider).read_bytes())
     wait_until(setup.ready, "the node Ready again")
     setup.kubectl("delete", "secret", setup.secret, "-n", setup.namespace)

@@ -174,6 +174,9 @@ class ProbeCounters:
                 self.failed[key] += max(failure.count - before, 0)
             for event in [e for e in self._added if e[0] == remote_namespace and e not in seen]:
                 del self._added[event]
+        offloaded_to = {pod.remote_namespace for pod in pods}
+        for event in [e for e in self._added if e[0] not in offloaded_to]:
+            del self._added[event]
 
 
 def render_probe_metrics(counters: ProbeCounters) -> str:
