@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from vk.kube.client import JSON, ApiError, KubeClient
-from vk.kubelet.stats import escape_label_value
+from vk.kubelet.stats import NamespaceOutages, escape_label_value
 
 log = structlog.get_logger("vk.kubelet.probes")
 
@@ -214,7 +214,9 @@ class ProbeResults:
         self.offloaded = offloaded
         self.counters = ProbeCounters()
         self._lock = asyncio.Lock()
-        self._failing: set[str] = set()  # remote namespaces whose last list failed
+        self._outages = NamespaceOutages(
+            log, "cannot read the offloaded pods' probe Events from the provider"
+        )
 
     async def refresh(self) -> ProbeCounters:
         async with self._lock:
@@ -236,13 +238,7 @@ class ProbeResults:
                 {"fieldSelector": f"reason={UNHEALTHY},involvedObject.kind=Pod"},
             )
         except (ApiError, OSError, TimeoutError) as error:
-            if remote_namespace not in self._failing:  # once per outage, not every scrape
-                log.warning(
-                    "cannot read the offloaded pods' probe Events from the provider",
-                    namespace=remote_namespace,
-                    error=str(error),
-                )
-                self._failing.add(remote_namespace)
+            self._outages.failed(remote_namespace, error)
             return None
-        self._failing.discard(remote_namespace)
+        self._outages.answered(remote_namespace)
         return [failure for item in items if (failure := probe_failure(item)) is not None]

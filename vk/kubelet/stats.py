@@ -19,6 +19,7 @@ import datetime
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -365,6 +366,23 @@ def forge_summary(node_name: str, node_start: float, counters: UsageCounters) ->
     }
 
 
+class NamespaceOutages:
+    """Says a twin namespace's fetch failing once per outage, not at every scrape."""
+
+    def __init__(self, logger: Any, message: str) -> None:
+        self.log = logger
+        self.message = message
+        self._failing: set[str] = set()
+
+    def failed(self, remote_namespace: str, error: Exception) -> None:
+        if remote_namespace not in self._failing:
+            self.log.warning(self.message, namespace=remote_namespace, error=str(error))
+            self._failing.add(remote_namespace)
+
+    def answered(self, remote_namespace: str) -> None:
+        self._failing.discard(remote_namespace)
+
+
 class ResourceUsage:
     """Fetches the offloaded pods' usage from the provider's metrics.k8s.io, one list per twin
     namespace, when asked (a scrape), and keeps the counters."""
@@ -379,7 +397,9 @@ class ResourceUsage:
         self.counters = UsageCounters()
         self.started = time.time()
         self._lock = asyncio.Lock()
-        self._failing: set[str] = set()  # remote namespaces whose last fetch failed
+        self._outages = NamespaceOutages(
+            log, "cannot read the offloaded pods' usage from the provider"
+        )
 
     async def refresh(self) -> UsageCounters:
         async with self._lock:  # two scrapes at once would fetch twice for nothing
@@ -402,15 +422,9 @@ class ResourceUsage:
         try:
             items = (await client.get(path)).get("items") or []
         except (ApiError, OSError, TimeoutError) as error:
-            if remote_namespace not in self._failing:  # once per outage, not every scrape
-                log.warning(
-                    "cannot read the offloaded pods' usage from the provider",
-                    namespace=remote_namespace,
-                    error=str(error),
-                )
-                self._failing.add(remote_namespace)
+            self._outages.failed(remote_namespace, error)
             return []
-        self._failing.discard(remote_namespace)
+        self._outages.answered(remote_namespace)
         samples = []
         for item in items:
             pod = members.get(item.get("metadata", {}).get("name", ""))
