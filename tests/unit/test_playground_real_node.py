@@ -9,13 +9,13 @@ import pytest
 
 from vk.playground.binaries import Binaries
 from vk.playground.cluster import (
-    ClusterPaths,
     apiserver_args,
     cluster_components,
     metrics_server_service,
     playground_chart_values,
 )
 from vk.playground.images import DEFAULT_DEBIAN_MIRROR, debian_mirror, source_digest
+from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
     NODE_POD_CIDR,

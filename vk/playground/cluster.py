@@ -47,6 +47,7 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
 from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.images import NodeImages
+from vk.playground.paths import ClusterPaths
 from vk.playground.pki import (
     SERVICE_CLUSTER_IP_RANGE,
     WEBHOOK_CALLER,
@@ -63,7 +64,6 @@ from vk.playground.realnode import (
     REAL_NODE_LABEL,
     REAL_NODE_TAINT,
     NodeNetwork,
-    NodePaths,
     cni_conflist,
     containerd_args,
     containerd_config,
@@ -128,80 +128,6 @@ STARTUP_TIMEOUT = 60.0
 
 class PlaygroundError(RuntimeError):
     """Something in the playground failed; the message says what, and where its log is."""
-
-
-@dataclass(frozen=True)
-class ClusterPaths:
-    root: Path
-
-    @property
-    def pki(self) -> ClusterPki:
-        return ClusterPki(self.root / "pki")
-
-    @property
-    def kubeconfig(self) -> Path:
-        return self.root / "kubeconfig"
-
-    @property
-    def ports_file(self) -> Path:
-        return self.root / "ports.json"
-
-    @property
-    def etcd_data(self) -> Path:
-        return self.root / "etcd"
-
-    @property
-    def kwok_dir(self) -> Path:
-        return self.root / "kwok"
-
-    @property
-    def attach_log(self) -> Path:
-        """What `kubectl attach` streams: CRI-format lines appended here while attached."""
-        return self.kwok_dir / "attach.log"
-
-    def component_kubeconfig(self, component: str) -> Path:
-        return self.root / "kubeconfigs" / f"{component}.kubeconfig"
-
-    @property
-    def virtual_kubelets(self) -> Path:
-        """The local launcher's directory: one per VirtualNode (kubeconfig, token, log)."""
-        return self.root / "virtual-kubelets"
-
-    def log(self, component: str) -> Path:
-        return self.root / "logs" / f"{component}.log"
-
-    def pid(self, component: str) -> Path:
-        return self.root / "run" / f"{component}.pid"
-
-    def fingerprint(self, component: str) -> Path:
-        return self.root / "run" / f"{component}.fingerprint"
-
-    @property
-    def node(self) -> NodePaths:
-        return NodePaths(self.root)
-
-    @property
-    def audit_policy(self) -> Path:
-        return self.root / "audit-policy.yaml"
-
-    @property
-    def admission_config(self) -> Path:
-        """The API server's admission configuration: the client certificate it presents to
-        admission webhooks."""
-        return self.root / "admission.yaml"
-
-    @property
-    def audit_log(self) -> Path:
-        """The API server's audit log (a real-node cluster's): vk's pods' requests, JSON lines."""
-        return self.root / "logs" / "audit.log"
-
-    @property
-    def prometheus_config(self) -> Path:
-        return self.root / "prometheus" / "prometheus.yml"
-
-    @property
-    def prometheus_data(self) -> Path:
-        return self.root / "prometheus" / "data"
 
 
 def admission_configuration(webhook_kubeconfig: Path) -> dict[str, Any]:

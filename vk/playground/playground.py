@@ -19,7 +19,6 @@ from vk.playground.binaries import BinaryBuilder
 from vk.playground.cluster import (
     COMPONENTS,
     NODE_COMPONENTS,
-    ClusterPaths,
     ClusterRuntime,
     ComponentStatus,
     PlaygroundError,
@@ -27,6 +26,7 @@ from vk.playground.cluster import (
     component_status,
 )
 from vk.playground.images import ImageBuilder
+from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
     RealNodeError,
