@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 
 from vk.playground.binaries import Binaries
-from vk.playground.cluster import (
-    apiserver_args,
-    cluster_components,
-)
+from vk.playground.cluster import cluster_components
 from vk.playground.cluster_objects import metrics_server_service, playground_chart_values
+from vk.playground.commandlines import apiserver_args
 from vk.playground.images import DEFAULT_DEBIAN_MIRROR, debian_mirror, source_digest
 from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
