@@ -38,7 +38,6 @@ from tests.integration.test_namespace_offloading import (
     wide,
 )
 from vk.api.constants import VIRTUAL_NODE_LABEL, VK_NAMESPACE
-from vk.playground.cluster import node_name
 from vk.playground.playground import Playground
 from vk.playground.realnode import (
     HOST_ADDRESS,
@@ -47,6 +46,7 @@ from vk.playground.realnode import (
     NODE_POD_CIDR,
     cgroup_dirs,
     mounts_under,
+    node_name,
     node_network,
 )
 from vk.playground.spec import DEFAULT_CLUSTERS, with_real_node

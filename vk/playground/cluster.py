@@ -3,15 +3,15 @@ metrics-server, all real binaries on 127.0.0.1, in one directory of their own, a
 in it as a real installation would be: CRDs, the system namespace with the cluster's identity,
 RBAC, and vk's controller manager (a process here, authenticating as its ServiceAccount).
 
-The command lines are built by pure functions from the cluster's paths and ports; the runtime
-starts what is not running, waits for each component's health endpoint, and then writes what a
-cluster needs to be used: its simulated nodes and vk's installation.
+The runtime starts what is not running, waits for each component's health endpoint, and then
+writes what a cluster needs to be used: its simulated nodes and vk's installation. Its paths
+(paths.py), command lines (commandlines.py) and objects (cluster_objects.py) are pure and apart;
+what a real node changes is in node_runtimes.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import hashlib
 import json
 import os
@@ -27,8 +27,6 @@ import yaml
 
 import vk
 from vk.api.crds import crd_manifests
-from vk.cli.chart import install_chart
-from vk.controllers.installation import forge_installation
 from vk.controllers.local_processes import (
     free_port,
     is_running,
@@ -38,24 +36,20 @@ from vk.controllers.local_processes import (
     start_daemon,
     stop_processes,
 )
-from vk.controllers.virtualkubelet_local import forge_local_launcher_rbac
 from vk.kube.client import KubeClient, NotFound, object_path, resource_path
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.pki import forge_kubeconfig
-from vk.playground.binaries import Binaries, NodeBinaries
+from vk.playground.binaries import Binaries
 from vk.playground.cluster_objects import (
     KWOK_METRICS_FILES,
     KWOK_STAGE_FILES,
     OFFLOADED_JOB_POD_COMPLETE,
     admission_configuration,
-    audit_policy,
     kwok_documents,
     kwok_node,
     metrics_server_objects,
     node_names,
-    playground_chart_values,
     pod_log_lines,
-    vk_webhook_rbac,
     webhook_client_kubeconfig,
 )
 from vk.playground.commandlines import (
@@ -65,40 +59,24 @@ from vk.playground.commandlines import (
     kwok_args,
     metrics_server_args,
     scheduler_args,
-    vk_controller_manager_args,
-    vk_webhook_args,
 )
-from vk.playground.images import NodeImages
+from vk.playground.node_runtimes import (
+    IN_NODE_NAMESPACE,
+    NODE_COMPONENTS,
+    NodeRuntime,
+    RealNode,
+    RealNodeRuntime,
+    SimulatedNodes,
+)
 from vk.playground.paths import ClusterPaths
-from vk.playground.pki import (
-    ClusterPki,
-    load_ca,
-    write_cluster_pki,
-)
-from vk.playground.prometheus import prometheus_args, prometheus_config, prometheus_rbac
+from vk.playground.pki import write_cluster_pki, write_private
 from vk.playground.realnode import (
     CONTAINERD_METRICS_PORT,
     KUBE_PROXY_HEALTHZ_PORT,
     KUBELET_HEALTHZ_PORT,
     NODE_ADDRESS,
-    NodeNetwork,
-    cni_conflist,
-    containerd_args,
-    containerd_config,
-    ensure_network,
-    import_images,
-    in_namespace,
-    kube_proxy_args,
-    kube_proxy_configuration,
-    kubelet_args,
-    kubelet_configuration,
-    node_certificates,
-    node_name,
 )
 from vk.playground.spec import ClusterSpec
-from vk.webhooks.configuration import (
-    forge_webhook_configurations,
-)
 
 COMPONENTS = (
     "etcd",
@@ -113,11 +91,6 @@ COMPONENTS = (
 # Started once the API server is up, side by side; vk's once it is installed.
 DEPENDENT_COMPONENTS = COMPONENTS[2:-2]
 VK_COMPONENTS = COMPONENTS[-2:]
-# The real node's, in this order, and Prometheus, which scrapes vk's pods there; vk itself runs
-# as pods of the node then, not as processes.
-NODE_COMPONENTS = ("containerd", "kubelet", "kube-proxy", "prometheus")
-# Those in the node's network namespace: their ports are not this machine's.
-IN_NODE_NAMESPACE = NODE_COMPONENTS[:3]
 PORT_NAMES = (
     "etcd",
     "etcd-peer",
@@ -135,18 +108,6 @@ STARTUP_TIMEOUT = 60.0
 
 class PlaygroundError(RuntimeError):
     """Something in the playground failed; the message says what, and where its log is."""
-
-
-@dataclass(frozen=True)
-class RealNode:
-    """What a cluster's real node is made of: built binaries and images, its network, and helm
-    to install vk's chart."""
-
-    binaries: NodeBinaries
-    images: NodeImages
-    network: NodeNetwork
-    helm: Path
-    prometheus: Path
 
 
 def vk_source_digest() -> str:
@@ -210,8 +171,10 @@ class ClusterRuntime:
         self.binaries = binaries
         self.pod_cidr = pod_cidr
         self.host_address = host_address
-        self.node = node
         self.marker = str(root)  # every command line names a file under root
+        self.nodes: NodeRuntime = (
+            SimulatedNodes(self) if node is None else RealNodeRuntime(self, node)
+        )
 
     # -- state ---------------------------------------------------------------------------
 
@@ -246,7 +209,7 @@ class ClusterRuntime:
     def _write_files(self) -> None:
         pki = write_cluster_pki(self.paths.pki.root, self.spec.name)
         ca = pki.ca_crt.read_bytes()
-        self._write_kubeconfig(
+        self.write_kubeconfig(
             self.paths.kubeconfig,
             ca,
             pki.path("admin.crt"),
@@ -261,7 +224,7 @@ class ClusterRuntime:
             "vk-controller-manager",
             "vk-webhook",
         ):
-            self._write_kubeconfig(
+            self.write_kubeconfig(
                 self.paths.component_kubeconfig(component),
                 ca,
                 pki.path(f"{component}.crt"),
@@ -269,7 +232,7 @@ class ClusterRuntime:
                 component,
             )
         webhook_kubeconfig = self.paths.component_kubeconfig("apiserver-webhook-client")
-        _write_private(
+        write_private(
             webhook_kubeconfig,
             yaml.safe_dump(
                 webhook_client_kubeconfig(
@@ -277,7 +240,7 @@ class ClusterRuntime:
                     pki.path("apiserver-webhook-client.key"),
                 ),
                 sort_keys=False,
-            ),
+            ).encode(),
         )
         self.paths.admission_config.write_text(
             yaml.safe_dump(admission_configuration(webhook_kubeconfig), sort_keys=False)
@@ -302,55 +265,13 @@ class ClusterRuntime:
                 kwok_documents(self.spec.name, kwok_dir, stages, metrics), sort_keys=False
             )
         )
-        if self.node is not None:
-            self._write_node_files(self.node, pki)
+        self.nodes.write_files(pki)
 
-    def _write_kubeconfig(self, path: Path, ca: bytes, cert: Path, key: Path, user: str) -> None:
+    def write_kubeconfig(self, path: Path, ca: bytes, cert: Path, key: Path, user: str) -> None:
         document = forge_kubeconfig(
             self.spec.name, self.server, ca, cert.read_bytes(), key.read_bytes(), user
         )
-        _write_private(path, yaml.safe_dump(document, sort_keys=False))
-
-    def _write_node_files(self, node: RealNode, pki: ClusterPki) -> None:
-        paths = self.paths.node
-        ca = pki.ca_crt.read_bytes()
-        for directory in (paths.cni_config_dir, paths.cni_data_dir, paths.pod_logs):
-            directory.mkdir(parents=True, exist_ok=True)
-        paths.pki("").mkdir(parents=True, exist_ok=True)
-        if not paths.pki("kube-proxy.crt").exists():
-            ca_cert, ca_key = load_ca(pki.root, "ca")
-            now = datetime.datetime.now(datetime.UTC)
-            for stem, issued in node_certificates(ca_cert, ca_key, self.spec.name, now).items():
-                _write_private(paths.pki(f"{stem}.key"), issued.key_pem.decode())
-                _write_private(paths.pki(f"{stem}.crt"), issued.cert_pem.decode())
-        for kubeconfig, stem, user in (
-            (
-                paths.kubelet_kubeconfig,
-                "kubelet-client",
-                f"system:node:{node_name(self.spec.name)}",
-            ),
-            (paths.kube_proxy_kubeconfig, "kube-proxy", "system:kube-proxy"),
-        ):
-            self._write_kubeconfig(
-                kubeconfig, ca, paths.pki(f"{stem}.crt"), paths.pki(f"{stem}.key"), user
-            )
-        paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
-        paths.containerd_config.write_text(containerd_config(paths, node.images.pause_image))
-        (paths.cni_config_dir / "10-vk-playground.conflist").write_text(
-            json.dumps(cni_conflist(paths), indent=2) + "\n"
-        )
-        paths.kubelet_config.write_text(
-            yaml.safe_dump(kubelet_configuration(paths, pki.ca_crt), sort_keys=False)
-        )
-        paths.kube_proxy_config.write_text(
-            yaml.safe_dump(kube_proxy_configuration(paths, self.spec.name), sort_keys=False)
-        )
-        self.paths.audit_policy.write_text(yaml.safe_dump(audit_policy(), sort_keys=False))
-        self.paths.prometheus_config.parent.mkdir(parents=True, exist_ok=True)
-        config = prometheus_config(
-            self.server, pki.ca_crt, pki.path("prometheus.crt"), pki.path("prometheus.key")
-        )
-        self.paths.prometheus_config.write_text(yaml.safe_dump(config, sort_keys=False))
+        write_private(path, yaml.safe_dump(document, sort_keys=False).encode())
 
     # -- starting --------------------------------------------------------------------------
 
@@ -363,7 +284,7 @@ class ClusterRuntime:
                 self.paths,
                 ports,
                 self.host_address,
-                audit=self.node is not None,
+                audit=self.nodes.audits_api_server,
             ),
             "kube-controller-manager": lambda: controller_manager_args(
                 self.binaries, self.paths, ports
@@ -373,26 +294,8 @@ class ClusterRuntime:
             "metrics-server": lambda: metrics_server_args(
                 self.binaries, self.paths, ports, self.address
             ),
-            "vk-controller-manager": lambda: vk_controller_manager_args(self.paths, ports),
-            "vk-webhook": lambda: vk_webhook_args(self.paths, ports),
         }
-        if self.node is not None:
-            node, paths = self.node, self.paths.node
-            builders |= {
-                "containerd": lambda: in_namespace(node.network, containerd_args(paths)),
-                "kubelet": lambda: in_namespace(
-                    node.network, kubelet_args(node.binaries, paths, self.spec.name)
-                ),
-                "kube-proxy": lambda: in_namespace(
-                    node.network, kube_proxy_args(node.binaries, paths)
-                ),
-                "prometheus": lambda: prometheus_args(
-                    node.prometheus,
-                    self.paths.prometheus_config,
-                    self.paths.prometheus_data,
-                    ports["prometheus"],
-                ),
-            }
+        builders |= self.nodes.command_lines(ports)
         return builders[component]()
 
     def _health_probe(self, component: str) -> tuple[str, ssl.SSLContext | bool]:
@@ -458,7 +361,7 @@ class ClusterRuntime:
             digest.update(vk_source_digest().encode())
         return digest.hexdigest()
 
-    async def _ensure_component(self, component: str, *, restart: bool = False) -> bool:
+    async def ensure_component(self, component: str, *, restart: bool = False) -> bool:
         """Starts `component` unless it runs with the current configuration (a newer vk may
         configure it differently: then it is restarted) and no `restart` is asked for; waits
         until healthy. True when it was started."""
@@ -534,13 +437,11 @@ class ClusterRuntime:
         """Brings the cluster to a usable state: starts what does not run, then makes sure its
         nodes and identity exist. Safe to call on a running cluster."""
         self.ports()
-        if self.node is not None:
-            # Before the API server, which listens on the veth's address.
-            await asyncio.to_thread(ensure_network, self.node.network)
+        await self.nodes.prepare()
         self._write_files()
         started = []
         for component in ("etcd", "kube-apiserver"):
-            if await self._ensure_component(component):
+            if await self.ensure_component(component):
                 started.append(component)
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             # Before metrics-server starts: it reads the authentication ConfigMap at start-up.
@@ -555,46 +456,16 @@ class ClusterRuntime:
         # in client-go): restarted with it, they are back at once (a new namespace gets its
         # ServiceAccount, a new pod its node) instead of after that back-off.
         restart = bool(started)
-        results = await asyncio.gather(*(self._ensure_component(c, restart=restart) for c in rest))
+        results = await asyncio.gather(*(self.ensure_component(c, restart=restart) for c in rest))
         started += [c for c, was_started in zip(rest, results, strict=True) if was_started]
-        if self.node is not None:
-            started += await self._start_node(self.node, restart)
+        started += await self.nodes.start_node(restart)
         async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
             await self._ensure_objects(client)
-            if self.node is not None:
-                await self._apply_crds(client)
-                for document in prometheus_rbac():
-                    await client.apply(object_path(document), document)
-            elif self.spec.vk:
-                await self._install_vk(client)
+            await self.nodes.install(client)
             await self._wait_usable(client)
-        if self.node is not None:
-            with_helm = await self._install_chart(self.node)
-            if await self._ensure_component("prometheus", restart=restart):
-                started.append("prometheus")
-            started.append(with_helm)
-        elif self.spec.vk:
-            started += await self._start_vk(restart)
+        started += await self.nodes.start_vk(restart)
         what = f"started {', '.join(started)}" if started else "already running"
         report(f"{self.spec.name}: ready at {self.server} ({what})")
-
-    async def _start_vk(self, restart: bool) -> list[str]:
-        """vk's webhook and controller manager as processes, and the webhook configurations."""
-        started = []
-        # Restarted with the API server too: their informers would otherwise back off as well.
-        # The webhook is configured once it answers: its configurations fail closed.
-        for component in ("vk-webhook", "vk-controller-manager"):
-            if await self._ensure_component(component, restart=restart):
-                started.append(component)
-        # The API server calls the webhook on loopback, trusting the cluster CA that issued its
-        # serving certificate.
-        configurations = forge_webhook_configurations(
-            f"https://127.0.0.1:{self.ports()['vk-webhook']}", self.paths.pki.ca_crt.read_bytes()
-        )
-        async with KubeClient(load_kubeconfig_file(self.paths.kubeconfig)) as client:
-            for document in configurations:
-                await client.apply(object_path(document), document)
-        return started
 
     async def _ensure_objects(self, client: KubeClient) -> None:
         for name in node_names(self.spec):
@@ -602,26 +473,7 @@ class ClusterRuntime:
                 resource_path("v1", "nodes", name=name), kwok_node(name, self.spec.node_capacity)
             )
 
-    async def _start_node(self, node: RealNode, restart: bool) -> list[str]:
-        """containerd with the images imported, then the kubelet and kube-proxy."""
-        started = []
-        if await self._ensure_component("containerd", restart=restart):
-            started.append("containerd")
-        await asyncio.to_thread(import_images, self.paths.node, node.images)
-        for component in IN_NODE_NAMESPACE[1:]:
-            if await self._ensure_component(component, restart=restart):
-                started.append(component)
-        return started
-
-    async def _install_chart(self, node: RealNode) -> str:
-        """vk from its chart, as `vkctl install` installs it, waiting for its pods."""
-        values = playground_chart_values(self.spec, node.images.vk_image, self.server)
-        await asyncio.to_thread(
-            install_chart, node.helm, values, [f"--kubeconfig={self.paths.kubeconfig}"]
-        )
-        return f"vk from its chart ({node.images.vk_image})"
-
-    async def _apply_crds(self, client: KubeClient) -> None:
+    async def apply_crds(self, client: KubeClient) -> None:
         """vk's CRDs, Established before anything uses them (helm leaves CRDs alone on an
         upgrade: they are applied first, as the README says to upgrade)."""
         crds = crd_manifests()
@@ -641,21 +493,9 @@ class ClusterRuntime:
         apiserver_log = self.paths.log("kube-apiserver")
         await _wait_for(established, f"{self.spec.name}: vk's CRDs", apiserver_log)
 
-    async def _install_vk(self, client: KubeClient) -> None:
-        """vk's CRDs and its installation objects, vk's processes to be started next."""
-        await self._apply_crds(client)
-        for document in [
-            *forge_installation(self.spec.name, dict(self.spec.labels)),
-            *forge_local_launcher_rbac(),
-            *vk_webhook_rbac(),
-        ]:
-            await client.apply(object_path(document), document)
-
     async def _wait_usable(self, client: KubeClient) -> None:
         """Nodes Ready and the default ServiceAccount there: the cluster can run pods."""
-        names = set(node_names(self.spec))
-        if self.node is not None:
-            names.add(node_name(self.spec.name))
+        names = set(node_names(self.spec)) | self.nodes.real_nodes()
 
         async def nodes_ready() -> bool:
             nodes = (await client.get(resource_path("v1", "nodes")))["items"]
@@ -699,10 +539,3 @@ async def _wait_for(check: Callable[[], Awaitable[bool]], what: str, log: Path) 
                 f"{log_tail(log)}"
             )
         await asyncio.sleep(0.2)
-
-
-def _write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)

@@ -200,8 +200,14 @@ def write_cluster_pki(root: Path, cluster_name: str) -> ClusterPki:
     if not pki.client_ca.exists():
         files[pki.client_ca.name] = ca.public_bytes(serialization.Encoding.PEM)
     for name, data in files.items():
-        fd = os.open(root / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        write_private(root / name, data)
     pki.path("complete").touch()
     return pki
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """A file only its owner reads: a key, or a kubeconfig that holds one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)

@@ -18,14 +18,13 @@ from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.playground.binaries import BinaryBuilder
 from vk.playground.cluster import (
     COMPONENTS,
-    NODE_COMPONENTS,
     ClusterRuntime,
     ComponentStatus,
     PlaygroundError,
-    RealNode,
     component_status,
 )
 from vk.playground.images import ImageBuilder
+from vk.playground.node_runtimes import NODE_COMPONENTS, RealNode
 from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
