@@ -1,11 +1,13 @@
 """The images a real node runs, built on this machine with no registry: vk's own from the
-top-level Dockerfile (as users build it), and the pause image of the node's pod sandboxes.
+top-level Dockerfile (as users build it), the pause image of the node's pod sandboxes, and two
+workload images from Debian packages (a shell, a web server) for users' and tests' own pods.
 
 buildah (Debian's) builds them into a storage of vk's cache, not the machine's. vk's Dockerfile
 takes its base as `ARG BASE`; here the base is a Debian bookworm made by debootstrap from the
 mirror the machine's apt sources name, with the machine's CA bundle (its HTTPS may go through
 an intercepting proxy, and pip in the build must trust it). Each image ends as an OCI archive
-in the cache, keyed by what it was built from, for `ctr images import`.
+in the cache, keyed by what it was built from, for `ctr images import`. The workload images are
+named `playground.local/...`, never as Docker Hub's: they only stand in for `debian` and `nginx`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +30,8 @@ DEFAULT_DEBIAN_MIRROR = "http://deb.debian.org/debian"
 BASE_IMAGE = f"localhost/vk-base:{DEBIAN_SUITE}"
 PAUSE_IMAGE = "localhost/vk-pause:1"
 VK_IMAGE_REPOSITORY = "localhost/vk"
+SHELL_IMAGE = f"playground.local/shell:{DEBIAN_SUITE}"
+WEB_IMAGE = f"playground.local/web:{DEBIAN_SUITE}"
 # What the Dockerfile copies: the image is rebuilt when one of these changes.
 IMAGE_SOURCES = ("Dockerfile", "pyproject.toml", "README.md", "vk", "deploy/helm")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -41,6 +46,17 @@ class NodeImages:
     vk_archive: Path
     pause_image: str
     pause_archive: Path
+    shell_archive: Path
+    web_archive: Path
+
+    def archives(self) -> list[tuple[str, Path]]:
+        """(image name, OCI archive) of every image the node's containerd imports."""
+        return [
+            (self.pause_image, self.pause_archive),
+            (self.vk_image, self.vk_archive),
+            (SHELL_IMAGE, self.shell_archive),
+            (WEB_IMAGE, self.web_archive),
+        ]
 
 
 def debian_mirror(sources: Sequence[str]) -> str:
@@ -68,6 +84,72 @@ def source_digest(root: Path = REPOSITORY) -> str:
             digest.update(str(file.relative_to(root)).encode() + b"\0")
             digest.update(file.read_bytes())
     return digest.hexdigest()
+
+
+def apt_install(packages: Sequence[str], *then: str) -> str:
+    """A Containerfile RUN that installs Debian packages, runs `then`, and keeps no apt lists.
+
+    The build runs in the host's network namespace (chroot isolation): policy-rc.d stops the
+    packages' maintainer scripts from starting their daemons (nginx on the host's port 80).
+    """
+    commands = [
+        "printf '#!/bin/sh\\nexit 101\\n' >/usr/sbin/policy-rc.d",
+        "chmod +x /usr/sbin/policy-rc.d",
+        "apt-get update",
+        f"DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
+        f"{' '.join(packages)}",
+        *then,
+        # apt's lists and package caches (/var/cache/apt/*.bin: 80 MB) are for apt, not the image.
+        "rm -rf /usr/sbin/policy-rc.d /var/lib/apt/lists/* /var/cache/apt/*.bin "
+        "/var/cache/apt/archives/*.deb",
+    ]
+    return "RUN " + " \\\n    && ".join(commands)
+
+
+def shell_containerfile(base: str = BASE_IMAGE) -> str:
+    """bash, coreutils and tar (which `kubectl cp` runs) come with the base; procps adds ps.
+
+    On vk's base rather than a debootstrap of its own: no second minute of debootstrap, and the
+    node's containerd stores the base layer once for vk, the shell and the web server. The
+    base's python3 is there but nothing here needs it.
+    """
+    return "\n".join(
+        [f"FROM {base}", apt_install(["procps"]), 'CMD ["bash"]', ""]  # as Debian's image
+    )
+
+
+def web_containerfile(base: str = BASE_IMAGE) -> str:
+    """Debian's nginx serving its default page ("Welcome to nginx!") on port 80, in the
+    foreground as the container's only process, its logs on the container's stdout and stderr
+    (as the official nginx image links them) so that `kubectl logs` shows the requests.
+
+    `nginx` itself: bookworm's nginx-light is only `nginx` plus an echo module."""
+    return "\n".join(
+        [
+            f"FROM {base}",
+            apt_install(
+                ["nginx"],
+                "ln -sf /dev/stdout /var/log/nginx/access.log",
+                "ln -sf /dev/stderr /var/log/nginx/error.log",
+            ),
+            "EXPOSE 80",
+            "STOPSIGNAL SIGQUIT",  # nginx's graceful shutdown
+            """CMD ["nginx", "-g", "daemon off;"]""",
+            "",
+        ]
+    )
+
+
+def workload_archive(image: str, containerfile: str) -> str:
+    """The archive's file name, keyed by the recipe: `playground.local/web:bookworm` built from
+    `containerfile` → `playground-web-<digest>.tar`; a changed recipe gets a new name."""
+    key = hashlib.sha256(containerfile.encode()).hexdigest()[:12]
+    return f"{workload_archive_prefix(image)}-{key}.tar"
+
+
+def workload_archive_prefix(image: str) -> str:
+    repository = image.rpartition("/")[2].partition(":")[0]
+    return f"playground-{repository}"
 
 
 class ImageBuilder:
@@ -101,7 +183,24 @@ class ImageBuilder:
         if not vk_archive.exists():
             self._ensure_base()
             self._build_vk(vk_image, vk_archive)
-        return NodeImages(vk_image, vk_archive, PAUSE_IMAGE, pause_archive)
+        workloads = {}
+        for image, containerfile in (
+            (SHELL_IMAGE, shell_containerfile()),
+            (WEB_IMAGE, web_containerfile()),
+        ):
+            archive = self.dir / workload_archive(image, containerfile)
+            if not archive.exists():
+                self._ensure_base()
+                self._build_workload(image, containerfile, archive)
+            workloads[image] = archive
+        return NodeImages(
+            vk_image,
+            vk_archive,
+            PAUSE_IMAGE,
+            pause_archive,
+            shell_archive=workloads[SHELL_IMAGE],
+            web_archive=workloads[WEB_IMAGE],
+        )
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -198,5 +297,18 @@ class ImageBuilder:
                 str(REPOSITORY),
             )
             for stale in self.dir.glob("vk-dev-*.tar"):
+                stale.unlink()
+            self._push(image, archive)
+
+    def _build_workload(self, image: str, containerfile: str, archive: Path) -> None:
+        # apt-get in the build reaches the mirror as debootstrap did: same network, and buildah
+        # passes the proxy variables (http_proxy, ...) of its environment into the build.
+        with self.progress.step(f"building {image} from Debian packages (about 20 s)"):
+            with tempfile.TemporaryDirectory(dir=self.dir) as context:
+                (Path(context) / "Containerfile").write_text(containerfile)
+                self._buildah(
+                    "bud", "--isolation=chroot", "--pull=never", f"--tag={image}", context
+                )
+            for stale in self.dir.glob(f"{workload_archive_prefix(image)}-*.tar"):
                 stale.unlink()
             self._push(image, archive)
