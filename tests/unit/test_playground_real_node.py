@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from vk.playground.binaries import Binaries
+from vk.playground.binaries import Binaries, NodeBinaries
 from vk.playground.cluster import cluster_components
 from vk.playground.cluster_objects import metrics_server_service, playground_chart_values
 from vk.playground.commandlines import apiserver_args
@@ -15,11 +15,15 @@ from vk.playground.images import DEFAULT_DEBIAN_MIRROR, debian_mirror, source_di
 from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
-    NODE_POD_CIDR,
+    MAX_REAL_NODES,
     NodePaths,
+    RealNodeError,
     cni_conflist,
     containerd_config,
     in_namespace,
+    kube_proxy_configuration,
+    kubelet_args,
+    kubelet_configuration,
     node_network,
 )
 from vk.playground.spec import (
@@ -32,37 +36,82 @@ from vk.playground.spec import (
 BINARIES = Binaries(*(Path(f"/bin/{n}") for n in "abcdefgh"))
 
 
-def test_the_consumer_gets_the_real_node_and_only_one_cluster_may() -> None:
+def test_real_node_mode_gives_the_consumer_a_node_for_vk_and_naples_its_only_node() -> None:
     clusters = with_real_node(DEFAULT_CLUSTERS)
-    assert [c.name for c in clusters if c.real_node] == ["venice"]
-    venice = clusters[0]
-    assert "kubelet" in cluster_components(venice)
-    assert "vk-controller-manager" not in cluster_components(venice)  # a pod there
-    assert "kubelet" not in cluster_components(clusters[1])
-    twice = (venice, clusters[1].__class__(**{**clusters[1].__dict__, "real_node": True}))
-    with pytest.raises(InvalidPlaygroundSpec, match="one cluster at most"):
-        validate_clusters(twice)
+    venice, florence, naples = clusters
+    assert [c.name for c in clusters if c.real_node] == ["venice", "naples"]
+    assert venice.nodes == 1  # its kwok node beside: the real one is reserved for vk
+    assert naples.nodes == 0  # the real node alone: offloaded pods run there, as containers
+    assert florence == DEFAULT_CLUSTERS[1]
+    for real in (venice, naples):
+        assert "kubelet" in cluster_components(real)
+        assert "vk-controller-manager" not in cluster_components(real)  # a pod there
+    assert "kubelet" not in cluster_components(florence)
+    assert validate_clusters(clusters) == clusters
 
 
-def test_network_names_fit_linux_interface_names_and_follow_the_playground() -> None:
-    one = node_network(Path("/tmp/a"))
-    assert one == node_network(Path("/tmp/a"))
-    assert one != node_network(Path("/tmp/b"))
+def test_a_playground_has_a_bounded_number_of_real_nodes() -> None:
+    many = tuple(
+        DEFAULT_CLUSTERS[1].__class__(f"p{i}", "provider", 0, real_node=True)
+        for i in range(MAX_REAL_NODES + 1)
+    )
+    with pytest.raises(InvalidPlaygroundSpec, match=f"{MAX_REAL_NODES} clusters at most"):
+        validate_clusters(many)
+    with pytest.raises(RealNodeError):
+        node_network(Path("/tmp/a"), "p8", MAX_REAL_NODES)
+
+
+def test_network_names_fit_linux_interface_names_and_follow_the_playground_and_cluster() -> None:
+    one = node_network(Path("/tmp/a"), "venice", 0)
+    assert one == node_network(Path("/tmp/a"), "venice", 0)
+    assert one.namespace != node_network(Path("/tmp/b"), "venice", 0).namespace
+    assert one.namespace != node_network(Path("/tmp/a"), "naples", 0).namespace
     assert len(one.host_link) <= 15
     assert len(one.node_link) <= 15
     assert in_namespace(one, ["kubelet"])[:3] == ["nsenter", f"--net={one.namespace_path}", "--"]
 
 
-def test_containerd_keeps_everything_under_the_node_and_restricts_oom_score_adj() -> None:
+def test_two_nodes_share_no_address_cidr_or_cgroup_and_the_first_hosts_the_api_servers() -> None:
+    first = node_network(Path("/pg"), "venice", 0)
+    second = node_network(Path("/pg"), "naples", 1)
+    assert first.host_address == HOST_ADDRESS
+    assert (first.node_address, first.pod_cidr) == ("10.201.0.2", "10.202.0.0/24")
+    assert (second.host_address, second.node_address) == ("10.201.1.1", "10.201.1.2")
+    assert second.pod_cidr == "10.202.1.0/24"
+    assert first.cgroup_parent != second.cgroup_parent
+    for network in (first, second):
+        paths = NodePaths(Path("/pg") / network.namespace)
+        kubelet = kubelet_configuration(paths, network, Path("/pg/ca.crt"))
+        assert kubelet["cgroupRoot"] == f"/{network.cgroup_parent}"
+        assert kubelet["address"] == kubelet["healthzBindAddress"] == network.node_address
+        assert kube_proxy_configuration(paths, network, "x")["clusterCIDR"] == network.pod_cidr
+
+
+def test_a_real_node_is_tainted_for_vk_only_when_kwok_nodes_are_beside_it() -> None:
+    network = node_network(Path("/pg"), "venice", 0)
+    node = NodeBinaries(*(Path(f"/bin/{n}") for n in NodeBinaries.__dataclass_fields__))
     paths = NodePaths(Path("/pg/venice"))
-    config = containerd_config(paths, "localhost/vk-pause:1")
+    beside = kubelet_args(node, paths, network, "venice", reserved_for_vk=True)
+    alone = kubelet_args(node, paths, network, "venice", reserved_for_vk=False)
+    taint = "--register-with-taints=playground.vk.io/real-node=true:NoSchedule"
+    assert taint in beside
+    assert taint not in alone
+    assert f"--node-ip={network.node_address}" in alone
+
+
+def test_containerd_keeps_everything_under_the_node_and_restricts_oom_score_adj() -> None:
+    paths = NodePaths(Path("/pg/naples"))
+    network = node_network(Path("/pg"), "naples", 1)
+    config = containerd_config(paths, network, "localhost/vk-pause:1")
     assert 'sandbox_image = "localhost/vk-pause:1"' in config
     assert "restrict_oom_score_adj = true" in config
     assert "netns_mounts_under_state_dir = true" in config
-    assert 'root = "/pg/venice/node/containerd/root"' in config
-    bridge = cni_conflist(paths)["plugins"][0]
-    assert bridge["ipam"]["ranges"] == [[{"subnet": NODE_POD_CIDR, "gateway": "10.202.0.1"}]]
-    assert bridge["ipam"]["dataDir"] == "/pg/venice/node/cni/ipam"
+    assert 'root = "/pg/naples/node/containerd/root"' in config
+    assert 'Root = "/pg/naples/node/containerd/state/runc"' in config  # not /run/containerd
+    assert 'address = "10.201.1.2:1338"' in config
+    bridge = cni_conflist(paths, network)["plugins"][0]
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.202.1.0/24", "gateway": "10.202.1.1"}]]
+    assert bridge["ipam"]["dataDir"] == "/pg/naples/node/cni/ipam"
 
 
 def test_api_servers_listen_where_the_node_reaches_them_and_audit_service_accounts() -> None:

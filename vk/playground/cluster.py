@@ -70,12 +70,6 @@ from vk.playground.node_runtimes import (
 )
 from vk.playground.paths import ClusterPaths
 from vk.playground.pki import write_cluster_pki, write_private
-from vk.playground.realnode import (
-    CONTAINERD_METRICS_PORT,
-    KUBE_PROXY_HEALTHZ_PORT,
-    KUBELET_HEALTHZ_PORT,
-    NODE_ADDRESS,
-)
 from vk.playground.spec import ClusterSpec
 
 COMPONENTS = (
@@ -325,9 +319,7 @@ class ClusterRuntime:
                 False,
             ),
             "vk-webhook": (f"https://127.0.0.1:{ports['vk-webhook']}/readyz", insecure),
-            "containerd": (f"http://{NODE_ADDRESS}:{CONTAINERD_METRICS_PORT}/v1/metrics", False),
-            "kubelet": (f"http://{NODE_ADDRESS}:{KUBELET_HEALTHZ_PORT}/healthz", False),
-            "kube-proxy": (f"http://{NODE_ADDRESS}:{KUBE_PROXY_HEALTHZ_PORT}/livez", False),
+            **{name: (url, False) for name, url in self.nodes.health_urls().items()},
             "prometheus": (f"http://127.0.0.1:{ports['prometheus']}/-/ready", False),
         }
         return probes[component]

@@ -63,10 +63,12 @@ def playground() -> None:
 @click.option(
     "--real-node",
     is_flag=True,
-    help="Give the consumer a real node (kubelet and containerd, in a network namespace; needs "
-    "root and Debian's containerd, runc, containernetworking-plugins, iptables, debootstrap "
-    "and buildah), build vk's image from the Dockerfile, and install vk there with its Helm "
-    "chart: vk and its virtual kubelets run as pods, scraped by a Prometheus.",
+    help="Give the consumer a real node (kubelet and containerd, in a network namespace) where vk "
+    "runs as pods, installed with its Helm chart from vk's image built from the Dockerfile and "
+    "scraped by a Prometheus; and give the last provider (naples) a real node as its only node, "
+    "so that the pods offloaded there run as containers (of the local images "
+    "playground.local/shell and playground.local/web). Needs root and Debian's containerd, runc, "
+    "containernetworking-plugins, iptables, debootstrap and buildah.",
 )
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors.")
 def up(

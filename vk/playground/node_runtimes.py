@@ -29,10 +29,14 @@ from vk.playground.paths import ClusterPaths
 from vk.playground.pki import ClusterPki, load_ca, write_private
 from vk.playground.prometheus import prometheus_args, prometheus_config, prometheus_rbac
 from vk.playground.realnode import (
+    CONTAINERD_METRICS_PORT,
+    KUBE_PROXY_HEALTHZ_PORT,
+    KUBELET_HEALTHZ_PORT,
     NodeNetwork,
     cni_conflist,
     containerd_args,
     containerd_config,
+    ensure_cgroup_parent,
     ensure_network,
     import_images,
     in_namespace,
@@ -120,6 +124,11 @@ class NodeRuntime(ABC):
     def real_nodes(self) -> set[str]:
         """The names of the nodes besides kwok's that must be Ready."""
 
+    def health_urls(self) -> dict[str, str]:
+        """Where the components this runtime adds answer when healthy (over plain HTTP), by
+        component; those it does not name are probed as the cluster's own."""
+        return {}
+
     @abstractmethod
     async def start_vk(self, restart: bool) -> list[str]:
         """vk running in the cluster, once it is usable."""
@@ -194,11 +203,18 @@ class RealNodeRuntime(NodeRuntime):
         self.node = node
 
     def command_lines(self, ports: dict[str, int]) -> CommandLines:
-        node, paths = self.node, self.cluster.paths
+        node, paths, spec = self.node, self.cluster.paths, self.cluster.spec
         return {
             "containerd": lambda: in_namespace(node.network, containerd_args(paths.node)),
             "kubelet": lambda: in_namespace(
-                node.network, kubelet_args(node.binaries, paths.node, self.cluster.spec.name)
+                node.network,
+                kubelet_args(
+                    node.binaries,
+                    paths.node,
+                    node.network,
+                    spec.name,
+                    reserved_for_vk=spec.nodes > 0,
+                ),
             ),
             "kube-proxy": lambda: in_namespace(
                 node.network, kube_proxy_args(node.binaries, paths.node)
@@ -210,7 +226,7 @@ class RealNodeRuntime(NodeRuntime):
 
     def write_files(self, pki: ClusterPki) -> None:
         cluster_paths, name = self.cluster.paths, self.cluster.spec.name
-        paths = cluster_paths.node
+        paths, network = cluster_paths.node, self.node.network
         ca = pki.ca_crt.read_bytes()
         for directory in (paths.cni_config_dir, paths.cni_data_dir, paths.pod_logs):
             directory.mkdir(parents=True, exist_ok=True)
@@ -218,7 +234,8 @@ class RealNodeRuntime(NodeRuntime):
         if not paths.pki("kube-proxy.crt").exists():
             ca_cert, ca_key = load_ca(pki.root, "ca")
             now = datetime.datetime.now(datetime.UTC)
-            for stem, issued in node_certificates(ca_cert, ca_key, name, now).items():
+            issued_now = node_certificates(ca_cert, ca_key, name, network.node_address, now)
+            for stem, issued in issued_now.items():
                 write_private(paths.pki(f"{stem}.key"), issued.key_pem)
                 write_private(paths.pki(f"{stem}.crt"), issued.cert_pem)
         for kubeconfig, stem, user in (
@@ -229,15 +246,17 @@ class RealNodeRuntime(NodeRuntime):
                 kubeconfig, ca, paths.pki(f"{stem}.crt"), paths.pki(f"{stem}.key"), user
             )
         paths.containerd_config.parent.mkdir(parents=True, exist_ok=True)
-        paths.containerd_config.write_text(containerd_config(paths, self.node.images.pause_image))
+        paths.containerd_config.write_text(
+            containerd_config(paths, network, self.node.images.pause_image)
+        )
         (paths.cni_config_dir / "10-vk-playground.conflist").write_text(
-            json.dumps(cni_conflist(paths), indent=2) + "\n"
+            json.dumps(cni_conflist(paths, network), indent=2) + "\n"
         )
         paths.kubelet_config.write_text(
-            yaml.safe_dump(kubelet_configuration(paths, pki.ca_crt), sort_keys=False)
+            yaml.safe_dump(kubelet_configuration(paths, network, pki.ca_crt), sort_keys=False)
         )
         paths.kube_proxy_config.write_text(
-            yaml.safe_dump(kube_proxy_configuration(paths, name), sort_keys=False)
+            yaml.safe_dump(kube_proxy_configuration(paths, network, name), sort_keys=False)
         )
         cluster_paths.audit_policy.write_text(yaml.safe_dump(audit_policy(), sort_keys=False))
         cluster_paths.prometheus_config.parent.mkdir(parents=True, exist_ok=True)
@@ -247,8 +266,10 @@ class RealNodeRuntime(NodeRuntime):
         cluster_paths.prometheus_config.write_text(yaml.safe_dump(config, sort_keys=False))
 
     async def prepare(self) -> None:
-        # Before the API server, which listens on the veth's address.
+        # Before the API server (the playground makes every node's network before any API
+        # server starts, as they all listen on the first node's host end: this repairs).
         await asyncio.to_thread(ensure_network, self.node.network)
+        await asyncio.to_thread(ensure_cgroup_parent, self.node.network)
 
     async def start_node(self, restart: bool) -> list[str]:
         """containerd with the images imported, then the kubelet and kube-proxy."""
@@ -269,6 +290,14 @@ class RealNodeRuntime(NodeRuntime):
 
     def real_nodes(self) -> set[str]:
         return {node_name(self.cluster.spec.name)}
+
+    def health_urls(self) -> dict[str, str]:
+        address = self.node.network.node_address
+        return {
+            "containerd": f"http://{address}:{CONTAINERD_METRICS_PORT}/v1/metrics",
+            "kubelet": f"http://{address}:{KUBELET_HEALTHZ_PORT}/healthz",
+            "kube-proxy": f"http://{address}:{KUBE_PROXY_HEALTHZ_PORT}/livez",
+        }
 
     async def start_vk(self, restart: bool) -> list[str]:
         """vk from its chart, as `vkctl install` installs it, waiting for its pods; then

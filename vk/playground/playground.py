@@ -28,8 +28,10 @@ from vk.playground.node_runtimes import NODE_COMPONENTS, RealNode
 from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
+    NodeNetwork,
     RealNodeError,
     check_tools,
+    ensure_network,
     node_network,
     remove_node,
 )
@@ -96,6 +98,12 @@ class Playground:
     def paths(self, name: str) -> ClusterPaths:
         return ClusterPaths(self.root / name)
 
+    def node_networks(self, clusters: tuple[ClusterSpec, ...]) -> dict[str, NodeNetwork]:
+        """The network of each cluster's real node, by cluster, numbered in the clusters'
+        order."""
+        with_nodes = [c.name for c in clusters if c.real_node]
+        return {name: node_network(self.root, name, i) for i, name in enumerate(with_nodes)}
+
     def kubeconfig(self, name: str) -> Path:
         names = [c.name for c in self.clusters()]
         if name not in names:
@@ -115,34 +123,40 @@ class Playground:
         wanted = validate_clusters(clusters or recorded or DEFAULT_CLUSTERS)
         builder = BinaryBuilder(default_cache_dir(), self.progress)
         binaries = builder.ensure_all()
-        real_node: RealNode | None = None
-        if any(c.real_node for c in wanted):
+        networks = self.node_networks(wanted)
+        real_nodes: dict[str, RealNode] = {}
+        if networks:
             try:
                 check_tools()
             except RealNodeError as error:
                 raise PlaygroundError(str(error)) from error
             node_binaries = builder.ensure_node()
-            real_node = RealNode(
-                binaries=node_binaries,
-                images=ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause),
-                network=node_network(self.root),
-                helm=builder.ensure_helm(),
-                prometheus=builder.ensure_prometheus(),
-            )
+            images = ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause)
+            helm, prometheus = builder.ensure_helm(), builder.ensure_prometheus()
+            real_nodes = {
+                name: RealNode(node_binaries, images, network, helm, prometheus)
+                for name, network in networks.items()
+            }
         self.progress.info(f"binaries cached in {default_cache_dir()}")
         self.root.mkdir(parents=True, exist_ok=True)
         self.state_file.write_text(
             json.dumps({"clusters": [c.to_dict() for c in wanted]}, indent=2) + "\n"
         )
+        try:
+            # Before any API server starts: they all listen on the first node's host end.
+            for network in networks.values():
+                ensure_network(network)
+        except RealNodeError as error:
+            raise PlaygroundError(str(error)) from error
         runtimes = [
             ClusterRuntime(
                 spec,
                 self.root / spec.name,
                 binaries,
                 pod_cidr(index),
-                # With a real node, every API server listens where the node's pods reach it.
-                host_address=HOST_ADDRESS if real_node else None,
-                node=real_node if spec.real_node else None,
+                # With a real node, every API server listens where the nodes' pods reach it.
+                host_address=HOST_ADDRESS if real_nodes else None,
+                node=real_nodes.get(spec.name),
             )
             for index, spec in enumerate(wanted)
         ]
@@ -194,9 +208,10 @@ class Playground:
         left = processes_with(marker)
         if left:
             raise PlaygroundError(f"processes {left} did not stop; kill them and run down again")
-        # The real node's pods, mounts, cgroups and network. Its namespace is the first thing
-        # `up` makes for it: if there is none, nothing of a real node is ours to remove.
-        if Path(node_network(self.root).namespace_path).exists():
-            remove_node(self.root)
+        # The real nodes' pods, mounts, cgroups and networks. A node's namespace is the first
+        # thing `up` makes for it: if there is none, nothing of that node is ours to remove.
+        for name, network in self.node_networks(self.recorded_clusters() or ()).items():
+            if Path(network.namespace_path).exists():
+                remove_node(network, self.paths(name).node.root)
         shutil.rmtree(self.root, ignore_errors=True)
         return len(pids)

@@ -1,12 +1,18 @@
-"""A real node for the playground's consumer: a kubelet and containerd (Debian's) in a network
-namespace the playground creates, so that vk runs there as pods of its own image, as it does
-on real clusters.
+"""Real nodes for the playground: a kubelet and containerd (Debian's) in a network namespace the
+playground creates, so that vk runs there as pods of its own image (on the consumer), and
+offloaded pods run as containers (on a provider), as they do on real clusters.
 
 Why a network namespace: a kubelet refuses a loopback node IP, and this machine's traffic may
-only go to loopback or into namespaces of our own. So the node lives at NODE_ADDRESS behind a
-veth pair whose other end, HOST_ADDRESS, is where the playground's API servers listen: the
-node's pods reach every cluster there, and the API servers, metrics-server and Prometheus reach
-the pods through a route to the node's pod CIDR.
+only go to loopback or into namespaces of our own. So each node lives at its own address behind
+a veth pair; the host end of the first node's pair, HOST_ADDRESS, is where every API server of
+the playground listens: every node's pods reach every cluster there (a node's default route is
+the machine, which delivers its own addresses locally), and the API servers, metrics-server and
+Prometheus reach a node's pods through a route to its pod CIDR.
+
+Two nodes on one machine share nothing they could break in each other: each has its namespace,
+addresses and pod CIDR, its cgroup parent (named as its namespace), containerd's root, state,
+socket and runc state, and the kubelet's root directory, so `down` removes one node's pods,
+mounts and cgroups without touching another's.
 
 containerd, the kubelet and kube-proxy enter the namespace with `nsenter --net` only: they share
 the machine's mount namespace, so the kubelet's volume mounts are what containerd bind-mounts
@@ -36,22 +42,21 @@ from vk.kube.pki import Issued, issue
 from vk.playground.binaries import NodeBinaries
 from vk.playground.images import NodeImages
 
+# The playground's real nodes, numbered from 0: node i at 10.201.i.2 behind 10.201.i.1, its
+# pods in 10.202.i.0/24. Every API server listens on node 0's host end.
+MAX_REAL_NODES = 8
 HOST_ADDRESS = "10.201.0.1"
-NODE_ADDRESS = "10.201.0.2"
 LINK_PREFIX_LENGTH = 30
-NODE_POD_CIDR = "10.202.0.0/24"
-NODE_POD_GATEWAY = "10.202.0.1"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
 KUBE_PROXY_HEALTHZ_PORT = 10256
 KUBE_PROXY_METRICS_PORT = 10249
 CONTAINERD_METRICS_PORT = 1338
-# Only vk's pods (which tolerate it) land on the real node: the tutorial's workloads use images
-# this machine cannot pull, and stay on the kwok nodes.
+# A real node beside kwok nodes takes only vk's pods (which tolerate this): the tutorial's
+# workloads there stay on the kwok nodes. A real node alone in its cluster takes every pod.
 REAL_NODE_TAINT = {"key": "playground.vk.io/real-node", "value": "true", "effect": "NoSchedule"}
 REAL_NODE_LABEL = "playground.vk.io/real-node"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-KUBEPODS = "kubepods"
 REQUIRED_TOOLS = ("containerd", "runc", "ctr", "iptables", "nsenter", "ip")
 CNI_PLUGINS_DIR = Path("/usr/lib/cni")
 DEBIAN_PACKAGES = "containerd runc containernetworking-plugins iptables"
@@ -63,21 +68,44 @@ class RealNodeError(RuntimeError):
 
 @dataclass(frozen=True)
 class NodeNetwork:
-    """The namespace of one playground's node and its veth pair (names within 15 bytes)."""
+    """One real node's network namespace, its veth pair (names within 15 bytes) with the
+    addresses of both ends, and the node's pod CIDR."""
 
     namespace: str
     host_link: str
     node_link: str
+    host_address: str
+    node_address: str
+    pod_cidr: str
+    pod_gateway: str
 
     @property
     def namespace_path(self) -> str:
         return f"/var/run/netns/{self.namespace}"
 
+    @property
+    def cgroup_parent(self) -> str:
+        """The cgroup under which the node's kubelet puts its pods (`kubepods` and below),
+        named as the namespace: `down` finds both from the one name."""
+        return self.namespace
 
-def node_network(playground_root: Path) -> NodeNetwork:
-    """Names derived from the playground's directory, so its `down` finds them again."""
-    tag = hashlib.sha256(str(playground_root.resolve()).encode()).hexdigest()[:8]
-    return NodeNetwork(f"vk-{tag}", f"vkh{tag}", f"vkn{tag}")
+
+def node_network(playground_root: Path, cluster_name: str, index: int) -> NodeNetwork:
+    """Names derived from the playground's directory and the cluster, so its `down` finds them
+    again; addresses from the node's number in the playground (see HOST_ADDRESS)."""
+    if not 0 <= index < MAX_REAL_NODES:
+        raise RealNodeError(f"a playground has at most {MAX_REAL_NODES} real nodes")
+    key = f"{playground_root.resolve()}:{cluster_name}"
+    tag = hashlib.sha256(key.encode()).hexdigest()[:8]
+    return NodeNetwork(
+        namespace=f"vk-{tag}",
+        host_link=f"vkh{tag}",
+        node_link=f"vkn{tag}",
+        host_address=f"10.201.{index}.1",
+        node_address=f"10.201.{index}.2",
+        pod_cidr=f"10.202.{index}.0/24",
+        pod_gateway=f"10.202.{index}.1",
+    )
 
 
 class NodePaths:
@@ -145,10 +173,11 @@ def node_name(cluster_name: str) -> str:
 # -- configuration (pure) --------------------------------------------------------------------
 
 
-def containerd_config(paths: NodePaths, pause_image: str) -> str:
-    """containerd's CRI for one node: directories of its own, the local pause image, Debian's
-    CNI plugins, cgroupfs, and `restrict_oom_score_adj` (root here lacks CAP_SYS_RESOURCE:
-    without it every sandbox fails with "can't get final child's PID from pipe: EOF")."""
+def containerd_config(paths: NodePaths, network: NodeNetwork, pause_image: str) -> str:
+    """containerd's CRI for one node: directories of its own (runc's state among them: its
+    default is the machine's), the local pause image, Debian's CNI plugins, cgroupfs, and
+    `restrict_oom_score_adj` (root here lacks CAP_SYS_RESOURCE: without it every sandbox fails
+    with "can't get final child's PID from pipe: EOF")."""
     return f"""\
 version = 2
 root = "{paths.containerd_root}"
@@ -158,7 +187,7 @@ state = "{paths.containerd_state}"
   address = "{paths.containerd_socket}"
 
 [metrics]
-  address = "{NODE_ADDRESS}:{CONTAINERD_METRICS_PORT}"
+  address = "{network.node_address}:{CONTAINERD_METRICS_PORT}"
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{pause_image}"
@@ -176,11 +205,12 @@ state = "{paths.containerd_state}"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "{paths.containerd_state / "runc"}"
 """
 
 
-def cni_conflist(paths: NodePaths) -> dict[str, Any]:
-    """A bridge in the node's namespace, addresses from NODE_POD_CIDR. No masquerade: the API
+def cni_conflist(paths: NodePaths, network: NodeNetwork) -> dict[str, Any]:
+    """A bridge in the node's namespace, addresses from its pod CIDR. No masquerade: the API
     servers see the pods' own addresses and answer them through the route to the pod CIDR."""
     return {
         "cniVersion": "1.0.0",
@@ -195,7 +225,7 @@ def cni_conflist(paths: NodePaths) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "dataDir": str(paths.cni_data_dir),
-                    "ranges": [[{"subnet": NODE_POD_CIDR, "gateway": NODE_POD_GATEWAY}]],
+                    "ranges": [[{"subnet": network.pod_cidr, "gateway": network.pod_gateway}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
             },
@@ -204,13 +234,15 @@ def cni_conflist(paths: NodePaths) -> dict[str, Any]:
     }
 
 
-def kubelet_configuration(paths: NodePaths, client_ca: Path) -> dict[str, Any]:
+def kubelet_configuration(
+    paths: NodePaths, network: NodeNetwork, client_ca: Path
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_ADDRESS,
+        "address": network.node_address,
         "port": KUBELET_PORT,
-        "healthzBindAddress": NODE_ADDRESS,
+        "healthzBindAddress": network.node_address,
         "healthzPort": KUBELET_HEALTHZ_PORT,
         "readOnlyPort": 0,
         "tlsCertFile": str(paths.pki("kubelet-serving.crt")),
@@ -227,6 +259,7 @@ def kubelet_configuration(paths: NodePaths, client_ca: Path) -> dict[str, Any]:
         # shared with everything else (so eviction only when nearly full).
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
+        "cgroupRoot": f"/{network.cgroup_parent}",
         "failSwapOn": False,
         "evictionHard": {
             "memory.available": "1%",
@@ -246,7 +279,15 @@ def kubelet_configuration(paths: NodePaths, client_ca: Path) -> dict[str, Any]:
     }
 
 
-def kubelet_args(binaries: NodeBinaries, paths: NodePaths, cluster_name: str) -> list[str]:
+def kubelet_args(
+    binaries: NodeBinaries,
+    paths: NodePaths,
+    network: NodeNetwork,
+    cluster_name: str,
+    *,
+    reserved_for_vk: bool,
+) -> list[str]:
+    """`reserved_for_vk`: the node is tainted with REAL_NODE_TAINT (it has kwok nodes beside)."""
     taint = REAL_NODE_TAINT
     return [
         str(binaries.kubelet),
@@ -254,24 +295,30 @@ def kubelet_args(binaries: NodeBinaries, paths: NodePaths, cluster_name: str) ->
         f"--kubeconfig={paths.kubelet_kubeconfig}",
         f"--root-dir={paths.kubelet_root}",
         f"--hostname-override={node_name(cluster_name)}",
-        f"--node-ip={NODE_ADDRESS}",
+        f"--node-ip={network.node_address}",
         f"--node-labels={REAL_NODE_LABEL}=true",
-        f"--register-with-taints={taint['key']}={taint['value']}:{taint['effect']}",
+        *(
+            [f"--register-with-taints={taint['key']}={taint['value']}:{taint['effect']}"]
+            if reserved_for_vk
+            else []
+        ),
         "--v=1",
     ]
 
 
-def kube_proxy_configuration(paths: NodePaths, cluster_name: str) -> dict[str, Any]:
+def kube_proxy_configuration(
+    paths: NodePaths, network: NodeNetwork, cluster_name: str
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "mode": "iptables",
         "clientConnection": {"kubeconfig": str(paths.kube_proxy_kubeconfig)},
         "hostnameOverride": node_name(cluster_name),
-        "bindAddress": NODE_ADDRESS,
-        "healthzBindAddress": f"{NODE_ADDRESS}:{KUBE_PROXY_HEALTHZ_PORT}",
-        "metricsBindAddress": f"{NODE_ADDRESS}:{KUBE_PROXY_METRICS_PORT}",
-        "clusterCIDR": NODE_POD_CIDR,
+        "bindAddress": network.node_address,
+        "healthzBindAddress": f"{network.node_address}:{KUBE_PROXY_HEALTHZ_PORT}",
+        "metricsBindAddress": f"{network.node_address}:{KUBE_PROXY_METRICS_PORT}",
+        "clusterCIDR": network.pod_cidr,
         # The namespace's conntrack table is the machine's: leave its size alone.
         "conntrack": {"maxPerCore": 0, "min": 0},
     }
@@ -291,7 +338,7 @@ def in_namespace(network: NodeNetwork, args: Sequence[str]) -> list[str]:
 
 
 def node_certificates(
-    ca: Any, ca_key: Any, cluster_name: str, now: datetime.datetime
+    ca: Any, ca_key: Any, cluster_name: str, node_address: str, now: datetime.datetime
 ) -> dict[str, Issued]:
     """The kubelet's client identity (a node, as NodeRestriction wants), its serving
     certificate for the node's address, and kube-proxy's identity."""
@@ -306,7 +353,7 @@ def node_certificates(
             f"system:node:{name}",
             now,
             dns_names=(name,),
-            ip_addresses=(NODE_ADDRESS,),
+            ip_addresses=(node_address,),
             server=True,
         ),
         "kube-proxy": issue(ca, ca_key, "system:kube-proxy", now, client=True),
@@ -350,11 +397,11 @@ def _address_owner(address: str) -> str | None:
 def ensure_network(network: NodeNetwork) -> None:
     """The namespace, the veth pair with its two addresses, forwarding in the namespace, and
     the machine's route to the node's pods. Idempotent."""
-    owner = _address_owner(HOST_ADDRESS)
+    owner = _address_owner(network.host_address)
     if owner is not None and owner != network.host_link:
         raise RealNodeError(
-            f"{HOST_ADDRESS} is already on {owner}: another playground has a real node; bring "
-            f"it down first (`vkctl playground down` with its VK_PLAYGROUND_DIR)"
+            f"{network.host_address} is already on {owner}: another playground has a real node; "
+            f"bring it down first (`vkctl playground down` with its VK_PLAYGROUND_DIR)"
         )
     if not Path(network.namespace_path).exists():
         _ip("netns", "add", network.namespace)
@@ -362,16 +409,23 @@ def ensure_network(network: NodeNetwork) -> None:
         _ip("link", "del", network.host_link, check=False)  # half made by an interrupted run
         _ip("link", "add", network.host_link, "type", "veth", "peer", "name", network.node_link)
         _ip("link", "set", network.node_link, "netns", network.namespace)
-        _ip("addr", "add", f"{HOST_ADDRESS}/{LINK_PREFIX_LENGTH}", "dev", network.host_link)
+        _ip("addr", "add", f"{network.host_address}/{LINK_PREFIX_LENGTH}", "dev", network.host_link)
         _ip("link", "set", network.host_link, "up")
         inside = ("-n", network.namespace)
-        _ip(
-            *inside, "addr", "add", f"{NODE_ADDRESS}/{LINK_PREFIX_LENGTH}", "dev", network.node_link
-        )
+        node_address = f"{network.node_address}/{LINK_PREFIX_LENGTH}"
+        _ip(*inside, "addr", "add", node_address, "dev", network.node_link)
         _ip(*inside, "link", "set", network.node_link, "up")
         _ip(*inside, "link", "set", "lo", "up")
-        _ip(*inside, "route", "add", "default", "via", HOST_ADDRESS)
-    _ip("route", "replace", NODE_POD_CIDR, "via", NODE_ADDRESS, "dev", network.host_link)
+        _ip(*inside, "route", "add", "default", "via", network.host_address)
+    _ip(
+        "route",
+        "replace",
+        network.pod_cidr,
+        "via",
+        network.node_address,
+        "dev",
+        network.host_link,
+    )
     subprocess.run(
         [
             "nsenter",
@@ -385,15 +439,33 @@ def ensure_network(network: NodeNetwork) -> None:
     )
 
 
+def cgroup_hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (v1: one per controller, co-mounted ones by symlink;
+    v2: the one)."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return [CGROUP_ROOT]
+    return sorted(p for p in CGROUP_ROOT.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def ensure_cgroup_parent(network: NodeNetwork) -> None:
+    """The node's cgroup parent in every hierarchy: the kubelet refuses a `cgroupRoot` that
+    does not exist. A new v1 cpuset starts with no CPUs and no memory nodes; it gets its
+    parent's, as anything put in it needs some."""
+    for hierarchy in cgroup_hierarchies():
+        parent = hierarchy / network.cgroup_parent
+        parent.mkdir(exist_ok=True)
+        for name in ("cpuset.cpus", "cpuset.mems"):
+            own = parent / name
+            if own.exists() and not own.read_text().strip():
+                own.write_text((hierarchy / name).read_text())
+
+
 def import_images(paths: NodePaths, images: NodeImages) -> None:
     """Loads the archives into the k8s.io namespace the CRI reads, unless there already."""
     ctr = ["ctr", f"--address={paths.containerd_socket}", "--namespace=k8s.io"]
     listed = subprocess.run([*ctr, "images", "list", "-q"], capture_output=True, text=True)
     present = set(listed.stdout.split())
-    for name, archive in (
-        (images.pause_image, images.pause_archive),
-        (images.vk_image, images.vk_archive),
-    ):
+    for name, archive in images.archives():
         if name in present:
             continue
         result = subprocess.run(
@@ -416,7 +488,7 @@ def mounts_under(root: Path) -> list[str]:
 def cgroup_dirs(name: str) -> list[Path]:
     """`name` in every cgroup hierarchy that has it, deepest children first."""
     found: list[Path] = []
-    for hierarchy in CGROUP_ROOT.iterdir():
+    for hierarchy in cgroup_hierarchies():
         top = hierarchy / name
         if top.is_dir():
             found += sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
@@ -424,21 +496,21 @@ def cgroup_dirs(name: str) -> list[Path]:
     return found
 
 
-def remove_node(playground_root: Path) -> None:
-    """Everything a real node leaves outside its files: its pods' processes, the mounts under
-    the playground, the pods' cgroups, the namespace (with its iptables rules and bridge) and
-    the veth pair, and the machine's route. Call after the playground's processes stopped."""
-    network = node_network(playground_root)
-    for directory in cgroup_dirs(KUBEPODS):
+def remove_node(network: NodeNetwork, node_root: Path) -> None:
+    """Everything one real node leaves outside its files: its pods' processes (those in its
+    cgroup parent, no other node's), the mounts under its directory, its cgroups, its namespace
+    (with the iptables rules and the bridge in it), the veth pair and the machine's route.
+    Call after its containerd and kubelet stopped."""
+    for directory in cgroup_dirs(network.cgroup_parent):
         procs = directory / "cgroup.procs"
         with contextlib.suppress(OSError):
             for pid in procs.read_text().split():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
-    for point in sorted(mounts_under(playground_root), key=len, reverse=True):
+    for point in sorted(mounts_under(node_root), key=len, reverse=True):
         subprocess.run(["umount", "--lazy", point], capture_output=True)
     deadline = time.monotonic() + 10
-    for directory in cgroup_dirs(KUBEPODS):
+    for directory in cgroup_dirs(network.cgroup_parent):
         while True:
             try:
                 directory.rmdir()

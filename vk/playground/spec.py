@@ -16,6 +16,7 @@ import yaml
 from vk.api.constants import REGION_LABEL
 from vk.api.core import validate_cluster_id
 from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.playground.realnode import MAX_REAL_NODES
 
 Role = Literal["consumer", "provider"]
 ROLES: tuple[Role, ...] = ("consumer", "provider")
@@ -37,8 +38,9 @@ class ClusterSpec:
     # vk installed and running (its controller manager and webhook as processes); without it
     # the cluster is a bare one to try `vkctl install` on.
     vk: bool = True
-    # A real node (kubelet and containerd) beside the kwok ones, and vk installed with its Helm
-    # chart, running as pods there (`vkctl playground up --real-node`; one cluster at most).
+    # A real node (kubelet and containerd) and vk installed with its Helm chart, running as pods
+    # there (`vkctl playground up --real-node`). Beside kwok nodes it takes only vk's pods;
+    # with `nodes: 0` it is the cluster's one node and runs every pod (offloaded ones too).
     real_node: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,9 +138,10 @@ def validate_clusters(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, .
     if duplicates:
         raise InvalidPlaygroundSpec(f"cluster names must be unique: {', '.join(duplicates)}")
     real_nodes = [c.name for c in clusters if c.real_node]
-    if len(real_nodes) > 1:
+    if len(real_nodes) > MAX_REAL_NODES:
         raise InvalidPlaygroundSpec(
-            f"one cluster at most has the real node (asked for {', '.join(real_nodes)})"
+            f"{MAX_REAL_NODES} clusters at most have a real node (asked for "
+            f"{', '.join(real_nodes)})"
         )
     if any(c.real_node and not c.vk for c in clusters):
         raise InvalidPlaygroundSpec(
@@ -148,6 +151,18 @@ def validate_clusters(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, .
 
 
 def with_real_node(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, ...]:
-    """The clusters with the real node on the consumer (the first cluster, if none is one)."""
-    chosen = next((c.name for c in clusters if c.role == "consumer"), clusters[0].name)
-    return tuple(dataclasses.replace(c, real_node=c.name == chosen) for c in clusters)
+    """The clusters with real nodes, as `--real-node` gives them: the consumer (the first
+    cluster, if none is one) keeps its kwok nodes and gets a real one for vk's pods; the last
+    provider (the tutorial's naples) gets a real node as its only node, so that the pods
+    offloaded there run as containers. Any other cluster is left as it is."""
+    consumer = next((c.name for c in clusters if c.role == "consumer"), clusters[0].name)
+    providers = [c.name for c in clusters if c.role == "provider" and c.name != consumer]
+    provider = providers[-1] if providers else None
+    return tuple(
+        dataclasses.replace(c, real_node=True)
+        if c.name == consumer
+        else dataclasses.replace(c, real_node=True, nodes=0)
+        if c.name == provider
+        else c
+        for c in clusters
+    )
