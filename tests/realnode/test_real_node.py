@@ -4,7 +4,8 @@ Helm chart; the VirtualNode controller's Deployment launcher runs every virtual 
 pod of that image. On it: the tutorial's offloading flow, `kubectl logs` and `exec` on a
 virtual-kubelet pod, the pod killed and replaced with no offloaded pod re-created, every
 request of vk's ServiceAccounts in venice's audit log allowed, Prometheus scraping vk's pods
-through Kubernetes service discovery, and `down` leaving no trace on the machine.
+through Kubernetes service discovery, and `down` leaving no trace on the machine. (naples has a
+real node too: the pods offloaded there are containers, test_real_containers.py.)
 
 Needs root and Debian's containerd, runc, containernetworking-plugins, iptables, debootstrap
 and buildah (`.ci/run` installs them): without them the playground says what is missing, and
@@ -17,93 +18,31 @@ import json
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import (
     CONSUMER,
-    REGION,
-    TUTORIAL_DEPLOYMENTS,
     get_json,
-    namespace_exists,
-    offloading,
-    peer,
     running_on,
-    vkctl,
-    wide,
 )
 from vk.api.constants import VIRTUAL_NODE_LABEL, VK_NAMESPACE
-from vk.playground.playground import Playground
 from vk.playground.realnode import (
     HOST_ADDRESS,
-    KUBEPODS,
-    NODE_ADDRESS,
-    NODE_POD_CIDR,
+    NodeNetwork,
     cgroup_dirs,
     mounts_under,
     node_name,
-    node_network,
 )
-from vk.playground.spec import DEFAULT_CLUSTERS, with_real_node
 
 REAL_NODE = node_name(CONSUMER)
 VK_SERVICE_ACCOUNTS = "system:serviceaccount:"
 
 
-@pytest.fixture(scope="module")
-def real(
-    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
-) -> Iterator[Clusters]:
-    playground = Playground(root=tmp_path_factory.mktemp("real-node"))
-    capture = pytestconfig.pluginmanager.getplugin("capturemanager")
-    try:
-        with capture.global_and_fixture_disabled():  # image builds: show their progress
-            specs = playground.up(with_real_node(DEFAULT_CLUSTERS))
-        yield Clusters(playground, specs)
-    finally:
-        playground.down()
-
-
-@pytest.fixture(scope="module")
-def peered(real: Clusters) -> Clusters:
-    """venice peered with naples and florence, as the tutorial peers them."""
-    for provider in ("naples", "florence"):
-        peer(real, provider)
-    return real
-
-
-@pytest.fixture(scope="module")
-def liqo_demo(peered: Clusters) -> Clusters:
-    """The tutorial's liqo-demo: offloaded to the south region (naples) only, LocalAndRemote,
-    with its two Deployments applied; app-south Running on naples."""
-    clusters = peered
-    clusters.kubectl(CONSUMER, "create", "namespace", "liqo-demo")
-    offloaded = vkctl(
-        clusters,
-        "offload",
-        "namespace",
-        "liqo-demo",
-        "--namespace-mapping-strategy=EnforceSameName",
-        "--pod-offloading-strategy=LocalAndRemote",
-        f"--selector={REGION}=south",
-    )
-    assert offloaded.returncode == 0, offloaded.stderr
-    assert offloading(clusters, "liqo-demo")["status"]["offloadingPhase"] == "Ready"
-    assert namespace_exists(clusters, "naples", "liqo-demo")
-    assert not namespace_exists(clusters, "florence", "liqo-demo")
-    clusters.kubectl(CONSUMER, "apply", "-f", str(TUTORIAL_DEPLOYMENTS), "-n", "liqo-demo")
-    wait_until(
-        lambda: running_on(clusters, "liqo-demo", "app=app-south") == ["naples"],
-        "app-south Running on the naples virtual node",
-        timeout=60,
-        explain=lambda: wide(clusters, "liqo-demo"),
-    )
-    return clusters
+def node_network_of(clusters: Clusters, cluster: str) -> NodeNetwork:
+    return clusters.playground.node_networks(clusters.specs)[cluster]
 
 
 def pods_of(clusters: Clusters, namespace: str, selector: str) -> list[dict[str, Any]]:
@@ -138,7 +77,7 @@ def node_ready(clusters: Clusters, name: str) -> bool:
 def test_vk_runs_as_pods_of_its_image_on_the_real_node(real: Clusters) -> None:
     node = get_json(real, CONSUMER, "node", REAL_NODE)
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
-    assert node["status"]["addresses"][0]["address"] == NODE_ADDRESS
+    assert node["status"]["addresses"][0]["address"] == node_network_of(real, CONSUMER).node_address
     image = vk_image(real)
     assert image.startswith("localhost/vk:dev-")
     for component in ("vk-controller-manager", "vk-webhook"):
@@ -161,7 +100,8 @@ def test_the_tutorial_flow_with_virtual_kubelets_as_pods(liqo_demo: Clusters) ->
         assert pod["spec"]["nodeName"] == REAL_NODE
         assert pod["spec"]["containers"][0]["image"] == image
         assert pod["spec"]["serviceAccountName"] != "default"
-        assert pod["status"]["podIP"].startswith(NODE_POD_CIDR.rsplit(".", 2)[0])
+        pod_cidr = node_network_of(clusters, CONSUMER).pod_cidr
+        assert pod["status"]["podIP"].startswith(pod_cidr.rsplit(".", 1)[0])
         # The Node's address is the pod's: the API server reaches this kubelet API there.
         node = get_json(clusters, CONSUMER, "node", provider)
         assert node["status"]["addresses"][0]["address"] == pod["status"]["podIP"]
@@ -171,9 +111,6 @@ def test_the_tutorial_flow_with_virtual_kubelets_as_pods(liqo_demo: Clusters) ->
     # app-center asks for florence's region, which the namespace does not extend to.
     center = pods_of(clusters, "liqo-demo", "app=app-center")
     assert [p["status"]["phase"] for p in center] == ["Pending"]
-    # `kubectl logs` of an offloaded pod goes through the virtual kubelet's pod.
-    logs = clusters.kubectl(CONSUMER, "logs", "-n", "liqo-demo", "deploy/app-south")
-    assert "naples" in logs.stdout
 
 
 def test_logs_and_exec_on_a_virtual_kubelet_pod(peered: Clusters) -> None:
@@ -395,19 +332,26 @@ def test_every_panel_of_vks_dashboard_has_data_and_offloaded_containers_are_scra
 
 
 def test_down_removes_every_trace(real: Clusters) -> None:
+    """Of both real nodes (venice's and naples'): namespaces, links, addresses, routes, mounts,
+    cgroups and iptables chains."""
     root = real.playground.root
-    network = node_network(root)
-    assert Path(network.namespace_path).exists()
+    networks = real.playground.node_networks(real.specs)
+    assert set(networks) == {"venice", "naples"}
+    for network in networks.values():
+        assert Path(network.namespace_path).exists()
+        assert cgroup_dirs(network.cgroup_parent)
     real.playground.down()
     assert not root.exists()
-    assert not Path(network.namespace_path).exists()
     links = subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True)
-    assert network.host_link not in {link["ifname"] for link in json.loads(links.stdout)}
     addresses = subprocess.run(["ip", "-4", "addr"], capture_output=True, text=True, check=True)
-    assert HOST_ADDRESS not in addresses.stdout
     routes = subprocess.run(["ip", "route"], capture_output=True, text=True, check=True)
-    assert NODE_POD_CIDR not in routes.stdout
+    assert HOST_ADDRESS not in addresses.stdout
+    for network in networks.values():
+        assert not Path(network.namespace_path).exists()
+        assert network.host_link not in {link["ifname"] for link in json.loads(links.stdout)}
+        assert network.host_address not in addresses.stdout
+        assert network.pod_cidr not in routes.stdout
+        assert cgroup_dirs(network.cgroup_parent) == []
     assert mounts_under(root.parent) == []
-    assert cgroup_dirs(KUBEPODS) == []
     chains = subprocess.run(["iptables-save"], capture_output=True, text=True, check=True).stdout
     assert "KUBE-" not in chains
