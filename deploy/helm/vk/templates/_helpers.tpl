@@ -48,3 +48,13 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* Where the API server calls the webhook running as a local process: an https URL, without
+     a trailing slash (the webhook's paths are appended). */}}
+{{- define "vk.localWebhookURL" -}}
+{{- $url := .Values.localProcesses.webhookURL | toString | trimSuffix "/" -}}
+{{- if not (hasPrefix "https://" $url) -}}
+{{- fail (printf "localProcesses.webhookURL must be the webhook's https URL (https://127.0.0.1:<port>), not %q" $url) -}}
+{{- end -}}
+{{- $url -}}
+{{- end -}}
