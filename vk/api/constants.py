@@ -96,6 +96,11 @@ CLUSTER_IDENTITY_CONFIGMAP = "vk-cluster-identity"
 CLUSTER_ID_KEY = "clusterID"
 CLUSTER_LABELS_KEY = "clusterLabels"
 
+# vk's controller manager and webhook (as the chart names them): their ServiceAccounts in
+# VK_NAMESPACE, which the chart's RBAC binds; the controller manager's leader-election Lease.
+CONTROLLER_MANAGER = "vk-controller-manager"
+WEBHOOK = "vk-webhook"
+
 
 # On tenant namespaces (both sides): "true"; with REMOTE_CLUSTER_ID_LABEL naming the other side.
 TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
@@ -127,6 +132,11 @@ def tenant_namespace(cluster_id: str) -> str:
 def kubeconfig_secret_name(resource_slice_name: str) -> str:
     """The Secret holding the kubeconfig of the identity issued for a ResourceSlice."""
     return f"{KUBECONFIG_SECRET_PREFIX}{resource_slice_name}"
+
+
+def service_account_user(namespace: str, name: str) -> str:
+    """The user a ServiceAccount authenticates as (RBAC matches it to a ServiceAccount subject)."""
+    return f"system:serviceaccount:{namespace}:{name}"
 
 
 def virtual_kubelet_service_account(node_name: str) -> str:

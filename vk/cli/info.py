@@ -19,6 +19,7 @@ import click
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
+    CONTROLLER_MANAGER,
     POD_TERMINAL_PHASES,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
@@ -45,8 +46,6 @@ from vk.cli.waiting import (
 from vk.controllers.provider_resourceslices import ACCEPTED, RESOURCES
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.webhooks.configuration import CONFIGURATION_NAME as WEBHOOK_CONFIGURATION_NAME
-
-CONTROLLER_MANAGER_LEASE = "vk-controller-manager"
 
 # --- Resources -----------------------------------------------------------------------------
 
@@ -379,7 +378,7 @@ async def collect_local(client: KubeClient) -> JSON:
             "coordination.k8s.io/v1",
             "leases",
             namespace=VK_NAMESPACE,
-            name=CONTROLLER_MANAGER_LEASE,
+            name=CONTROLLER_MANAGER,
         ),
     )
     foreign_clusters = await _items(

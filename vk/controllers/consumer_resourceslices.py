@@ -30,6 +30,7 @@ import yaml
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
+    CONTROLLER_MANAGER,
     CREATE_VIRTUAL_NODE_ANNOTATION,
     IDENTITY_RESOURCE_SLICE,
     IDENTITY_TYPE_LABEL,
@@ -260,7 +261,7 @@ class ConsumerResourceSlices(Reconciler):
         )
         self.controller = Controller(self, workers=2)
         self.applied = AppliedObjects(client)
-        self.events = EventRecorder(client, "vk-controller-manager")
+        self.events = EventRecorder(client, CONTROLLER_MANAGER)
         # What was said of each slice (by uid: a slice made again is told again), to say once.
         self._refused: dict[str, tuple[str, str]] = {}
         self._dropped: dict[str, tuple[str, tuple[str, ...]]] = {}

@@ -18,7 +18,12 @@ import structlog
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from vk.api.constants import TYPE_LABEL, TYPE_VIRTUAL_NODE, virtual_kubelet_service_account
+from vk.api.constants import (
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    service_account_user,
+    virtual_kubelet_service_account,
+)
 from vk.api.offloading import VirtualNode
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -56,7 +61,7 @@ def serving_csr_verdict(
     namespace = virtual_node_namespaces.get(node)
     if namespace is None:
         return f"{node} is not a virtual node vk manages"
-    requester = f"system:serviceaccount:{namespace}:{virtual_kubelet_service_account(node)}"
+    requester = service_account_user(namespace, virtual_kubelet_service_account(node))
     if spec.get("username") != requester:
         return f"requested by {spec.get('username')}, not by {requester}"
     usages = set(spec.get("usages") or [])

@@ -26,6 +26,7 @@ import uvloop
 
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
+    CONTROLLER_MANAGER,
     DEFAULT_TENANT_POD_SECURITY,
     VK_NAMESPACE,
 )
@@ -93,7 +94,7 @@ async def run_manager(options: ManagerOptions) -> int:
     client = KubeClient(connection, name="home")
     identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
     elector = LeaderElector(
-        client, namespace=options.namespace, name="vk-controller-manager", identity=identity
+        client, namespace=options.namespace, name=CONTROLLER_MANAGER, identity=identity
     )
     working = asyncio.Event()
     metrics = MetricsServer(options.metrics_address, ready=working.is_set)

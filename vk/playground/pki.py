@@ -16,8 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from vk.api.constants import VK_NAMESPACE
-from vk.controllers.installation import controller_manager_user
+from vk.api.constants import CONTROLLER_MANAGER, VK_NAMESPACE, WEBHOOK, service_account_user
 from vk.kube.pki import (
     Issued,
     PrivateKey,
@@ -29,7 +28,6 @@ from vk.kube.pki import (
 )
 from vk.playground.prometheus import PROMETHEUS_USER
 from vk.playground.realnode import HOST_ADDRESS
-from vk.webhooks.configuration import WEBHOOK_ROLE as WEBHOOK
 
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 KUBERNETES_SERVICE_IP = "10.96.0.1"
@@ -74,18 +72,19 @@ CLIENT_IDENTITIES: dict[str, tuple[str, tuple[str, ...]]] = {
     # Scrapes kubelets (virtual ones included) with this identity: bound to
     # system:metrics-server, as the metrics-server manifests bind its ServiceAccount.
     "metrics-server": ("metrics-server", ()),
-    # vk's controller manager authenticates as the ServiceAccount an installation binds (a
-    # client certificate naming it: the playground runs the manager as a process, not a pod).
+    # vk's controller manager and webhook authenticate as the ServiceAccounts the chart binds
+    # (client certificates naming them: the playground runs them as processes, not pods), so
+    # that the chart's RBAC alone authorizes them.
     "vk-controller-manager": (
-        controller_manager_user(),
+        service_account_user(VK_NAMESPACE, CONTROLLER_MANAGER),
+        ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
+    ),
+    "vk-webhook": (
+        service_account_user(VK_NAMESPACE, WEBHOOK),
         ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
     ),
     # The real node's Prometheus (pod discovery only; see vk.playground.prometheus).
     "prometheus": (PROMETHEUS_USER, ()),
-    "vk-webhook": (
-        f"system:serviceaccount:{VK_NAMESPACE}:{WEBHOOK}",
-        ("system:serviceaccounts", f"system:serviceaccounts:{VK_NAMESPACE}"),
-    ),
     # What the API server presents when it calls admission webhooks: vk's webhook answers no
     # one else (a forged AdmissionReview could reserve a consumer's Quota, or learn its rules).
     "apiserver-webhook-client": (WEBHOOK_CALLER, ()),
