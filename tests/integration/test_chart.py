@@ -1,8 +1,8 @@
 """vk's Helm chart, the plain manifests rendered from it, `vkctl install` and `vkctl uninstall`:
-the chart lints clean, installs exactly what the playground installs (the same rules, classes
-and webhooks), applies to a real API server, and install then uninstall --purge on a bare
-playground cluster leaves nothing of vk. The webhook's own certificate is exercised there as
-the chart's ServiceAccount, with the chart's RBAC."""
+the chart lints clean, its `localProcesses` values (the playground's) leave out vk's pods and
+call the webhook at its URL and change nothing else, it applies to a real API server, and
+install then uninstall --purge on a bare playground cluster leaves nothing of vk. The webhook's
+own certificate is exercised there as the chart's ServiceAccount, with the chart's RBAC."""
 
 from __future__ import annotations
 
@@ -21,29 +21,15 @@ import yaml
 
 from tests.integration.polling import wait_until
 from tests.integration.test_identities import README, identity_tables, parse_can_i
-from vk.api.constants import VK_NAMESPACE
+from tests.plain_manifests import CONTROLLER_MANAGER_ACCOUNT, covers, find, granted_rules
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP
+from vk.api.identity import ClusterIdentity, parse_cluster_identity
 from vk.cli.chart import REPOSITORY, ChartError, chart_dir, run_helm
-from vk.controllers.installation import (
-    forge_controller_manager_cluster_role,
-    forge_controller_manager_node_lease_role,
-    forge_controller_manager_role,
-    forge_remote_pods_policy,
-    forge_runtime_class,
-    forge_tenant_services_policy,
-    forge_virtual_node_policy,
-    forge_virtual_storage_class,
-)
 from vk.controllers.local_processes import free_port
-from vk.controllers.provider_namespacemaps import forge_virtual_kubelet_remote_role
 from vk.controllers.virtualkubelet_deployment import parse_pod_placement
-from vk.controllers.virtualkubelet_rbac import forge_virtual_kubelet_cluster_roles
 from vk.playground.binaries import KUBERNETES_VERSION
 from vk.playground.manifests import ensure_helm, helm_template, render_plain_manifests
-from vk.webhooks.configuration import (
-    ServiceReference,
-    forge_webhook_cluster_role,
-    forge_webhook_configurations,
-)
+from vk.webhooks.configuration import CONFIGURATION_NAME
 
 BIN = Path(sys.executable).parent
 KUBE = KUBERNETES_VERSION.lstrip("v")
@@ -58,20 +44,6 @@ def helm() -> Path:
 
 def rendered(helm: Path, values: dict[str, Any] = VALUES) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(helm_template(helm, values)) if d]
-
-
-def find(
-    documents: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None
-) -> dict[str, Any]:
-    matches = [
-        d
-        for d in documents
-        if d["kind"] == kind
-        and d["metadata"]["name"] == name
-        and namespace in (None, d["metadata"].get("namespace"))
-    ]
-    assert len(matches) == 1, f"{kind} {name}: {len(matches)} in the chart"
-    return matches[0]
 
 
 def test_chart_lints_clean(helm: Path) -> None:
@@ -101,63 +73,73 @@ def test_plain_manifests_are_the_rendered_chart(helm: Path) -> None:
     )
 
 
-def test_chart_installs_what_the_playground_installs(helm: Path) -> None:
-    """One set of rules: the chart's RBAC, classes and webhooks equal the forges the playground
-    applies (and the unit tests check)."""
-    documents = rendered(helm)
-    pairs = [
-        (
-            find(documents, "ClusterRole", "vk-controller-manager"),
-            forge_controller_manager_cluster_role(),
-        ),
-        (
-            find(documents, "Role", "vk-controller-manager", namespace=VK_NAMESPACE),
-            forge_controller_manager_role(),
-        ),
-        (find(documents, "ClusterRole", "vk-webhook"), forge_webhook_cluster_role()),
-        (
-            find(documents, "ClusterRole", "vk-virtual-kubelet-remote"),
-            forge_virtual_kubelet_remote_role(),
-        ),
-        (
-            find(documents, "Role", "vk-controller-manager", namespace="kube-node-lease"),
-            forge_controller_manager_node_lease_role(),
-        ),
-        *(
-            (find(documents, "ClusterRole", role["metadata"]["name"]), role)
-            for role in forge_virtual_kubelet_cluster_roles({})
-        ),
+def test_the_identity_the_chart_writes_is_the_one_vk_reads(helm: Path) -> None:
+    identity = find(rendered(helm), "ConfigMap", CLUSTER_IDENTITY_CONFIGMAP, namespace="vk")
+
+    assert parse_cluster_identity(identity) == ClusterIdentity("venice", VALUES["clusterLabels"])
+
+
+LOCAL_URL = "https://127.0.0.1:9443"
+LOCAL_VALUES = {
+    **VALUES,
+    "localProcesses": {
+        "enabled": True,
+        "webhookURL": f"{LOCAL_URL}/",
+        "webhookCABundle": base64.b64encode(b"PEM").decode(),
+    },
+}
+MINT_TOKENS = {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
+
+
+def without_client_configs(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for document in documents:
+        for webhook in document.get("webhooks") or []:
+            del webhook["clientConfig"]
+    return documents
+
+
+def test_local_processes_have_no_pods_and_the_webhook_is_called_at_its_url(helm: Path) -> None:
+    local = rendered(helm, LOCAL_VALUES)
+
+    assert [d["kind"] for d in local if d["kind"] in ("Deployment", "Service")] == []
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for webhook in find(local, kind, CONFIGURATION_NAME)["webhooks"]:
+            path = webhook["clientConfig"].get("url", "").removeprefix(LOCAL_URL)
+            assert path.startswith("/"), webhook["clientConfig"]
+            assert webhook["clientConfig"] == {
+                "url": f"{LOCAL_URL}{path}",
+                "caBundle": base64.b64encode(b"PEM").decode(),
+            }
+    # The local launcher requests each virtual kubelet's token, as a pod's kubelet would.
+    assert covers(granted_rules(local, CONTROLLER_MANAGER_ACCOUNT), MINT_TOKENS)
+    assert not covers(granted_rules(rendered(helm), CONTROLLER_MANAGER_ACCOUNT), MINT_TOKENS)
+
+
+def test_local_processes_change_nothing_else(helm: Path) -> None:
+    """The same RBAC, identity, classes, policies and webhooks (but where they are called) as
+    vk's pods get: the playground installs what a real cluster does."""
+    launcher = "vk-controller-manager-local-launcher"
+    local = [
+        d
+        for d in without_client_configs(rendered(helm, LOCAL_VALUES))
+        if d["metadata"]["name"] != launcher
     ]
-    for chart, forged in pairs:
-        assert chart["rules"] == forged["rules"], chart["metadata"]["name"]
-    policy, binding = forge_tenant_services_policy()
-    node_policy, node_binding = forge_virtual_node_policy()
-    node_policy_name = node_policy["metadata"]["name"]
-    pods_policy, pods_binding = forge_remote_pods_policy()
-    pods_policy_name = pods_policy["metadata"]["name"]
-    for chart, forged in (
-        (find(documents, "RuntimeClass", "liqo"), forge_runtime_class()),
-        (find(documents, "StorageClass", "liqo"), forge_virtual_storage_class()),
-        (find(documents, "ValidatingAdmissionPolicy", "vk-tenant-services"), policy),
-        (find(documents, "ValidatingAdmissionPolicyBinding", "vk-tenant-services"), binding),
-        (find(documents, "ValidatingAdmissionPolicy", node_policy_name), node_policy),
-        (find(documents, "ValidatingAdmissionPolicyBinding", node_policy_name), node_binding),
-        (find(documents, "ValidatingAdmissionPolicy", pods_policy_name), pods_policy),
-        (find(documents, "ValidatingAdmissionPolicyBinding", pods_policy_name), pods_binding),
-    ):
-        strip = {"metadata"}
-        assert {k: v for k, v in chart.items() if k not in strip} == {
-            k: v for k, v in forged.items() if k not in strip
-        }
-    expected = forge_webhook_configurations(ServiceReference(VK_NAMESPACE, "vk-webhook"), b"")
-    for forged in expected:
-        chart = find(documents, forged["kind"], "vk")
-        for webhook in forged["webhooks"]:
-            del webhook["clientConfig"]["caBundle"]  # written by the webhook itself
-        assert chart["webhooks"] == forged["webhooks"]
-    identity = find(documents, "ConfigMap", "vk-cluster-identity")
-    assert identity["data"]["clusterID"] == "venice"
-    assert yaml.safe_load(identity["data"]["clusterLabels"]) == VALUES["clusterLabels"]
+    pods = [
+        d
+        for d in without_client_configs(rendered(helm))
+        if d["kind"] not in ("Deployment", "Service")
+    ]
+
+    assert local == pods
+    assert len(local) > 30
+
+
+def test_local_processes_need_the_webhooks_https_url_and_ca(helm: Path) -> None:
+    local = LOCAL_VALUES["localProcesses"]
+    with pytest.raises(ChartError, match=r"localProcesses\.webhookURL must be the webhook's https"):
+        helm_template(helm, {**VALUES, "localProcesses": {**local, "webhookURL": "http://x"}})
+    with pytest.raises(ChartError, match=r"localProcesses\.webhookCABundle"):
+        helm_template(helm, {**VALUES, "localProcesses": {**local, "webhookCABundle": ""}})
 
 
 def test_every_vk_pod_runs_the_image_as_its_non_root_user(helm: Path) -> None:
@@ -419,12 +401,12 @@ def test_the_charts_identities_may_do_what_the_readme_says_and_nothing_else(
     bare_cluster: dict[str, str],
 ) -> None:
     """The README's rows for the controller manager and the webhook as the chart installs
-    them (its *chart* rows included, the *playground* ones left out), against `kubectl auth
-    can-i --list` for the chart's ServiceAccounts."""
+    them as pods (the *local processes* ones left out), against `kubectl auth can-i --list`
+    for the chart's ServiceAccounts."""
     env = bare_cluster
     installed = run(env, "vkctl", "install", "--cluster-id", "scratch")
     assert installed.returncode == 0, installed.stderr
-    tables = identity_tables(README.read_text(), deployment="chart")
+    tables = identity_tables(README.read_text(), local_processes=False)
 
     def can_i(namespace: str, who: str) -> set[tuple[str, str, str]]:
         listed = run(env, "kubectl", "auth", "can-i", "--list", "-n", namespace, f"--as={who}")

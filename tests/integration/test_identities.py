@@ -23,16 +23,18 @@ CONSUMER, PROVIDER = "venice", "naples"
 GROUP = tenant_group(CONSUMER)
 README = Path(__file__).resolve().parents[2] / "README.md"
 Triple = tuple[str, str, str]  # resource, name ("" for any), verb
+# Marks the rows of the chart with `localProcesses` only.
+LOCAL_PROCESSES = "*local processes*"
 LINE = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 
 def identity_tables(
-    text: str, deployment: str = "playground"
+    text: str, local_processes: bool = True
 ) -> dict[str, tuple[str, dict[str, set[Triple]]]]:
     """Heading (up to its colon) -> (its first backticked name, where -> triples), from the
-    section "Every identity vk creates", as `deployment` ("playground" or "chart") installs
-    vk: rows marked for the other one are left out."""
-    other = "*chart*" if deployment == "playground" else "*playground*"
+    section "Every identity vk creates", as the chart installs vk with its components as local
+    processes (the playground's) or as pods: rows marked *local processes* are the former's
+    only."""
     section = text.split("### Every identity vk creates", 1)[1].split("\n## ", 1)[0]
     tables: dict[str, tuple[str, dict[str, set[Triple]]]] = {}
     for block in section.split("\n#### ")[1:]:
@@ -45,9 +47,9 @@ def identity_tables(
             if not line.startswith("| ") or len(cells) != 4 or cells[0] in ("where", "---"):
                 continue
             where, resources, names, verbs = cells
-            if other in where:
+            if LOCAL_PROCESSES in where and not local_processes:
                 continue
-            where = where.replace("*playground*", "").replace("*chart*", "").strip().strip("`")
+            where = where.replace(LOCAL_PROCESSES, "").strip().strip("`")
             for resource in re.findall(r"`([^`]+)`", resources):
                 for name in re.findall(r"`([^`]+)`", names) or [""]:
                     for verb in verbs.split(","):

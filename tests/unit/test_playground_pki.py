@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.x509.oid import NameOID
 
+from tests.plain_manifests import plain_manifests
 from vk.playground.pki import CLIENT_IDENTITIES, write_cluster_pki
 
 
@@ -49,3 +51,21 @@ def test_an_older_playground_gets_what_it_lacks_from_its_own_ca(tmp_path: Path) 
     load(pki.path("front-proxy-client.crt")).verify_directly_issued_by(
         load(pki.path("front-proxy-ca.crt"))
     )
+
+
+def test_vks_processes_are_the_service_accounts_the_charts_rbac_binds(tmp_path: Path) -> None:
+    """The playground runs vk's controller manager and webhook as processes: their client
+    certificates name the ServiceAccounts the chart binds, so its RBAC alone authorizes them."""
+    bound = {
+        f"system:serviceaccount:{s['namespace']}:{s['name']}"
+        for d in plain_manifests()
+        if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        for s in d["subjects"]
+        if s["kind"] == "ServiceAccount"
+    }
+    pki = write_cluster_pki(tmp_path, "venice")
+    for stem in ("vk-controller-manager", "vk-webhook"):
+        subject = load(pki.path(f"{stem}.crt")).subject
+        [common_name] = subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        assert common_name.value in bound, stem
+        assert common_name.value.endswith(f":{stem}")

@@ -33,7 +33,7 @@ from vk.playground.spec import (
     with_real_node,
 )
 
-BINARIES = Binaries(*(Path(f"/bin/{n}") for n in "abcdefgh"))
+BINARIES = Binaries(*(Path(f"/bin/{n}") for n in Binaries.__dataclass_fields__))
 
 
 def test_real_node_mode_gives_the_consumer_a_node_for_vk_and_naples_its_only_node() -> None:

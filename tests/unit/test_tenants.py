@@ -11,13 +11,18 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from tests.plain_manifests import (
+    CONTROLLER_MANAGER_ACCOUNT,
+    covers,
+    granted_rules,
+    plain_manifests,
+)
 from vk.api.authentication import Tenant, TenantCondition
 from vk.api.crds import crd_manifests
 from vk.cli import peer
 from vk.cli.peer import describe_remaining, left_on_provider
 from vk.cli.peering import forge_tenant
 from vk.cli.vkctl import vkctl
-from vk.controllers.installation import forge_controller_manager_cluster_role
 from vk.controllers.provider_namespacemaps import MANAGED_BY_ANNOTATION
 from vk.controllers.tenants import forge_control_plane_rbac, tenant_consumer, twin_namespaces_of
 from vk.kube.kubeconfig import ClusterConnection
@@ -131,6 +136,17 @@ def test_once_its_tenant_is_being_deleted_the_identity_may_only_watch_it_go() ->
     assert binding == forge_control_plane_rbac("venice")[1]
 
 
+def test_the_controller_manager_holds_every_right_of_the_control_plane_role_it_makes() -> None:
+    """The API server refuses a Role granting what its maker does not hold (no escalate)."""
+    for revoked in (False, True):
+        role, _ = forge_control_plane_rbac("venice", revoked=revoked)
+        held = granted_rules(
+            plain_manifests(), CONTROLLER_MANAGER_ACCOUNT, role["metadata"]["namespace"]
+        )
+        for rule in role["rules"]:
+            assert covers(held, rule), rule
+
+
 def test_the_teardown_takes_the_twin_namespaces_of_this_tenant_only() -> None:
     def namespace(name: str, managed_by: str | None) -> dict[str, Any]:
         annotations = {MANAGED_BY_ANNOTATION: managed_by} if managed_by else {}
@@ -152,7 +168,7 @@ def test_the_teardown_takes_the_twin_namespaces_of_this_tenant_only() -> None:
 
 
 def test_the_controller_manager_may_hold_tenants_and_report_on_them() -> None:
-    rules = forge_controller_manager_cluster_role()["rules"]
+    rules = granted_rules(plain_manifests(), CONTROLLER_MANAGER_ACCOUNT)
 
     def verbs(resource: str) -> set[str]:
         return {

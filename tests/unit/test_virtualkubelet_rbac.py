@@ -1,55 +1,44 @@
 """A virtual kubelet's home rights: Secrets and ConfigMaps only where its provider is
 offloaded, and roles the controller manager can make without escalate (the API server refuses
-a role granting a right its maker does not hold) or bind by name."""
+a role granting a right its maker does not hold) or bind by name, with the rights the chart
+gives it (deploy/vk.yaml)."""
 
 from __future__ import annotations
 
-from vk.controllers.installation import (
-    forge_controller_manager_cluster_role,
-    forge_controller_manager_node_lease_role,
-    forge_installation,
+from tests.plain_manifests import (
+    CONTROLLER_MANAGER_ACCOUNT,
+    covers,
+    granted_rules,
+    installed,
+    may_bind,
+    plain_manifests,
 )
 from vk.controllers.virtualkubelet_rbac import (
+    AUTHENTICATION_READER_ROLE,
     VIRTUAL_KUBELET_OFFLOADED_ROLE,
     VIRTUAL_KUBELET_ROLE,
     VIRTUAL_KUBELET_TENANT_ROLE,
     forge_offloaded_namespace_binding,
-    forge_virtual_kubelet_cluster_roles,
     forge_virtual_kubelet_rbac,
     offloaded_namespaces,
 )
 from vk.controllers.virtualnodes import flag_value
 from vk.kube.client import JSON
 
-
-def covers(held: list[JSON], rule: JSON) -> bool:
-    """Whether `held` grants everything `rule` does (RBAC's escalation check, by rule)."""
-    names = rule.get("resourceNames") or [None]
-    for group in rule.get("apiGroups", []):
-        for resource in rule.get("resources", []):
-            for verb in rule["verbs"]:
-                for name in names:
-                    if not any(
-                        group in h.get("apiGroups", [])
-                        and resource in h.get("resources", [])
-                        and verb in h["verbs"]
-                        and (not h.get("resourceNames") or name in h["resourceNames"])
-                        for h in held
-                    ):
-                        return False
-    return True
+SHIPPED_ROLES = (VIRTUAL_KUBELET_ROLE, VIRTUAL_KUBELET_TENANT_ROLE, VIRTUAL_KUBELET_OFFLOADED_ROLE)
 
 
-def cluster_roles() -> dict[str, JSON]:
-    return {role["metadata"]["name"]: role for role in forge_virtual_kubelet_cluster_roles({})}
+def shipped_rules(name: str) -> list[JSON]:
+    """The rules of one of the ClusterRoles the chart ships for virtual kubelets."""
+    rules: list[JSON] = installed("ClusterRole", name)["rules"]
+    return rules
 
 
 def test_only_the_offloaded_role_reads_secrets_and_configmaps() -> None:
-    roles = cluster_roles()
     for name in (VIRTUAL_KUBELET_ROLE, VIRTUAL_KUBELET_TENANT_ROLE):
         for resource in ("secrets", "configmaps", "serviceaccounts/token"):
-            assert not any(resource in r.get("resources", []) for r in roles[name]["rules"])
-    offloaded = roles[VIRTUAL_KUBELET_OFFLOADED_ROLE]["rules"]
+            assert not any(resource in r.get("resources", []) for r in shipped_rules(name))
+    offloaded = shipped_rules(VIRTUAL_KUBELET_OFFLOADED_ROLE)
     for resource in ("secrets", "configmaps"):
         assert covers(offloaded, {"apiGroups": [""], "resources": [resource], "verbs": ["list"]})
 
@@ -67,42 +56,35 @@ def test_the_per_node_roles_name_its_own_objects_and_its_own_secret() -> None:
 
 
 def test_the_controller_manager_holds_every_right_it_grants_or_may_bind_the_role() -> None:
-    held = [
-        *forge_controller_manager_cluster_role()["rules"],
-    ]
-    lease_rules = forge_controller_manager_node_lease_role()["rules"]
-    bindable = {
-        name for rule in held if "bind" in rule["verbs"] for name in rule.get("resourceNames", [])
-    }
-    assert not any("escalate" in rule["verbs"] for rule in held)
-    assert all(rule.get("resourceNames") for rule in held if "bind" in rule["verbs"]), (
+    documents = plain_manifests()
+    cluster_wide = granted_rules(documents, CONTROLLER_MANAGER_ACCOUNT)
+    assert not any("escalate" in rule["verbs"] for rule in cluster_wide)
+    assert all(rule.get("resourceNames") for rule in cluster_wide if "bind" in rule["verbs"]), (
         "bind by name only"
     )
+    for role in (*SHIPPED_ROLES, AUTHENTICATION_READER_ROLE):
+        kind = "Role" if role == AUTHENTICATION_READER_ROLE else "ClusterRole"
+        assert may_bind(cluster_wide, {"kind": kind, "name": role}), role
     objects = forge_virtual_kubelet_rbac("naples", "liqo-tenant-naples", "kubeconfig-naples")
     objects.append(forge_offloaded_namespace_binding("naples", "liqo-tenant-naples", "demo"))
     for obj in objects:
         namespace = obj["metadata"].get("namespace")
+        held = granted_rules(documents, CONTROLLER_MANAGER_ACCOUNT, namespace)
         if obj["kind"] in ("Role", "ClusterRole"):
-            rules = held + (lease_rules if namespace == "kube-node-lease" else [])
             for rule in obj["rules"]:
                 if "nonResourceURLs" not in rule:
-                    assert covers(rules, rule), (obj["metadata"]["name"], rule)
+                    assert covers(held, rule), (obj["metadata"]["name"], rule)
         if obj["kind"] in ("RoleBinding", "ClusterRoleBinding"):
-            ref = obj["roleRef"]["name"]
+            ref = obj["roleRef"]
             made_here = any(
-                o["kind"] == obj["roleRef"]["kind"] and o["metadata"]["name"] == ref
-                for o in objects
+                o["kind"] == ref["kind"] and o["metadata"]["name"] == ref["name"] for o in objects
             )
-            assert made_here or ref in bindable, ref
+            assert made_here or may_bind(held, ref), ref["name"]
 
 
-def test_the_shipped_roles_are_installed() -> None:
-    installed = {
-        d["metadata"]["name"]
-        for d in forge_installation("venice", {})
-        if d["kind"] == "ClusterRole"
-    }
-    assert set(cluster_roles()) <= installed
+def test_the_roles_bound_by_name_are_the_charts() -> None:
+    for name in SHIPPED_ROLES:
+        assert shipped_rules(name), name
 
 
 def test_offloaded_namespaces_are_this_clusters_own_mapping_never_the_providers_status() -> None:

@@ -5,7 +5,7 @@ A virtual kubelet runs on this machine instead of in a pod, with the arguments a
 its Deployment would give it, except what must be assigned here: its ports on the shared
 loopback, and its home kubeconfig (the ServiceAccount token the pod would have mounted,
 requested through the TokenRequest API and refreshed in a token file that the kubelet re-reads,
-as a projected token is).
+as a projected token is: the chart grants the controller manager this with `localProcesses`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from vk.api.constants import VK_NAMESPACE, virtual_kubelet_service_account
-from vk.controllers.installation import CONTROLLER_MANAGER, LABELS
+from vk.api.constants import virtual_kubelet_service_account
 from vk.controllers.local_processes import (
     free_port,
     is_running,
@@ -32,39 +31,10 @@ from vk.controllers.local_processes import (
     stop_processes,
 )
 from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
-from vk.kube.client import JSON, KubeClient, resource_path
+from vk.kube.client import KubeClient, resource_path
 
 TOKEN_SECONDS = 3600
 TOKEN_REFRESH = TOKEN_SECONDS / 2
-LOCAL_LAUNCHER_ROLE = f"{CONTROLLER_MANAGER}-local-launcher"
-
-
-def forge_local_launcher_rbac() -> list[JSON]:
-    """What this launcher needs beyond the controller manager's installation (the chart's
-    rules): minting each virtual kubelet's token, which a pod's kubelet does on real clusters."""
-    return [
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": LOCAL_LAUNCHER_ROLE, "labels": LABELS},
-            "rules": [
-                {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": LOCAL_LAUNCHER_ROLE, "labels": LABELS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": LOCAL_LAUNCHER_ROLE,
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": CONTROLLER_MANAGER, "namespace": VK_NAMESPACE}
-            ],
-        },
-    ]
 
 
 def forge_home_kubeconfig(server: str, ca_file: Path, token_file: Path) -> dict[str, object]:

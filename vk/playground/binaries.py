@@ -83,6 +83,7 @@ class Binaries:
     kwok_stages: Path  # kwok v0.8.0 has no built-in stages: these are the module's own YAMLs
     kwok_metrics: Path
     metrics_server: Path
+    helm: Path  # installs vk's chart in every cluster with vk
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class BinaryBuilder:
             metrics_server = self._ensure(
                 f"metrics-server-{METRICS_SERVER_VERSION}", self._build_metrics_server
             )
+        helm = self.ensure_helm()  # under the lock in its turn (the lock is not re-entrant)
         return Binaries(
             kube_apiserver=kubernetes / "kube-apiserver",
             kube_controller_manager=kubernetes / "kube-controller-manager",
@@ -153,6 +155,7 @@ class BinaryBuilder:
             kwok_stages=kwok / "stage",
             kwok_metrics=kwok / "metrics",
             metrics_server=metrics_server / "metrics-server",
+            helm=helm,
         )
 
     def ensure_node(self) -> NodeBinaries:
@@ -175,8 +178,8 @@ class BinaryBuilder:
         return built / "prometheus"
 
     def ensure_helm(self) -> Path:
-        """helm, for vk's chart (the real-node playground, deploy/vk.yaml, the chart's tests);
-        `vkctl install` runs it from here."""
+        """helm, for vk's chart (every playground cluster with vk, deploy/vk.yaml, the chart's
+        tests); `vkctl install` runs it from here."""
         helm = pinned_helm(self.cache_dir)
         with self._lock():
             return self._ensure(helm.parent.name, self._build_helm) / helm.name

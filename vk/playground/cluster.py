@@ -1,7 +1,8 @@
 """One playground cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and
 metrics-server, all real binaries on 127.0.0.1, in one directory of their own, and vk installed
-in it as a real installation would be: CRDs, the system namespace with the cluster's identity,
-RBAC, and vk's controller manager (a process here, authenticating as its ServiceAccount).
+in it from its chart, as on any cluster: CRDs, the cluster's identity, RBAC, policies and webhook
+configurations; vk's controller manager and webhook are processes here, authenticating as the
+chart's ServiceAccounts.
 
 The runtime starts what is not running, waits for each component's health endpoint, and then
 writes what a cluster needs to be used: its simulated nodes and vk's installation. Its paths

@@ -1,6 +1,7 @@
 """What a playground cluster writes for its components and applies to its API server, built by
 pure functions: the API server's admission and audit configuration, metrics-server's objects,
-kwok's configuration and simulated nodes, and vk's chart values for a real node.
+kwok's configuration and simulated nodes, and vk's chart values: with vk as processes of this
+machine, or as pods of a real node.
 """
 
 from __future__ import annotations
@@ -9,14 +10,8 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from vk.api.constants import VK_NAMESPACE
 from vk.playground.realnode import REAL_NODE_LABEL, REAL_NODE_TAINT
 from vk.playground.spec import ClusterSpec
-from vk.webhooks.configuration import (
-    WEBHOOK_ROLE,
-    forge_webhook_cluster_role,
-    forge_webhook_cluster_role_binding,
-)
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # metrics-server scrapes a node's resource metrics at this path (kwok serves every node's
@@ -66,6 +61,21 @@ def audit_policy() -> dict[str, Any]:
     }
 
 
+def local_processes_chart_values(
+    spec: ClusterSpec, webhook_url: str, ca_pem: bytes
+) -> dict[str, Any]:
+    """vk's chart for a cluster whose vk runs as processes of this machine: no Deployments, the
+    webhook called at `webhook_url` with the serving certificate `ca_pem` signed."""
+    return {
+        **_identity_values(spec),
+        "localProcesses": {
+            "enabled": True,
+            "webhookURL": webhook_url,
+            "webhookCABundle": base64.b64encode(ca_pem).decode(),
+        },
+    }
+
+
 def playground_chart_values(spec: ClusterSpec, image: str, api_server_url: str) -> dict[str, Any]:
     """vk's chart for a real-node cluster: the playground's image (imported, never pulled), and
     every vk pod, the virtual kubelets' too, on the real node."""
@@ -75,8 +85,7 @@ def playground_chart_values(spec: ClusterSpec, image: str, api_server_url: str) 
         "tolerations": [{**REAL_NODE_TAINT, "operator": "Equal"}],
     }
     return {
-        "clusterID": spec.name,
-        "clusterLabels": dict(spec.labels),
+        **_identity_values(spec),
         "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
         "controllerManager": {**placement, "apiServerURL": api_server_url},
         "webhook": placement,
@@ -84,18 +93,8 @@ def playground_chart_values(spec: ClusterSpec, image: str, api_server_url: str) 
     }
 
 
-def vk_webhook_rbac() -> list[dict[str, Any]]:
-    """The webhook's ServiceAccount (which its client certificate names) and RBAC."""
-    account = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": WEBHOOK_ROLE, "namespace": VK_NAMESPACE},
-    }
-    return [
-        account,
-        forge_webhook_cluster_role(),
-        forge_webhook_cluster_role_binding(VK_NAMESPACE, WEBHOOK_ROLE),
-    ]
+def _identity_values(spec: ClusterSpec) -> dict[str, Any]:
+    return {"clusterID": spec.name, "clusterLabels": dict(spec.labels)}
 
 
 def metrics_server_objects(

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from vk.cli.chart import ChartError
 from vk.cli.progress import Progress
 from vk.playground.binaries import BuildError
 from vk.playground.cluster import PlaygroundError
@@ -27,7 +28,8 @@ from vk.playground.spec import (
     with_real_node,
 )
 
-PLAYGROUND_ERRORS = (PlaygroundError, BuildError, InvalidPlaygroundSpec)
+# helm's refusal of vk's chart (its message is helm's) included.
+PLAYGROUND_ERRORS = (PlaygroundError, BuildError, InvalidPlaygroundSpec, ChartError)
 
 
 def _fail(error: Exception) -> click.ClickException:

@@ -1,6 +1,7 @@
 """What differs between the playground's two kinds of cluster: every node simulated by kwok and
 vk's components run as processes of this machine, or a real node (kubelet and containerd) beside
-the kwok ones and vk installed from its chart, as pods there. ClusterRuntime picks one.
+the kwok ones and vk's components run as pods there. vk is installed from its chart either way,
+with the values of the mode. ClusterRuntime picks one.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from typing import Protocol
 import yaml
 
 from vk.cli.chart import install_chart
-from vk.controllers.installation import forge_installation
-from vk.controllers.virtualkubelet_local import forge_local_launcher_rbac
 from vk.kube.client import KubeClient, object_path
-from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.binaries import NodeBinaries
-from vk.playground.cluster_objects import audit_policy, playground_chart_values, vk_webhook_rbac
+from vk.playground.binaries import Binaries, NodeBinaries
+from vk.playground.cluster_objects import (
+    audit_policy,
+    local_processes_chart_values,
+    playground_chart_values,
+)
 from vk.playground.commandlines import vk_controller_manager_args, vk_webhook_args
 from vk.playground.images import NodeImages
 from vk.playground.paths import ClusterPaths
@@ -48,7 +50,6 @@ from vk.playground.realnode import (
     node_name,
 )
 from vk.playground.spec import ClusterSpec
-from vk.webhooks.configuration import forge_webhook_configurations
 
 # The real node's, in this order, and Prometheus, which scrapes vk's pods there; vk itself runs
 # as pods of the node then, not as processes.
@@ -76,6 +77,7 @@ class Cluster(Protocol):
 
     spec: ClusterSpec
     paths: ClusterPaths
+    binaries: Binaries
 
     @property
     def server(self) -> str: ...
@@ -135,8 +137,9 @@ class NodeRuntime(ABC):
 
 
 class SimulatedNodes(NodeRuntime):
-    """Every node is kwok's (started with the control plane); vk's webhook and controller
-    manager run as processes of this machine, unless the spec leaves vk out."""
+    """Every node is kwok's (started with the control plane); vk is installed from its chart
+    with `localProcesses` values, its webhook and controller manager running as processes of
+    this machine, unless the spec leaves vk out."""
 
     def command_lines(self, ports: dict[str, int]) -> CommandLines:
         paths = self.cluster.paths
@@ -155,40 +158,42 @@ class SimulatedNodes(NodeRuntime):
         return []
 
     async def install(self, client: KubeClient) -> None:
-        """vk's CRDs and its installation objects, vk's processes to be started next."""
+        """vk's CRDs, then its chart, before vk's processes start: they read the cluster's
+        identity at start, and its RBAC authorizes them.
+
+        The chart installs the webhook configurations too, before the webhook listens, as it
+        does with a Deployment that is not ready yet: they fail closed, but only on pods of
+        offloaded namespaces, ShadowPods and NamespaceOffloadings, which nothing makes before
+        vk's processes run. The API server calls the webhook on loopback, trusting the cluster
+        CA that issued its serving certificate."""
         if not self.cluster.spec.vk:
             return
         await self.cluster.apply_crds(client)
-        spec = self.cluster.spec
-        for document in [
-            *forge_installation(spec.name, dict(spec.labels)),
-            *forge_local_launcher_rbac(),
-            *vk_webhook_rbac(),
-        ]:
-            await client.apply(object_path(document), document)
+        paths = self.cluster.paths
+        values = local_processes_chart_values(
+            self.cluster.spec,
+            f"https://127.0.0.1:{self.cluster.ports()['vk-webhook']}",
+            paths.pki.ca_crt.read_bytes(),
+        )
+        await asyncio.to_thread(
+            install_chart,
+            self.cluster.binaries.helm,
+            values,
+            [f"--kubeconfig={paths.kubeconfig}"],
+        )
 
     def real_nodes(self) -> set[str]:
         return set()
 
     async def start_vk(self, restart: bool) -> list[str]:
-        """vk's webhook and controller manager as processes, and the webhook configurations."""
+        """vk's webhook and controller manager as processes."""
         if not self.cluster.spec.vk:
             return []
         started = []
         # Restarted with the API server too: their informers would otherwise back off as well.
-        # The webhook is configured once it answers: its configurations fail closed.
         for component in ("vk-webhook", "vk-controller-manager"):
             if await self.cluster.ensure_component(component, restart=restart):
                 started.append(component)
-        # The API server calls the webhook on loopback, trusting the cluster CA that issued its
-        # serving certificate.
-        paths = self.cluster.paths
-        configurations = forge_webhook_configurations(
-            f"https://127.0.0.1:{self.cluster.ports()['vk-webhook']}", paths.pki.ca_crt.read_bytes()
-        )
-        async with KubeClient(load_kubeconfig_file(paths.kubeconfig)) as client:
-            for document in configurations:
-                await client.apply(object_path(document), document)
         return started
 
 
