@@ -1,16 +1,13 @@
-"""The cluster identity ConfigMap: forged and parsed without I/O, with clear errors."""
+"""The cluster identity ConfigMap, as vk's chart writes it: parsed without I/O, with clear
+errors."""
 
-import json
 from typing import Any
 
 import pytest
 
-from vk.api.identity import (
-    ClusterIdentity,
-    InvalidClusterIdentity,
-    forge_cluster_identity_configmap,
-    parse_cluster_identity,
-)
+from tests.plain_manifests import installed
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, VK_NAMESPACE
+from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
 
 
 def _configmap(data: Any) -> dict[str, Any]:
@@ -22,33 +19,29 @@ def _configmap(data: Any) -> dict[str, Any]:
     }
 
 
-def test_identity_configmap_lives_in_the_vk_namespace() -> None:
-    configmap = forge_cluster_identity_configmap("naples", {"topology.liqo.io/region": "south"})
+def test_the_charts_identity_configmap_is_where_vk_reads_it_and_parses() -> None:
+    configmap = installed("ConfigMap", CLUSTER_IDENTITY_CONFIGMAP, namespace=VK_NAMESPACE)
 
-    assert configmap == _configmap(
-        {"clusterID": "naples", "clusterLabels": '{"topology.liqo.io/region": "south"}'}
+    # deploy/vk.yaml names a placeholder cluster, without labels.
+    assert parse_cluster_identity(configmap) == ClusterIdentity(cluster_id="my-cluster")
+
+
+def test_labels_as_the_chart_writes_them_parse() -> None:
+    # The chart's toJson: compact, keys sorted.
+    labels = '{"tier":"gold","topology.liqo.io/region":"south"}'
+
+    identity = parse_cluster_identity(_configmap({"clusterID": "naples", "clusterLabels": labels}))
+
+    assert identity == ClusterIdentity(
+        cluster_id="naples", labels={"topology.liqo.io/region": "south", "tier": "gold"}
     )
 
 
-def test_forged_identity_parses_back() -> None:
-    labels = {"topology.liqo.io/region": "south", "tier": "gold"}
-
-    identity = parse_cluster_identity(forge_cluster_identity_configmap("naples", labels))
-
-    assert identity == ClusterIdentity(cluster_id="naples", labels=labels)
-
-
 def test_identity_without_labels_has_none() -> None:
-    assert parse_cluster_identity(forge_cluster_identity_configmap("venice")).labels == {}
     assert parse_cluster_identity(_configmap({"clusterID": "venice"})).labels == {}
-
-
-def test_forged_labels_are_serialized_deterministically() -> None:
-    first = forge_cluster_identity_configmap("venice", {"b": "2", "a": "1"})
-    second = forge_cluster_identity_configmap("venice", {"a": "1", "b": "2"})
-
-    assert first == second
-    assert json.loads(first["data"]["clusterLabels"]) == {"a": "1", "b": "2"}
+    assert parse_cluster_identity(_configmap({"clusterID": "venice", "clusterLabels": "{}"})) == (
+        ClusterIdentity(cluster_id="venice")
+    )
 
 
 @pytest.mark.parametrize(
@@ -85,10 +78,3 @@ def test_malformed_identity_configmap_is_refused_with_a_clear_message(
         parse_cluster_identity(configmap)
 
     assert "ConfigMap vk/vk-cluster-identity" in str(refused.value)
-
-
-def test_forging_an_invalid_identity_is_refused() -> None:
-    with pytest.raises(InvalidClusterIdentity, match="DNS-1123"):
-        forge_cluster_identity_configmap("Venice")
-    with pytest.raises(InvalidClusterIdentity, match="label value"):
-        forge_cluster_identity_configmap("venice", {"region": "x" * 64})

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from tests.plain_manifests import (
+    CONTROLLER_MANAGER_ACCOUNT,
+    granted_rules,
+    installed,
+    may_bind,
+    plain_manifests,
+)
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_TWIN_NAMESPACE_QUOTA,
     MAX_TOKEN_SECRETS,
@@ -12,7 +19,6 @@ from vk.controllers.provider_namespacemaps import (
     forge_tenant_binding,
     forge_twin_namespace,
     forge_twin_resource_quota,
-    forge_virtual_kubelet_remote_role,
     granted_pods,
     managed_by,
     reserved_by,
@@ -46,10 +52,13 @@ def test_the_consumers_slice_identities_are_bound_in_the_twin_only() -> None:
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "vk-tenant:venice"}
     ]
+    # The chart's role, which the controller manager may bind by name.
+    held = granted_rules(plain_manifests(), CONTROLLER_MANAGER_ACCOUNT, "shop-venice")
+    assert may_bind(held, binding["roleRef"])
 
 
 def test_the_remote_role_grants_shadow_pods_and_reading_pods_never_writing_them() -> None:
-    rules = forge_virtual_kubelet_remote_role()["rules"]
+    rules = installed("ClusterRole", VIRTUAL_KUBELET_REMOTE_ROLE)["rules"]
     granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
     for verb in ("create", "update", "patch", "delete", "get", "list", "watch"):
         assert ("shadowpods", verb) in granted

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 
+from tests.plain_manifests import installed
 from vk.api.constants import (
     CREATOR_USER_LABEL,
     NODENAME_LABEL,
@@ -56,12 +57,15 @@ from vk.webhooks.admission import (
     quota_user_index,
 )
 from vk.webhooks.configuration import (
+    CONFIGURATION_NAME,
     MUTATE_PATH,
+    OFFLOADING_WEBHOOK,
     PLACE_POD_PATH,
+    PLACE_POD_WEBHOOK,
+    SHADOW_POD_WEBHOOK,
+    STAMP_WEBHOOK,
+    VALIDATE_OFFLOADING_PATH,
     VALIDATE_PATH,
-    ServiceReference,
-    forge_webhook_cluster_role,
-    forge_webhook_configurations,
 )
 from vk.webhooks.quota import (
     Decision,
@@ -1048,20 +1052,28 @@ def test_updates_keep_to_the_rules_too() -> None:
 # --- The webhook configurations -------------------------------------------------------------
 
 
+def chart_webhooks() -> list[dict[str, Any]]:
+    """The chart's webhooks (deploy/vk.yaml), the mutating configuration's first."""
+    mutating = installed("MutatingWebhookConfiguration", CONFIGURATION_NAME)
+    validating = installed("ValidatingWebhookConfiguration", CONFIGURATION_NAME)
+    return [*mutating["webhooks"], *validating["webhooks"]]
+
+
 def test_the_configurations_fail_closed_and_shadow_pods_reserve_nothing_on_dry_runs() -> None:
-    mutating, validating = forge_webhook_configurations("https://10.0.0.5:9443/", b"PEM")
-    assert mutating["kind"] == "MutatingWebhookConfiguration"
-    assert validating["kind"] == "ValidatingWebhookConfiguration"
-    webhooks = mutating["webhooks"] + validating["webhooks"]
+    webhooks = chart_webhooks()
     for hook in webhooks:
         assert hook["failurePolicy"] == "Fail"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
-        assert hook["clientConfig"]["caBundle"] == base64.b64encode(b"PEM").decode()
     stamp, place, shadow_pods, offloading = webhooks
+    assert [stamp["name"], place["name"], shadow_pods["name"], offloading["name"]] == [
+        STAMP_WEBHOOK,
+        PLACE_POD_WEBHOOK,
+        SHADOW_POD_WEBHOOK,
+        OFFLOADING_WEBHOOK,
+    ]
     # The offloading webhooks: pods of offloaded namespaces, and NamespaceOffloadings.
     assert place["rules"][0]["resources"] == ["pods"]
-    assert place["clientConfig"]["url"] == f"https://10.0.0.5:9443{PLACE_POD_PATH}"
     assert place["rules"][0]["operations"] == ["CREATE"]
     assert place["namespaceSelector"] == {"matchLabels": {"liqo.io/scheduling-enabled": "true"}}
     assert offloading["rules"][0]["resources"] == ["namespaceoffloadings"]
@@ -1076,24 +1088,21 @@ def test_the_configurations_fail_closed_and_shadow_pods_reserve_nothing_on_dry_r
         assert hook["sideEffects"] == "NoneOnDryRun"
         assert "namespaceSelector" not in hook
         assert "objectSelector" not in hook
-    assert stamp["clientConfig"]["url"] == f"https://10.0.0.5:9443{MUTATE_PATH}"
-    assert shadow_pods["clientConfig"]["url"] == f"https://10.0.0.5:9443{VALIDATE_PATH}"
     assert stamp["rules"][0]["operations"] == ["CREATE"]
     assert shadow_pods["rules"][0]["operations"] == ["CREATE", "UPDATE"]
 
 
-def test_the_configurations_can_point_at_a_service() -> None:
-    mutating, _ = forge_webhook_configurations(ServiceReference("vk", "vk-webhook"), b"PEM")
-    assert mutating["webhooks"][0]["clientConfig"]["service"] == {
-        "namespace": "vk",
-        "name": "vk-webhook",
-        "path": MUTATE_PATH,
-        "port": 443,
-    }
+def test_the_configurations_call_the_webhooks_service_at_the_paths_the_server_answers() -> None:
+    paths = [MUTATE_PATH, PLACE_POD_PATH, VALIDATE_PATH, VALIDATE_OFFLOADING_PATH]
+    for hook, path in zip(chart_webhooks(), paths, strict=True):
+        # No caBundle: the webhook writes its own CA (its localProcesses values give one).
+        assert hook["clientConfig"] == {
+            "service": {"namespace": "vk", "name": "vk-webhook", "path": path, "port": 443}
+        }
 
 
 def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_only() -> None:
-    rules = forge_webhook_cluster_role()["rules"]
+    rules = installed("ClusterRole", "vk-webhook")["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
         ("quotas", "get"),
         ("quotas", "list"),

@@ -1,7 +1,8 @@
 """This cluster's identity: its cluster ID and cluster labels, kept in a ConfigMap.
 
-`vkctl install` writes it once; every component reads it at start. Forging and parsing are pure
-here, so a malformed ConfigMap is reported with one clear error wherever it is read.
+vk's chart writes it (its values `clusterID` and `clusterLabels`); every component reads it at
+start. Parsing is pure here, so a malformed ConfigMap is reported with one clear error wherever
+it is read.
 """
 
 from __future__ import annotations
@@ -67,22 +68,6 @@ def _validated(cluster_id: Any, labels: Any) -> ClusterIdentity:
         if problem:
             raise InvalidClusterIdentity(f"cluster labels: {problem}")
     return ClusterIdentity(cluster_id=cluster_id, labels=dict(labels))
-
-
-def forge_cluster_identity_configmap(
-    cluster_id: str, labels: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """The ConfigMap manifest recording this cluster's identity in the vk namespace."""
-    identity = _validated(cluster_id, labels or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": CLUSTER_IDENTITY_CONFIGMAP, "namespace": VK_NAMESPACE},
-        "data": {
-            CLUSTER_ID_KEY: identity.cluster_id,
-            CLUSTER_LABELS_KEY: json.dumps(identity.labels, sort_keys=True),
-        },
-    }
 
 
 def parse_cluster_identity(configmap: Mapping[str, Any]) -> ClusterIdentity:

@@ -34,7 +34,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_group,
 )
-from vk.api.offloading import MappingPhase, NamespaceMap, Quota, ShadowPod
+from vk.api.offloading import MappingPhase, NamespaceMap, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -46,6 +46,9 @@ log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 FINALIZER = "namespacemap-controller.liqo.io/finalizer"
 MANAGED_BY_ANNOTATION = "liqo.io/remote-namespace-managed-by"
 ORIGINAL_NAME_ANNOTATION = "liqo.io/remote-namespace-original-name"
+# What the consumer's identities may do in its twin namespaces: a ClusterRole of the chart's,
+# bound there only (never Pods: a tenant asks for them with ShadowPods, which the provider
+# checks and turns into Pods itself).
 VIRTUAL_KUBELET_REMOTE_ROLE = "vk-virtual-kubelet-remote"
 RETRY = 2.0
 # On a provider's tenant namespace: the Pod Security level of this consumer's twin namespaces,
@@ -86,67 +89,6 @@ def original_name(namespace: Mapping[str, Any]) -> str | None:
     """The consumer's namespace a twin namespace was made for."""
     value = (namespace["metadata"].get("annotations") or {}).get(ORIGINAL_NAME_ANNOTATION)
     return str(value) if value else None
-
-
-def forge_virtual_kubelet_remote_role() -> JSON:
-    """What a consumer's virtual kubelets may do in its twin namespaces (bound there only).
-    Never Pods: a tenant asks for them with ShadowPods, which the provider checks and turns
-    into Pods itself."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": VIRTUAL_KUBELET_REMOTE_ROLE},
-        "rules": [
-            # The offloaded pods, asked for, changed and withdrawn as ShadowPods...
-            {
-                "apiGroups": [ShadowPod.GROUP],
-                "resources": [ShadowPod.PLURAL],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            # The endpoints of the consumer's pods for the copies of its Services, asked for as
-            # ShadowEndpointSlices (never EndpointSlices: the provider checks each address).
-            {
-                "apiGroups": [ShadowPod.GROUP],
-                "resources": ["shadowendpointslices"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            # ...and the Pods the provider made of them followed, their status read back.
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["get"]},
-            # kubectl logs, exec, attach, port-forward relayed from the consumer (WebSocket
-            # upgrades need create since 1.35, SPDY ones get).
-            {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
-            {
-                "apiGroups": [""],
-                "resources": ["pods/exec", "pods/attach", "pods/portforward"],
-                "verbs": ["get", "create"],
-            },
-            # kubectl top on the consumer: the offloaded pods' usage.
-            {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]},
-            # Reflection: what the offloaded pods find at home, and their Events back.
-            {
-                "apiGroups": [""],
-                "resources": [
-                    "configmaps",
-                    "secrets",
-                    "services",
-                    "serviceaccounts",
-                    "persistentvolumeclaims",
-                ],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            {
-                "apiGroups": ["networking.k8s.io"],
-                "resources": ["ingresses"],
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            },
-            {
-                "apiGroups": ["", "events.k8s.io"],
-                "resources": ["events"],
-                "verbs": ["get", "list", "watch"],
-            },
-        ],
-    }
 
 
 def pod_security_labels(level: str) -> dict[str, str]:

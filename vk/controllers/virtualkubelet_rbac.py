@@ -2,9 +2,9 @@
 VirtualNode, with only the rights it uses. Not `system:node:*`: NodeRestriction would refuse
 the labels a virtual node needs (`kubernetes.io/role`, `liqo.io/*`).
 
-Three ClusterRoles ship with vk (installation and chart alike) and are bound per node by name;
-the controller manager may bind exactly those (`bind` with resourceNames), never grant a right
-it does not hold itself:
+Three ClusterRoles ship with vk (its chart's `cluster-resources.yaml`, every rule commented
+there) and are bound per node by name; the controller manager may bind exactly those (`bind`
+with resourceNames), never grant a right it does not hold itself:
 
 - `vk-virtual-kubelet`, cluster-wide: its Node's registration, the pods bound to it, Events,
   the volumes it provisions, authenticating and authorizing kubelet API requests;
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from vk.api.constants import virtual_kubelet_service_account
-from vk.api.offloading import NamespaceMap, VirtualNode
+from vk.api.offloading import VirtualNode
 
 JSON = dict[str, Any]
 
@@ -57,65 +57,6 @@ def _cluster_role(name: str, rules: list[JSON], labels: dict[str, str]) -> JSON:
         "metadata": {"name": name, "labels": labels},
         "rules": rules,
     }
-
-
-def forge_virtual_kubelet_cluster_roles(labels: dict[str, str]) -> list[JSON]:
-    """The three ClusterRoles vk ships for its virtual kubelets (see the module docstring)."""
-    cluster_wide = [
-        # Its Node, registered by the kubelet itself; every Node watched (no pod IP a provider
-        # reports may be a node's). Its own Node is written through its per-node role.
-        _rule([""], ["nodes"], ["list", "watch", "create"]),
-        # This cluster's service ranges, which no such pod IP may be in either.
-        _rule(["networking.k8s.io"], ["servicecidrs"], ["list", "watch"]),
-        # The pods bound to its node (watched by field selector), in every namespace: their
-        # status reported from the provider, and deleted once the remote pod is. A pod bound
-        # to it in a namespace not offloaded there must be seen to be refused.
-        _rule([""], ["pods"], ["get", "list", "watch", "delete"]),
-        _rule([""], ["pods/status"], ["get", "patch", "update"]),
-        # Why a pod cannot be offloaded or an object reflected, or what happened to the
-        # provider: Events on the pod, the object or the VirtualNode; and the provider's
-        # Events about offloaded pods and reflected objects, told at home (kept up to date,
-        # deleted with the remote ones).
-        _rule([""], ["events"], ["get", "list", "watch", "create", "patch", "delete"]),
-        # Claims of the virtual storage class: the local volume standing for the remote
-        # claim, created bound to it and deleted with it.
-        _rule([""], ["persistentvolumes"], ["get", "list", "watch", "create", "delete"]),
-        # The kubelet API authenticates bearer tokens and authorizes every request, as the
-        # real kubelet's webhook modes do.
-        _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
-        _rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"]),
-        # Its serving certificate, requested from the cluster as the kubelet's is (vk's
-        # controller manager approves it; the cluster signs it).
-        _rule(["certificates.k8s.io"], ["certificatesigningrequests"], ["create", "get"]),
-        # The version reported as the node's kubelet version.
-        {"nonResourceURLs": ["/version"], "verbs": ["get"]},
-    ]
-    tenant = [
-        # The active/passive election among its replicas, and the reflection Lease its
-        # provider's virtual kubelets share (create names no object to restrict it by).
-        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update"]),
-        # Which namespaces are offloaded to its provider.
-        _rule([NamespaceMap.GROUP], [NamespaceMap.PLURAL], ["get", "list", "watch"]),
-    ]
-    offloaded = [
-        # Reflection: what offloaded pods use, read in the namespaces offloaded there only.
-        _rule(
-            [""],
-            ["configmaps", "secrets", "services", "persistentvolumeclaims"],
-            ["get", "list", "watch"],
-        ),
-        _rule(["networking.k8s.io"], ["ingresses"], ["get", "list", "watch"]),
-        # The endpoints of home's pods, for the provider's copies of their Services (when
-        # EndpointSlice reflection is on).
-        _rule(["discovery.k8s.io"], ["endpointslices"], ["get", "list", "watch"]),
-        # The offloaded pods' ServiceAccount tokens, bound to each pod.
-        _rule([""], ["serviceaccounts/token"], ["create"]),
-    ]
-    return [
-        _cluster_role(VIRTUAL_KUBELET_ROLE, cluster_wide, labels),
-        _cluster_role(VIRTUAL_KUBELET_TENANT_ROLE, tenant, labels),
-        _cluster_role(VIRTUAL_KUBELET_OFFLOADED_ROLE, offloaded, labels),
-    ]
 
 
 def _labels(node_name: str) -> dict[str, str]:
