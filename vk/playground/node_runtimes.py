@@ -62,13 +62,12 @@ CommandLines = dict[str, Callable[[], list[str]]]
 
 @dataclass(frozen=True)
 class RealNode:
-    """What a cluster's real node is made of: built binaries and images, its network, and helm
-    to install vk's chart."""
+    """What a cluster's real node is made of: built binaries and images, its network, and the
+    Prometheus that scrapes vk's pods there."""
 
     binaries: NodeBinaries
     images: NodeImages
     network: NodeNetwork
-    helm: Path
     prometheus: Path
 
 
@@ -312,7 +311,7 @@ class RealNodeRuntime(NodeRuntime):
         values = playground_chart_values(self.cluster.spec, image, self.cluster.server)
         await asyncio.to_thread(
             install_chart,
-            self.node.helm,
+            self.cluster.binaries.helm,
             values,
             [f"--kubeconfig={self.cluster.paths.kubeconfig}"],
         )

@@ -132,9 +132,9 @@ class Playground:
                 raise PlaygroundError(str(error)) from error
             node_binaries = builder.ensure_node()
             images = ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause)
-            helm, prometheus = builder.ensure_helm(), builder.ensure_prometheus()
+            prometheus = builder.ensure_prometheus()
             real_nodes = {
-                name: RealNode(node_binaries, images, network, helm, prometheus)
+                name: RealNode(node_binaries, images, network, prometheus)
                 for name, network in networks.items()
             }
         self.progress.info(f"binaries cached in {default_cache_dir()}")
