@@ -29,7 +29,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import CONSUMER, REGION, get_json, wide
 from vk.playground.images import SHELL_IMAGE, WEB_IMAGE
-from vk.playground.realnode import node_name
+from vk.playground.realnode import cgroup_dirs, node_name
 
 NAMESPACE = "liqo-demo"
 NAPLES_NODE = node_name("naples")
@@ -138,6 +138,33 @@ def test_app_south_is_a_container_of_naples_real_node_and_answers_a_port_forward
         timeout=30,
     )
     assert '"GET / HTTP/1.1" 200' in logs
+
+
+def processes_in_cgroup(name: str) -> dict[int, str]:
+    """The command line of every process in the cgroup `name` or below, in any hierarchy."""
+    found = {}
+    for directory in cgroup_dirs(name):
+        for pid in (directory / "cgroup.procs").read_text().split():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except FileNotFoundError:  # exited meanwhile
+                continue
+            found[int(pid)] = command.replace(b"\0", b" ").decode(errors="replace")
+    return found
+
+
+def test_each_real_node_keeps_its_pods_in_its_own_cgroup_parent(liqo_demo: Clusters) -> None:
+    """naples' containers (app-south's nginx) are under naples' cgroup parent, venice's virtual
+    kubelets' pods under venice's, and no process is in both: `down` kills each node's pods by
+    its own cgroups."""
+    networks = liqo_demo.playground.node_networks(liqo_demo.specs)
+    venice = processes_in_cgroup(networks[CONSUMER].cgroup_parent)
+    naples = processes_in_cgroup(networks["naples"].cgroup_parent)
+    assert not venice.keys() & naples.keys()
+    assert any(c.startswith("nginx: master process") for c in naples.values()), naples
+    assert not any("nginx" in c for c in venice.values()), venice
+    assert any("vk" in c and " kubelet " in c for c in venice.values()), venice
+    assert not any("vk" in c and " kubelet " in c for c in naples.values()), naples
 
 
 def test_an_offloaded_job_completes(liqo_demo: Clusters) -> None:
