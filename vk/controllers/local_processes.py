@@ -63,10 +63,14 @@ def _is_zombie(pid: int) -> bool:
 
 
 def is_running(pid: int, marker: str) -> bool:
-    """True when `pid` is alive and is ours (its command line contains `marker`)."""
+    """True when `pid` is alive and is ours: a child this process started and that has not
+    exited, or a process whose command line contains `marker` (one started by an earlier
+    vkctl, known from its pid file)."""
     child = _children.get(pid)
-    if child is not None and child.poll() is not None:
-        return False
+    if child is not None:
+        # Not by its command line: that reads empty while the child execs (as nsenter does into
+        # the daemon it wraps, a large binary), which made a starting daemon look exited.
+        return child.poll() is None
     cmdline = _cmdline(pid)
     return cmdline is not None and marker in cmdline and not _is_zombie(pid)
 
