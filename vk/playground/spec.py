@@ -145,7 +145,7 @@ def validate_clusters(clusters: tuple[ClusterSpec, ...]) -> tuple[ClusterSpec, .
         )
     if any(c.real_node and not c.vk for c in clusters):
         raise InvalidPlaygroundSpec(
-            "the real node's cluster runs vk (from its chart): drop vk: false"
+            "a cluster with a real node runs vk (from its chart): drop vk: false"
         )
     return clusters
 
