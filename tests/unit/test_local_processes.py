@@ -27,8 +27,13 @@ def test_a_child_is_running_until_it_exits_whatever_its_command_line(tmp_path: P
 
 
 def test_a_process_known_only_by_its_pid_is_ours_by_its_command_line(tmp_path: Path) -> None:
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = subprocess.Popen(
+        [sys.executable, "-c", "print('started', flush=True); import time; time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
     try:
+        # Until the child has exec'd Python, its command line is the forking parent's (or empty).
+        assert other.stdout is not None and other.stdout.readline() == b"started\n"
         assert is_running(other.pid, marker="time.sleep")
         assert not is_running(other.pid, marker=str(tmp_path))  # alive, but not ours
     finally:
