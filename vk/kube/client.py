@@ -206,8 +206,8 @@ class KubeClient:
             await self._session.close()
             self._session = None
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "vk"}
+    def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": "vk"}
         if content_type:
             headers["Content-Type"] = content_type
         token = self.connection.bearer_token()
@@ -245,8 +245,10 @@ class KubeClient:
         return result
 
     async def get_text(self, path: str) -> str:
-        """A non-JSON endpoint, such as `/livez` or `/version`."""
-        return (await self._send("GET", path)).decode("utf-8", errors="replace")
+        """A non-JSON endpoint, such as `/livez`, `/version` or a kubelet's metrics (whose
+        Prometheus handler answers 406 to an Accept of JSON alone)."""
+        raw = await self._send("GET", path, accept="text/plain, */*")
+        return raw.decode("utf-8", errors="replace")
 
     async def _send(
         self,
@@ -256,6 +258,7 @@ class KubeClient:
         params: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> bytes:
         # orjson both ways, bytes never decoded to text first: every write of every pod is
         # encoded here and its answer decoded (the json module encodes several times slower).
@@ -268,7 +271,7 @@ class KubeClient:
                 self.connection.server + path,
                 params=params,
                 data=data,
-                headers=self._headers(content_type if data is not None else None),
+                headers=self._headers(content_type if data is not None else None, accept),
                 **self._routing(),
             ) as response:
                 status = response.status
@@ -339,7 +342,7 @@ class KubeClient:
         async with self._session_or_new().get(
             self.connection.server + path,
             params=query,
-            headers=self._headers(None),
+            headers=self._headers(None, "application/json"),
             timeout=timeout,
             **self._routing(),
         ) as response:
