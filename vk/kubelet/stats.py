@@ -1,35 +1,58 @@
 """Resource usage of the offloaded pods, served as the kubelet serves its own: `/metrics/resource`
-(what metrics-server scrapes) and `/stats/summary`.
+(what metrics-server scrapes), `/metrics/cadvisor` and `/stats/summary`.
 
-The provider's `metrics.k8s.io` gives each container's CPU as a rate averaged over a window;
-the kubelet reports CPU as a cumulative counter, and metrics-server takes the rate between two
-scrapes of it. So the rates are integrated here into counters, one per container, advanced only
-when the provider's sample is newer, and stamped with the provider's sample time: the rate
-metrics-server computes on the consumer is then exactly the provider's. The node's counter adds
-up every container's increments, so it keeps rising when pods go away.
+The kubelet reports CPU as a counter cumulative from the container's start, and metrics-server
+takes the rate between two scrapes of it. The counters served here are the provider's kubelets'
+own, read through vk's metrics agent on the provider (`metrics.vk.io`, one twin namespace at a
+time) and stamped with their sample time, so the consumer's metrics-server computes the rate the
+provider's does. Integrating `metrics.k8s.io` rates instead, as is still done for a provider
+without the agent (a Liqo provider), misses the CPU used before the first window seen and gives
+an idle container a counter of 0, which metrics-server drops with its whole pod. The node's
+counter adds up every container's increments, so it keeps rising when pods go away.
 
-Parsing and rendering are pure; `ResourceUsage` does the fetching, on demand (a scrape), so a
-virtual kubelet nobody scrapes asks the provider for nothing.
+What the provider sends is the other party's word: it is checked field by field, and only the
+pods this virtual kubelet offloaded are taken from it. Parsing and rendering are pure;
+`ResourceUsage` does the fetching, on demand (a scrape), so a virtual kubelet nobody scrapes asks
+the provider for nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import structlog
 
 from vk.api.duration import parse_go_duration
 from vk.api.quantity import parse_quantity
-from vk.kube.client import JSON, ApiError, KubeClient
+from vk.kube.client import JSON, ApiError, KubeClient, NotFound
 
 log = structlog.get_logger("vk.kubelet.stats")
 
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+USAGE_API = "/apis/metrics.vk.io/v1alpha1/namespaces/{namespace}/pods"
+RATES_API = "/apis/metrics.k8s.io/v1beta1/namespaces/{namespace}/pods"
+# A provider without the agent answers 404 (no such API): its namespaces are read from
+# metrics.k8s.io, and the agent asked again after this long (it may be installed since) rather
+# than at every scrape, which would pay two requests each time.
+AGENT_RETRY_SECONDS = 300.0
+# The kubelet's counters are uint64, but nothing real comes near 2^63 (292 years of a core in
+# nanoseconds, 8 EiB of memory): beyond is a provider's invention.
+MAX_COUNT = 2**63
+# The times a point may carry: a kubelet's are after 1970, and /stats/summary writes them back
+# as dates, which end with year 9999.
+_TIMES = (0.0, datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC).timestamp())
+_CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+# A failed request for usage: the provider is away, refuses, or answers what is not JSON.
+FETCH_ERRORS = (ApiError, aiohttp.ClientError, OSError, TimeoutError, ValueError)
 
 
 @dataclass(frozen=True)
@@ -55,6 +78,20 @@ class OffloadedPod:
     name: str
     uid: str
     remote_namespace: str
+    # The containers the local pod declares (init containers too): the provider's rows of
+    # any other are inventions, and would grow this kubelet's memory at the provider's will.
+    # None where not known.
+    containers: frozenset[str] | None = None
+
+
+def declared_containers(pod: JSON) -> frozenset[str]:
+    spec = pod.get("spec") or {}
+    return frozenset(
+        str(c.get("name"))
+        for key in ("containers", "initContainers")
+        for c in spec.get(key) or []
+        if isinstance(c, dict)
+    )
 
 
 def parse_timestamp(value: str) -> float:
@@ -62,7 +99,8 @@ def parse_timestamp(value: str) -> float:
 
 
 def pod_sample(pod_metrics: JSON, offloaded: OffloadedPod) -> PodSample:
-    """A provider PodMetrics object as a sample of the local pod it runs for."""
+    """A provider PodMetrics object as a sample of the local pod it runs for; ValueError (or
+    KeyError, TypeError) if it is not one."""
     containers = tuple(
         ContainerSample(
             name=container["name"],
@@ -71,6 +109,8 @@ def pod_sample(pod_metrics: JSON, offloaded: OffloadedPod) -> PodSample:
         )
         for container in pod_metrics.get("containers") or []
     )
+    if any(c.cpu_cores < 0 or c.memory_bytes < 0 for c in containers):
+        raise ValueError("negative usage")  # would run the counters backwards
     return PodSample(
         namespace=offloaded.namespace,
         name=offloaded.name,
@@ -81,6 +121,114 @@ def pod_sample(pod_metrics: JSON, offloaded: OffloadedPod) -> PodSample:
     )
 
 
+@dataclass(frozen=True)
+class ContainerUsage:
+    """A container's usage as the provider's kubelet counts it: CPU from the container's start."""
+
+    name: str
+    start_time: float  # unix seconds
+    timestamp: float  # of the CPU point
+    cpu_seconds: float
+    memory_bytes: int  # working set
+
+
+@dataclass(frozen=True)
+class PodUsage:
+    namespace: str  # the local namespace
+    name: str
+    uid: str
+    containers: tuple[ContainerUsage, ...]
+
+
+class UnreadableUsage(ValueError):
+    """The agent's answer, or a container's entry in it, is not what the contract says."""
+
+
+def _time(value: Any, field_name: str) -> float:
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            moment = datetime.datetime.fromisoformat(value)
+            if moment.tzinfo is not None:  # RFC 3339 always has an offset
+                timestamp = moment.timestamp()
+                if _TIMES[0] <= timestamp <= _TIMES[1]:
+                    return timestamp
+        except (ValueError, OverflowError):
+            pass
+    raise UnreadableUsage(f"{field_name} is not an RFC 3339 time: {str(value)[:64]!r}")
+
+
+def _count(value: Any, field_name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT:
+        return value
+    raise UnreadableUsage(f"{field_name} is not a count: {str(value)[:64]!r}")
+
+
+def container_usage(entry: Any) -> ContainerUsage | None:
+    """One container of the agent's PodUsage; None when the kubelet has no CPU, memory or start
+    time series for it (metrics-server would drop it), UnreadableUsage when it is unreadable."""
+    if not isinstance(entry, dict):
+        raise UnreadableUsage("a container is not an object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _CONTAINER_NAME.fullmatch(name):
+        raise UnreadableUsage(f"a container's name is not a container name: {str(name)[:64]!r}")
+    cpu, memory, start = entry.get("cpu"), entry.get("memory"), entry.get("startTime")
+    if cpu is None or memory is None or start is None:
+        return None
+    if not isinstance(cpu, dict) or not isinstance(memory, dict):
+        raise UnreadableUsage(f"container {name}: cpu or memory is not an object")
+    return ContainerUsage(
+        name=name,
+        start_time=_time(start, f"container {name}: startTime"),
+        timestamp=_time(cpu.get("time"), f"container {name}: cpu.time"),
+        cpu_seconds=_count(cpu.get("usageCoreNanoSeconds"), f"container {name}: CPU") / 1e9,
+        memory_bytes=_count(memory.get("workingSetBytes"), f"container {name}: memory"),
+    )
+
+
+def pod_usages(
+    body: Any, remote_namespace: str, members: dict[str, OffloadedPod]
+) -> tuple[list[PodUsage], list[tuple[str, str]]]:
+    """The agent's PodUsageList for `remote_namespace` as the usage of the local pods in
+    `members` (by remote name), and what was skipped as (pod, why); UnreadableUsage if `body`
+    is no list at all. Items of another namespace or pod are no business of this virtual
+    kubelet's; of a pod or container listed twice, the first counts."""
+    items = body.get("items") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        raise UnreadableUsage("the answer is not a PodUsageList")
+    found: dict[str, PodUsage] = {}
+    skipped: list[tuple[str, str]] = []
+    for item in items:
+        if len(found) == len(members):
+            break  # whatever else the list holds is not ours
+        metadata = item.get("metadata") if isinstance(item, dict) else None
+        if not isinstance(metadata, dict) or metadata.get("namespace") != remote_namespace:
+            continue
+        name = metadata.get("name")
+        if not isinstance(name, str) or name not in members or name in found:
+            continue
+        containers: dict[str, ContainerUsage] = {}
+        entries = item.get("containers")
+        if not isinstance(entries, list):
+            skipped.append((name, "its containers are not a list"))
+            entries = []
+        for entry in entries:
+            try:
+                usage = container_usage(entry)
+            except UnreadableUsage as error:
+                skipped.append((name, str(error)))
+                continue
+            if usage is None:
+                continue
+            declared = members[name].containers
+            if declared is not None and usage.name not in declared:
+                skipped.append((name, f"container {usage.name} is not the pod's"))
+                continue
+            containers.setdefault(usage.name, usage)
+        pod = members[name]
+        found[name] = PodUsage(pod.namespace, pod.name, pod.uid, tuple(containers.values()))
+    return list(found.values()), skipped
+
+
 @dataclass
 class ContainerCounter:
     start_time: float  # constant for the counter's life: metrics-server pairs points by it
@@ -88,6 +236,9 @@ class ContainerCounter:
     timestamp: float
     cpu_cores: float
     memory_bytes: int
+    # The provider's kubelet's own counter (the agent's), not one integrated from rates: the
+    # two do not continue one another.
+    kubelets: bool = False
 
 
 ContainerKey = tuple[str, str, str, str]  # namespace, pod, pod uid, container
@@ -130,8 +281,58 @@ class UsageCounters:
                     continue
                 self.node_cpu_seconds += increment
                 self.node_timestamp = max(self.node_timestamp, pod.timestamp)
+        self._forget_absent(present)
+
+    def _forget_absent(self, present: set[tuple[str, str, str]]) -> None:
         for key in [k for k in self.containers if k[:3] not in present]:
             del self.containers[key]
+
+    def observe(self, pods: list[PodUsage], present: set[tuple[str, str, str]]) -> None:
+        """Sets the counters to the provider's cumulative values in `pods`, and forgets the
+        containers of pods no longer in `present` (namespace, name, uid), as `update` does."""
+        for pod in pods:
+            for container in pod.containers:
+                key = (pod.namespace, pod.name, pod.uid, container.name)
+                counter = self.containers.get(key)
+                if counter is not None and container.timestamp <= counter.timestamp:
+                    continue
+                # The same counter unless it started after the last point (restarted, as
+                # metrics-server judges it: not by any change of the start time, as kwok's
+                # moves at every scrape) or the last point was integrated from rates.
+                if (
+                    counter is not None
+                    and counter.kubelets
+                    and container.start_time <= counter.timestamp
+                ):
+                    if container.cpu_seconds < counter.cpu_seconds:
+                        # Prometheus' rate() would read a reset, and the node's counter would
+                        # have to go back: a provider does not get to run a counter backwards.
+                        log.warning(
+                            "the provider's CPU counter went backwards; ignored",
+                            pod=f"{pod.namespace}/{pod.name}",
+                            container=container.name,
+                        )
+                        continue
+                    increment = container.cpu_seconds - counter.cpu_seconds
+                    cpu_cores = increment / (container.timestamp - counter.timestamp)
+                    start_time = counter.start_time  # metrics-server pairs points by it
+                else:
+                    # A new container, or a restarted one: a new counter, whose rate is not
+                    # known until its second point.
+                    increment = container.cpu_seconds
+                    cpu_cores = counter.cpu_cores if counter is not None else 0.0
+                    start_time = container.start_time
+                self.containers[key] = ContainerCounter(
+                    kubelets=True,
+                    start_time=start_time,
+                    cpu_seconds=container.cpu_seconds,
+                    timestamp=container.timestamp,
+                    cpu_cores=cpu_cores,
+                    memory_bytes=container.memory_bytes,
+                )
+                self.node_cpu_seconds += increment
+                self.node_timestamp = max(self.node_timestamp, container.timestamp)
+        self._forget_absent(present)
 
     @property
     def node_memory_bytes(self) -> int:
@@ -242,9 +443,9 @@ def render_cadvisor_metrics(
     """The kubelet's `/metrics/cadvisor` for the offloaded pods, as cAdvisor names and labels
     them (`container`, `id`, `image`, `name`, `namespace`, `pod`), so that the dashboards and
     queries written for real nodes (`container_cpu_usage_seconds_total{container!=""}`,
-    `container_memory_working_set_bytes`) work for them. Built from what the provider's
-    metrics.k8s.io says of each container, which the tenant may read: cumulative CPU, working
-    set and start time; a pod's own series (`container=""`, its cgroup) sums its containers.
+    `container_memory_working_set_bytes`) work for them. Built from what the provider
+    reports of each container, which the tenant may read: cumulative CPU, working set and
+    start time; a pod's own series (`container=""`, its cgroup) sums its containers.
     `images(namespace, pod, container)` is the image the local pod names."""
     families = {
         "container_cpu_usage_seconds_total": (
@@ -384,54 +585,108 @@ class NamespaceOutages:
 
 
 class ResourceUsage:
-    """Fetches the offloaded pods' usage from the provider's metrics.k8s.io, one list per twin
-    namespace, when asked (a scrape), and keeps the counters."""
+    """Fetches the offloaded pods' usage from the provider when asked (a scrape), one list per
+    twin namespace: from vk's metrics agent, or from metrics.k8s.io where the provider has no
+    agent; and keeps the counters."""
 
     def __init__(
         self,
         provider: Callable[[], KubeClient | None],
         offloaded: Callable[[], list[OffloadedPod]],
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.provider = provider
         self.offloaded = offloaded
         self.counters = UsageCounters()
         self.started = time.time()
+        self._clock = clock
         self._lock = asyncio.Lock()
         self._outages = NamespaceOutages(
             log, "cannot read the offloaded pods' usage from the provider"
         )
+        # Remote namespace -> when to ask its agent again, for those whose provider has none.
+        self._agentless: dict[str, float] = {}
 
     async def refresh(self) -> UsageCounters:
         async with self._lock:  # two scrapes at once would fetch twice for nothing
             pods = self.offloaded()
             client = self.provider()
             samples: list[PodSample] = []
+            usages: list[PodUsage] = []
             if client is not None:
                 by_namespace: dict[str, dict[str, OffloadedPod]] = {}
                 for pod in pods:
                     by_namespace.setdefault(pod.remote_namespace, {})[pod.name] = pod
+                self._agentless = {
+                    ns: when for ns, when in self._agentless.items() if ns in by_namespace
+                }
                 for remote_namespace, members in by_namespace.items():
-                    samples += await self._fetch(client, remote_namespace, members)
-            self.counters.update(samples, {(p.namespace, p.name, p.uid) for p in pods})
+                    counted = None
+                    if self._clock() >= self._agentless.get(remote_namespace, -math.inf):
+                        counted = await self._fetch_usage(client, remote_namespace, members)
+                    if counted is None:
+                        samples += await self._fetch_rates(client, remote_namespace, members)
+                    else:
+                        usages += counted
+            present = {(p.namespace, p.name, p.uid) for p in pods}
+            self.counters.update(samples, present)
+            self.counters.observe(usages, present)
             return self.counters
 
-    async def _fetch(
+    async def _fetch_usage(
         self, client: KubeClient, remote_namespace: str, members: dict[str, OffloadedPod]
-    ) -> list[PodSample]:
-        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{remote_namespace}/pods"
+    ) -> list[PodUsage] | None:
+        """The agent's counters; None if the provider has no agent."""
         try:
-            items = (await client.get(path)).get("items") or []
-        except (ApiError, OSError, TimeoutError) as error:
+            body = await client.get(USAGE_API.format(namespace=remote_namespace))
+        except NotFound:
+            if remote_namespace not in self._agentless:
+                log.info(
+                    "the provider has no vk metrics agent: reading its metrics.k8s.io",
+                    namespace=remote_namespace,
+                )
+            self._agentless[remote_namespace] = self._clock() + AGENT_RETRY_SECONDS
+            return None
+        except FETCH_ERRORS as error:
+            self._outages.failed(remote_namespace, error)
+            return []
+        self._agentless.pop(remote_namespace, None)
+        try:
+            usages, skipped = pod_usages(body, remote_namespace, members)
+        except UnreadableUsage as error:  # said once, as an outage, not at every scrape
             self._outages.failed(remote_namespace, error)
             return []
         self._outages.answered(remote_namespace)
+        for pod, why in skipped:
+            log.warning(
+                "unreadable pod usage from the provider",
+                namespace=remote_namespace,
+                pod=pod,
+                error=why,
+            )
+        return usages
+
+    async def _fetch_rates(
+        self, client: KubeClient, remote_namespace: str, members: dict[str, OffloadedPod]
+    ) -> list[PodSample]:
+        try:
+            body = await client.get(RATES_API.format(namespace=remote_namespace))
+        except FETCH_ERRORS as error:
+            self._outages.failed(remote_namespace, error)
+            return []
+        self._outages.answered(remote_namespace)
+        items = body.get("items") if isinstance(body, dict) else None
         samples = []
-        for item in items:
-            pod = members.get(item.get("metadata", {}).get("name", ""))
+        for item in items if isinstance(items, list) else []:
+            metadata = item.get("metadata") if isinstance(item, dict) else None
+            name = metadata.get("name") if isinstance(metadata, dict) else None
+            pod = members.get(name) if isinstance(name, str) else None
             if pod is None:
                 continue
             try:
                 samples.append(pod_sample(item, pod))
-            except (KeyError, ValueError) as error:  # InvalidQuantity is a ValueError
+            except (KeyError, ValueError, TypeError, AttributeError) as error:
+                # InvalidQuantity is a ValueError; the others are a shape that is not PodMetrics
                 log.warning("unreadable pod metrics", pod=pod.name, error=str(error))
         return samples

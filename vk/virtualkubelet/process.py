@@ -30,7 +30,7 @@ from vk.kube.observability import MetricsServer, configure_logging
 from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.probes import ProbeResults, probed_pod
 from vk.kubelet.server import KubeletServer
-from vk.kubelet.stats import OffloadedPod, ResourceUsage
+from vk.kubelet.stats import OffloadedPod, ResourceUsage, declared_containers
 from vk.node.controller import NodeController, NodeOptions
 from vk.reflection.addresses import HomeNetwork
 from vk.reflection.generic import ReflectorOptions
@@ -260,6 +260,7 @@ class VirtualKubelet:
                         pod["metadata"]["name"],
                         pod["metadata"]["uid"],
                         remote_namespace,
+                        declared_containers(pod),
                     )
                     for pod, remote_namespace in pods.offloaded_pods()
                 ],
