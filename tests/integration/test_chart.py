@@ -86,22 +86,33 @@ LOCAL_VALUES = {
         "enabled": True,
         "webhookURL": f"{LOCAL_URL}/",
         "webhookCABundle": base64.b64encode(b"PEM").decode(),
+        "metricsAgentPort": 9444,
     },
 }
 MINT_TOKENS = {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
 
 
 def without_client_configs(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Without where the API server calls the webhook and its metrics agent."""
     for document in documents:
         for webhook in document.get("webhooks") or []:
             del webhook["clientConfig"]
+        if document["kind"] == "APIService":
+            document["spec"].pop("caBundle", None)
+            del document["spec"]["service"]["port"]
     return documents
 
 
 def test_local_processes_have_no_pods_and_the_webhook_is_called_at_its_url(helm: Path) -> None:
     local = rendered(helm, LOCAL_VALUES)
 
-    assert [d["kind"] for d in local if d["kind"] in ("Deployment", "Service")] == []
+    assert [d["kind"] for d in local if d["kind"] == "Deployment"] == []
+    # One Service: the metrics agent's, naming localhost for the aggregator.
+    (service,) = [d for d in local if d["kind"] == "Service"]
+    assert service["spec"] == {"type": "ExternalName", "externalName": "localhost"}
+    api_service = find(local, "APIService", "v1alpha1.metrics.vk.io")
+    assert api_service["spec"]["service"] == {"namespace": "vk", "name": "vk-webhook", "port": 9444}
+    assert api_service["spec"]["caBundle"] == base64.b64encode(b"PEM").decode()
     for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for webhook in find(local, kind, CONFIGURATION_NAME)["webhooks"]:
             path = webhook["clientConfig"].get("url", "").removeprefix(LOCAL_URL)
@@ -122,7 +133,7 @@ def test_local_processes_change_nothing_else(helm: Path) -> None:
     local = [
         d
         for d in without_client_configs(rendered(helm, LOCAL_VALUES))
-        if d["metadata"]["name"] != launcher
+        if d["metadata"]["name"] != launcher and d["kind"] != "Service"
     ]
     pods = [
         d
@@ -140,6 +151,8 @@ def test_local_processes_need_the_webhooks_https_url_and_ca(helm: Path) -> None:
         helm_template(helm, {**VALUES, "localProcesses": {**local, "webhookURL": "http://x"}})
     with pytest.raises(ChartError, match=r"localProcesses\.webhookCABundle"):
         helm_template(helm, {**VALUES, "localProcesses": {**local, "webhookCABundle": ""}})
+    with pytest.raises(ChartError, match=r"localProcesses\.metricsAgentPort"):
+        helm_template(helm, {**VALUES, "localProcesses": {**local, "metricsAgentPort": 0}})
 
 
 def test_every_vk_pod_runs_the_image_as_its_non_root_user(helm: Path) -> None:

@@ -33,7 +33,8 @@ def test_a_process_known_only_by_its_pid_is_ours_by_its_command_line(tmp_path: P
     )
     try:
         # Until the child has exec'd Python, its command line is the forking parent's (or empty).
-        assert other.stdout is not None and other.stdout.readline() == b"started\n"
+        assert other.stdout is not None
+        assert other.stdout.readline() == b"started\n"
         assert is_running(other.pid, marker="time.sleep")
         assert not is_running(other.pid, marker=str(tmp_path))  # alive, but not ours
     finally:

@@ -1102,6 +1102,8 @@ def test_the_configurations_call_the_webhooks_service_at_the_paths_the_server_an
 
 
 def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_only() -> None:
+    """And, for the metrics agent, reads pods, nodes and the kubelets' metrics: never
+    nodes/proxy (which reaches every kubelet endpoint, exec included)."""
     rules = installed("ClusterRole", "vk-webhook")["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
         ("quotas", "get"),
@@ -1112,6 +1114,9 @@ def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_
         ("namespaces", "watch"),
         ("namespaceoffloadings", "list"),
         ("namespaceoffloadings", "watch"),
+        ("pods", "list"),
+        ("nodes", "get"),
+        ("nodes/metrics", "get"),
     }
 
 

@@ -102,6 +102,11 @@ CONTROLLER_MANAGER = "vk-controller-manager"
 WEBHOOK = "vk-webhook"
 
 
+# Where metrics-server, and a provider's metrics agent, read a node's resource metrics (kwok
+# serves every simulated node's under its own prefix); without it, the kubelet's
+# `/metrics/resource`.
+RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+
 # On tenant namespaces (both sides): "true"; with REMOTE_CLUSTER_ID_LABEL naming the other side.
 TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
 

@@ -651,6 +651,20 @@ def controller_manager(
     help="Taint keys consumers' pods may tolerate, besides the virtual-node taint and the "
     "NoExecute not-ready/unreachable ones every pod gets.",
 )
+@click.option(
+    "--metrics-agent-address",
+    default="",
+    help="Serve the metrics agent here (e.g. :8443): the provider's kubelets' usage of each "
+    "consumer's pods, as the aggregated API metrics.vk.io/v1alpha1 that vk's APIService names, "
+    "to the API server's front-proxy client certificate only.",
+)
+@click.option(
+    "--kubelet-certificate-authority",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="The CA of the kubelets' serving certificates the metrics agent reads (default: the "
+    "cluster's CA, that of its kubeconfig or ServiceAccount).",
+)
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
 def webhook(
     kubeconfig: str | None,
@@ -668,12 +682,15 @@ def webhook(
     tenant_scheduler_names: str,
     tenant_runtime_classes: str,
     tenant_tolerations: str,
+    metrics_agent_address: str,
+    kubelet_certificate_authority: Path | None,
     log_level: str,
 ) -> None:
     """vk's admission webhook. Provider: stamps the ShadowPods a consumer's identity creates
     with that identity and admits them only within the provider's rules (namespace, scheduling
     fields, Pod Security level) and the consumer's Quota. Consumer: places the pods of
-    offloaded namespaces and validates NamespaceOffloadings."""
+    offloaded namespaces and validates NamespaceOffloadings. With --metrics-agent-address,
+    also the provider's metrics agent."""
     from vk.webhooks.certificates import CertificateError  # each process its own code only
     from vk.webhooks.server import WebhookOptions
     from vk.webhooks.server import main as run_webhook
@@ -708,6 +725,8 @@ def webhook(
             runtime_classes=_names(tenant_runtime_classes),
             toleration_keys=_names(tenant_tolerations),
         ),
+        metrics_agent_address=metrics_agent_address or None,
+        kubelet_ca_file=kubelet_certificate_authority,
         log_level=log_level,
     )
     try:

@@ -95,6 +95,7 @@ PORT_NAMES = (
     "kwok",
     "metrics-server",
     "vk-webhook",
+    "vk-metrics-agent",
     "vk-controller-manager",
     "prometheus",
 )

@@ -10,13 +10,11 @@ import base64
 from pathlib import Path
 from typing import Any
 
+from vk.api.constants import RESOURCE_METRICS_PATH_ANNOTATION
 from vk.playground.realnode import REAL_NODE_LABEL, REAL_NODE_TAINT
 from vk.playground.spec import ClusterSpec
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-# metrics-server scrapes a node's resource metrics at this path (kwok serves every node's
-# under its own prefix); without it, the kubelet's `/metrics/resource`.
-RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
 
 
 def admission_configuration(webhook_kubeconfig: Path) -> dict[str, Any]:
@@ -62,16 +60,18 @@ def audit_policy() -> dict[str, Any]:
 
 
 def local_processes_chart_values(
-    spec: ClusterSpec, webhook_url: str, ca_pem: bytes
+    spec: ClusterSpec, webhook_url: str, metrics_agent_port: int, ca_pem: bytes
 ) -> dict[str, Any]:
     """vk's chart for a cluster whose vk runs as processes of this machine: no Deployments, the
-    webhook called at `webhook_url` with the serving certificate `ca_pem` signed."""
+    webhook called at `webhook_url` and its metrics agent at `metrics_agent_port` on
+    localhost, with the serving certificate `ca_pem` signed."""
     return {
         **_identity_values(spec),
         "localProcesses": {
             "enabled": True,
             "webhookURL": webhook_url,
             "webhookCABundle": base64.b64encode(ca_pem).decode(),
+            "metricsAgentPort": metrics_agent_port,
         },
     }
 

@@ -166,6 +166,9 @@ def vk_webhook_args(paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
         # Only this cluster's API server may send it reviews.
         f"--admission-caller-ca-file={pki.ca_crt}",
         f"--admission-caller-names={WEBHOOK_CALLER}",
+        # The aggregator reaches it at localhost (the chart's ExternalName Service); kwok's
+        # kubelet API, which it reads, has a certificate of the cluster CA, its kubeconfig's.
+        f"--metrics-agent-address=127.0.0.1:{ports['vk-metrics-agent']}",
     ]
 
 

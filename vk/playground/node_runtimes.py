@@ -172,6 +172,7 @@ class SimulatedNodes(NodeRuntime):
         values = local_processes_chart_values(
             self.cluster.spec,
             f"https://127.0.0.1:{self.cluster.ports()['vk-webhook']}",
+            self.cluster.ports()["vk-metrics-agent"],
             paths.pki.ca_crt.read_bytes(),
         )
         await asyncio.to_thread(

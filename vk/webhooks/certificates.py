@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from vk.kube.client import AlreadyExists, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.pki import build_ca, issue
-from vk.webhooks.configuration import CONFIGURATION_NAME
+from vk.webhooks.configuration import CONFIGURATION_NAME, METRICS_API_SERVICE
 
 JSON = dict[str, Any]
 log = structlog.get_logger("vk.webhooks.certificates")
@@ -160,21 +161,43 @@ async def ensure_certificate(
     raise CertificateError(f"could not settle the webhook certificate in Secret {secret_name}")
 
 
+def api_service_ca_bundle_updated(api_service: JSON, ca_pem: bytes) -> JSON | None:
+    """The APIService trusting `ca_pem`, or None if it already does."""
+    bundle = base64.b64encode(ca_pem).decode()
+    spec = api_service.get("spec") or {}
+    if spec.get("caBundle") == bundle:
+        return None
+    return {**api_service, "spec": {**spec, "caBundle": bundle}}
+
+
 async def ensure_ca_bundle(client: KubeClient, ca_pem: bytes) -> None:
-    """Write the CA into vk's webhook configurations wherever it is missing or different."""
-    for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
-        path = resource_path("admissionregistration.k8s.io/v1", kind, name=CONFIGURATION_NAME)
+    """Write the CA into vk's webhook configurations and the metrics agent's APIService
+    wherever it is missing or different."""
+    targets: list[tuple[str, Callable[[JSON, bytes], JSON | None]]] = [
+        (
+            resource_path("admissionregistration.k8s.io/v1", kind, name=CONFIGURATION_NAME),
+            ca_bundle_updated,
+        )
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
+    ]
+    targets.append(
+        (
+            resource_path("apiregistration.k8s.io/v1", "apiservices", name=METRICS_API_SERVICE),
+            api_service_ca_bundle_updated,
+        )
+    )
+    for path, updated_with in targets:
         for _ in range(5):
             try:
-                updated = ca_bundle_updated(await client.get(path), ca_pem)
+                updated = updated_with(await client.get(path), ca_pem)
             except NotFound:
-                log.warning("webhook configuration missing", kind=kind, name=CONFIGURATION_NAME)
+                log.warning("object to write the webhook's CA into is missing", path=path)
                 break
             if updated is None:
                 break
             try:
                 await client.replace(path, updated)
-                log.info("CA bundle written", kind=kind, name=CONFIGURATION_NAME)
+                log.info("CA bundle written", path=path)
                 break
             except Conflict:
                 continue

@@ -24,3 +24,5 @@ STAMP_WEBHOOK = "shadowpod.mutate.liqo.io"
 SHADOW_POD_WEBHOOK = "shadowpod.validate.liqo.io"
 PLACE_POD_WEBHOOK = "pod.mutate.liqo.io"
 OFFLOADING_WEBHOOK = "namespaceoffloading.validate.liqo.io"
+# The metrics agent's APIService (`vk.webhooks.metrics_agent`), whose CA the webhook writes too.
+METRICS_API_SERVICE = "v1alpha1.metrics.vk.io"

@@ -19,7 +19,7 @@ import signal
 import ssl
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram,
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceOffloading, Quota
 from vk.kube.client import JSON, ApiError, KubeClient
-from vk.kube.informer import Informer
+from vk.kube.informer import Informer, Store
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.kube.supervision import supervise
@@ -56,6 +56,11 @@ from vk.webhooks.configuration import (
     PLACE_POD_PATH,
     VALIDATE_OFFLOADING_PATH,
     VALIDATE_PATH,
+)
+from vk.webhooks.metrics_agent import (
+    MetricsAgent,
+    agent_ssl_context,
+    read_request_header_authentication,
 )
 from vk.webhooks.shadowpods import TenantPodPolicy
 
@@ -236,10 +241,10 @@ class WebhookServer:
 
 
 async def reload_certificate_when_changed(
-    context: ssl.SSLContext, cert_file: Path, key_file: Path, interval: float
+    contexts: Sequence[ssl.SSLContext], cert_file: Path, key_file: Path, interval: float
 ) -> None:
-    """Loads a renewed serving certificate (cert-manager, a rotated Secret) for the connections
-    that follow, without a restart."""
+    """Loads a renewed serving certificate (cert-manager, a rotated Secret) into every listener's
+    context, for the connections that follow, without a restart."""
 
     def stamp() -> tuple[float, float]:
         return cert_file.stat().st_mtime, key_file.stat().st_mtime
@@ -250,7 +255,8 @@ async def reload_certificate_when_changed(
         try:
             current = stamp()
             if current != last:
-                context.load_cert_chain(cert_file, key_file)
+                for context in contexts:
+                    context.load_cert_chain(cert_file, key_file)
                 last = current
                 log.info("serving certificate reloaded", cert_file=str(cert_file))
         except (OSError, ssl.SSLError) as error:  # half-written: next time
@@ -276,6 +282,10 @@ class WebhookOptions:
     caller_names: frozenset[str] = frozenset()
     # What tenants' pods may name besides the defaults (scheduling fields).
     policy: TenantPodPolicy = field(default_factory=TenantPodPolicy)
+    # The provider's metrics agent (`vk.webhooks.metrics_agent`), when given an address; the
+    # CA of the kubelets it reads (None: the cluster's).
+    metrics_agent_address: str | None = None
+    kubelet_ca_file: Path | None = None
     log_level: str = "info"
 
 
@@ -354,6 +364,17 @@ async def run_webhook(options: WebhookOptions) -> int:
         healthy=synced,
         callers=options.caller_names if options.caller_ca_file else None,
     )
+    contexts = [context]
+    agent: MetricsAgent | None = None
+    if options.metrics_agent_address:
+        try:
+            agent, agent_context = await start_metrics_agent(
+                client, namespaces.store, options, cert_file, key_file
+            )
+            contexts.append(agent_context)
+        except (ApiError, OSError, ValueError, ssl.SSLError) as error:
+            # Admission goes on without it: the consumers' `kubectl top` is what waits.
+            log.error("the metrics agent cannot start", error=str(error))
     running = [
         asyncio.create_task(quotas.run(), name="quotas"),
         asyncio.create_task(namespaces.run(), name="namespaces"),
@@ -363,7 +384,7 @@ async def run_webhook(options: WebhookOptions) -> int:
             supervise(
                 "certificate-reload",
                 lambda: reload_certificate_when_changed(
-                    context,
+                    contexts,
                     cert_file,
                     key_file,
                     CERTIFICATE_CHECK_INTERVAL,
@@ -376,6 +397,10 @@ async def run_webhook(options: WebhookOptions) -> int:
             for keep in own_certificate
         ),
     ]
+    if agent is not None:
+        assert options.metrics_agent_address
+        agent_server = serve(agent.app(), options.metrics_agent_address, contexts[-1], "agent")
+        running.append(asyncio.create_task(agent_server, name="metrics-agent"))
     if options.metrics_address:
         metrics = MetricsServer(options.metrics_address, ready=synced)
         running.append(asyncio.create_task(metrics.run(), name="metrics"))
@@ -399,10 +424,51 @@ async def run_webhook(options: WebhookOptions) -> int:
         for task in [stopping, *running]:
             task.cancel()
         await asyncio.gather(stopping, *running, return_exceptions=True)
+        if agent is not None:
+            await agent.close()
         await client.close()
         if own_directory is not None:  # the private key goes with the process
             shutil.rmtree(own_directory, ignore_errors=True)
         log.info("webhook stopped")
+
+
+async def start_metrics_agent(
+    client: KubeClient, namespaces: Store, options: WebhookOptions, cert_file: Path, key_file: Path
+) -> tuple[MetricsAgent, ssl.SSLContext]:
+    """The metrics agent and its TLS context, once the API server's front-proxy settings are
+    read (without them no request could be told to come from the API server)."""
+    authentication = await read_request_header_authentication(client)
+    context = agent_ssl_context(cert_file, key_file, authentication)
+    kubelet_ca = options.kubelet_ca_file.read_bytes() if options.kubelet_ca_file else None
+
+    def peer_name(request: web.Request) -> str | None:
+        return caller_name(
+            request.transport.get_extra_info("peercert") if request.transport else None
+        )
+
+    agent = MetricsAgent(
+        client,
+        namespaces,
+        client.connection,
+        authentication,
+        kubelet_ca_pem=kubelet_ca,
+        peer_name=peer_name,
+        now=time.time,
+    )
+    return agent, context
+
+
+async def serve(app: web.Application, address: str, context: ssl.SSLContext, what: str) -> None:
+    """Serves `app` over HTTPS at `address` until cancelled."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        host, port = split_address(address)
+        await web.TCPSite(runner, host, port, ssl_context=context).start()
+        log.info(f"{what} listening", address=f"{host}:{port}")
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
 
 
 def main(options: WebhookOptions) -> int:
