@@ -327,8 +327,10 @@ def test_every_panel_of_vks_dashboard_has_data_and_offloaded_containers_are_scra
         query='container_cpu_usage_seconds_total{node="naples",namespace="liqo-demo",'
         'container!=""}',
     )["result"]
-    assert cpu, "no cAdvisor series of the containers offloaded to naples"
-    assert all(r["metric"]["pod"].startswith("app-south") for r in cpu)
+    assert any(r["metric"]["pod"].startswith("app-south") for r in cpu), (
+        "no cAdvisor series of app-south's containers offloaded to naples",
+        cpu,
+    )
 
 
 def test_down_removes_every_trace(real: Clusters) -> None:
