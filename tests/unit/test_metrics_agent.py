@@ -3,6 +3,7 @@ own twin namespaces), where it reads kubelets, and what of a kubelet's rows it h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -222,14 +223,21 @@ class FakeApi:
 class FakeKubelet:
     def __init__(self, text: str | Exception) -> None:
         self.text = text
+        self.asked = 0
 
     async def get_text(self, path: str) -> str:
+        self.asked += 1
         if isinstance(self.text, Exception):
             raise self.text
         return self.text
 
 
-def make_agent(api: FakeApi, peer: str | None, kubelets: dict[str, FakeKubelet]) -> MetricsAgent:
+def make_agent(
+    api: FakeApi,
+    peer: str | None,
+    kubelets: dict[str, FakeKubelet],
+    now: Callable[[], float] = lambda: 1.0,
+) -> MetricsAgent:
     namespaces = Store()
     for namespace in (twin("shop-venice", "venice"), twin("bank-rome", "rome")):
         namespaces.upsert(namespace)
@@ -240,7 +248,7 @@ def make_agent(api: FakeApi, peer: str | None, kubelets: dict[str, FakeKubelet])
         AUTHENTICATION,
         kubelet_ca_pem=None,
         peer_name=lambda _: peer,
-        now=lambda: 1.0,
+        now=now,
     )
     agent._kubelet = lambda server: kubelets[server]  # type: ignore[method-assign,assignment,return-value]
     return agent
@@ -314,3 +322,32 @@ async def test_pods_that_cannot_be_listed_are_an_outage(aiohttp_client: Any) -> 
     client = await aiohttp_client(make_agent(api, "front-proxy-client", {}).app())
     response = await client.get(USAGE_PATH.format("shop-venice"), headers=VENICE)
     assert response.status == 503
+
+
+async def test_a_kubelet_is_read_once_for_the_requests_of_a_few_seconds(
+    aiohttp_client: Any,
+) -> None:
+    """Every twin namespace on a node asks for the same kubelet answer: read once, not once a
+    namespace (and a failure is not kept)."""
+    api = cluster_api()
+    pod = {"metadata": {"name": "web"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    api.objects["/api/v1/namespaces/bank-rome/pods"] = {"items": [pod]}
+    kubelet = FakeKubelet(KUBELET_TEXT)
+    clock = [100.0]
+    kubelets = {"https://10.0.0.1:10250": kubelet, "https://10.0.0.2:10250": FakeKubelet("")}
+    agent = make_agent(api, "front-proxy-client", kubelets, now=lambda: clock[0])
+    client = await aiohttp_client(agent.app())
+    rome = {"X-Remote-User": "slice-2", "X-Remote-Group": tenant_group("rome")}
+    assert (await client.get(USAGE_PATH.format("shop-venice"), headers=VENICE)).status == 200
+    answer = await client.get(USAGE_PATH.format("bank-rome"), headers=rome)
+    (item,) = (await answer.json())["items"]  # rome's web, from the same kubelet answer
+    assert (item["metadata"]["namespace"], item["containers"][0]["name"]) == ("bank-rome", "db")
+    assert kubelet.asked == 1
+    clock[0] += 5.0
+    await client.get(USAGE_PATH.format("shop-venice"), headers=VENICE)
+    assert kubelet.asked == 2
+    kubelet.text = OSError("connection refused")
+    clock[0] += 5.0
+    await client.get(USAGE_PATH.format("shop-venice"), headers=VENICE)
+    await client.get(USAGE_PATH.format("shop-venice"), headers=VENICE)
+    assert kubelet.asked == 4

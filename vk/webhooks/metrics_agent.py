@@ -62,6 +62,7 @@ USAGE_LIST_KIND = "PodUsageList"
 AUTHENTICATION_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 DEFAULT_KUBELET_PORT = 10250
 KUBELET_TIMEOUT = 10.0
+KUBELET_REUSE_SECONDS = 5.0
 _CONTAINER_SERIES = (
     "container_cpu_usage_seconds_total",
     "container_memory_working_set_bytes",
@@ -333,6 +334,10 @@ class MetricsAgent:
         self.peer_name = peer_name
         self.now = now
         self._kubelets: dict[str, KubeClient] = {}
+        # A kubelet's answer, by URL: shared by the requests of every namespace on its node
+        # for a few seconds (each consumer's virtual kubelet asks once a scrape per twin
+        # namespace; the kubelet's answer covers them all).
+        self._recent: dict[str, tuple[float, asyncio.Future[str]]] = {}
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -408,13 +413,31 @@ class MetricsAgent:
             if endpoint is None:
                 raise MetricsUnreadable("the node reports no InternalIP")
             server, path = endpoint
-            text = await self._kubelet(server).get_text(path)
+            text = await self._kubelet_text(server, path)
             return parse_resource_metrics(text, namespace, pods, self.now())
         except (ApiError, OSError, TimeoutError, MetricsUnreadable) as error:
             log.warning(
                 "cannot read a kubelet's resource metrics", node=node_name, error=str(error)
             )
             return {}
+
+    async def _kubelet_text(self, server: str, path: str) -> str:
+        """The kubelet's resource metrics, fetched once for the requests of the next
+        KUBELET_REUSE_SECONDS (a failure is not kept)."""
+        url, now = server + path, self.now()
+        recent = self._recent.get(url)
+        if recent is None or now - recent[0] >= KUBELET_REUSE_SECONDS:
+            fetching = asyncio.ensure_future(self._kubelet(server).get_text(path))
+            self._recent = {
+                u: r for u, r in self._recent.items() if now - r[0] < KUBELET_REUSE_SECONDS
+            }
+            self._recent[url] = recent = (now, fetching)
+        try:
+            return await asyncio.shield(recent[1])
+        except BaseException:
+            if self._recent.get(url) is recent and recent[1].done():
+                del self._recent[url]
+            raise
 
     def _kubelet(self, server: str) -> KubeClient:
         kubelet = self._kubelets.get(server)
