@@ -148,16 +148,7 @@ class WebhookServer:
         return app
 
     async def run(self) -> None:
-        runner = web.AppRunner(self.app(), access_log=None)
-        await runner.setup()
-        try:
-            site = web.TCPSite(runner, self.host, self.port, ssl_context=self.context)
-            await site.start()
-            log.info("webhook listening", address=f"{self.host}:{self.port}")
-            self.ready.set()
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+        await serve(self.app(), f"{self.host}:{self.port}", self.context, "webhook", self.ready)
 
     async def _mutate(self, request: web.Request) -> web.Response:
         return await self._review(request, "mutate-shadowpod", self.admission.mutate)
@@ -458,14 +449,22 @@ async def start_metrics_agent(
     return agent, context
 
 
-async def serve(app: web.Application, address: str, context: ssl.SSLContext, what: str) -> None:
-    """Serves `app` over HTTPS at `address` until cancelled."""
+async def serve(
+    app: web.Application,
+    address: str,
+    context: ssl.SSLContext,
+    what: str,
+    ready: asyncio.Event | None = None,
+) -> None:
+    """Serves `app` over HTTPS at `address` until cancelled; `ready` is set once it listens."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
         host, port = split_address(address)
         await web.TCPSite(runner, host, port, ssl_context=context).start()
         log.info(f"{what} listening", address=f"{host}:{port}")
+        if ready is not None:
+            ready.set()
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
