@@ -383,7 +383,8 @@ def test_top_pod_shows_an_idle_containers_real_usage(liqo_demo: Clusters, idle: 
     local = wait_until(
         lambda: usage(CONSUMER), "kubectl top of the pod at venice", timeout=120, explain=explain
     )
-    # The same container measured (a sleep: 0m, and its working set under a MiB).
-    assert local[0] == remote[0] == "0m", (local, remote)
+    # The same container measured: its working set (a sleep's, under a MiB) agrees. The CPU
+    # figures are rates over whichever windows each metrics-server saw (naples' first one
+    # reaches back to the container's start, and may show what starting it cost).
     memory = int(local[1].removesuffix("Mi"))
     assert abs(memory - int(remote[1].removesuffix("Mi"))) <= 8, (local, remote)
