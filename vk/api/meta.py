@@ -168,3 +168,17 @@ class KubeObject(KubeModel):
     def manifest(self) -> dict[str, Any]:
         """The object as the API server takes it: JSON types, camelCase, no null fields."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def forge_failure_status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A metav1.Status of a failed request, as the API server and the kubelet answer errors
+    (kubectl prints its message)."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

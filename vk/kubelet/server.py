@@ -33,6 +33,7 @@ import structlog
 from cryptography import x509
 from prometheus_client import Counter
 
+from vk.api.meta import forge_failure_status
 from vk.kube.client import JSON, ApiError
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
@@ -125,16 +126,7 @@ def server_ssl_context(cert_pem: bytes, key_pem: bytes, client_ca_pem: str) -> s
 def status_response(code: int, reason: str, message: str) -> bytes:
     """A complete HTTP response carrying a metav1.Status, as the kubelet and the API server
     answer errors (kubectl prints its message)."""
-    body = json.dumps(
-        {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "message": message,
-            "reason": reason,
-            "code": code,
-        }
-    ).encode()
+    body = json.dumps(forge_failure_status(code, reason, message)).encode()
     titles = {
         401: "Unauthorized",
         403: "Forbidden",

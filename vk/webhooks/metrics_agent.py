@@ -48,6 +48,7 @@ from vk.api.constants import (
     RESOURCE_METRICS_PATH_ANNOTATION,
     TENANT_NAMESPACE_LABEL,
 )
+from vk.api.meta import forge_failure_status
 from vk.kube.client import JSON, ApiError, KubeClient, resource_path
 from vk.kube.informer import Store
 from vk.kube.kubeconfig import ClusterConnection
@@ -259,18 +260,6 @@ def forge_pod_usage_list(namespace: str, usage: Mapping[str, PodUsage]) -> JSON:
     return {"apiVersion": GROUP_VERSION, "kind": USAGE_LIST_KIND, "items": items}
 
 
-def forge_status(code: int, reason: str, message: str) -> JSON:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-
-
 def forge_api_resource_list() -> JSON:
     return {
         "kind": "APIResourceList",
@@ -364,7 +353,7 @@ class MetricsAgent:
             return None
         AGENT_REQUESTS.labels("unauthenticated").inc()
         log.warning("usage request refused", reason=problem, remote=request.remote)
-        return web.json_response(forge_status(401, "Unauthorized", problem), status=401)
+        return web.json_response(forge_failure_status(401, "Unauthorized", problem), status=401)
 
     def _discovery(self, forge: Callable[[], JSON]) -> Callable[[web.Request], Any]:
         async def handler(request: web.Request) -> web.Response:
@@ -387,13 +376,15 @@ class MetricsAgent:
         problem = reader_problem(namespace, labels, groups)
         if problem is not None:
             AGENT_REQUESTS.labels("forbidden").inc()
-            return web.json_response(forge_status(403, "Forbidden", problem), status=403)
+            return web.json_response(forge_failure_status(403, "Forbidden", problem), status=403)
         try:
             pods = await self.client.get(resource_path("v1", "pods", namespace=namespace))
         except (ApiError, OSError, TimeoutError) as error:
             AGENT_REQUESTS.labels("unavailable").inc()
             message = f"cannot list the pods of {namespace}: {error}"
-            return web.json_response(forge_status(503, "ServiceUnavailable", message), status=503)
+            return web.json_response(
+                forge_failure_status(503, "ServiceUnavailable", message), status=503
+            )
         by_node = running_pods_by_node(pods.get("items") or [])
         scraped = await asyncio.gather(
             *(self._scrape(node, namespace, members) for node, members in by_node.items())
