@@ -7,17 +7,13 @@ import asyncio
 import contextlib
 from collections import Counter
 
-import orjson
 import pytest
 
 from vk.kube.client import JSON
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
 from vk.kube.informer import (
-    COMPACT_DEPTH,
     FAILING_FOR_SECONDS,
-    INTERNED_STRING_MAX,
     Informer,
-    compact,
     informer_problems,
     informer_scope,
     namespace_index,
@@ -240,39 +236,6 @@ async def test_informers_of_a_server_back_list_again_at_once_not_after_their_bac
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def test_a_compacted_object_is_equal_and_shares_its_strings_with_the_others() -> None:
-    def pod(name: str) -> JSON:  # decoded apart, as two watch events are
-        return orjson.loads(
-            orjson.dumps(
-                {
-                    "metadata": {"name": name, "labels": {"app": "web"}, "managedFields": []},
-                    "spec": {"containers": [{"name": "app", "image": "registry.local/web:1"}]},
-                    "data": "x" * (INTERNED_STRING_MAX + 1),
-                }
-            )
-        )
-
-    one, other = compact(pod("one")), compact(pod("other"))
-    expected = pod("one")
-    del expected["metadata"]["managedFields"]
-    assert one == expected
-    image = one["spec"]["containers"][0]["image"]
-    assert image is other["spec"]["containers"][0]["image"]
-    assert next(iter(one["metadata"]["labels"])) is next(iter(other["metadata"]["labels"]))
-    assert one["data"] is not other["data"]  # long values stay each object's own
-
-
-def test_a_hostile_deeply_nested_object_is_kept_as_it_came() -> None:
-    nested: JSON = {"leaf": "x"}
-    for _ in range(5000):  # deeper than the interpreter's recursion limit
-        nested = {"n": nested}
-    compacted = compact({"metadata": {"name": "deep"}, "spec": nested})  # no RecursionError
-    inner, original = compacted["spec"], nested
-    for _ in range(COMPACT_DEPTH + 1):
-        inner, original = inner["n"], original["n"]
-    assert inner is original  # below the depth compacted, the very object decoded
 
 
 class CountingApiServer:

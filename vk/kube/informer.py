@@ -5,7 +5,8 @@ collections), so an idle informer costs one long request per five minutes; only 
 makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
 hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
 should only enqueue keys: reconcilers read the cache, never the event. Objects are kept
-compacted: without their managedFields, their strings shared.
+compacted (vk/kube/compaction.py): without their managedFields, their strings and their equal
+parts shared with every other cache of the process, so they are read only.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import Gauge
 
 from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
+from vk.kube.compaction import compact
 from vk.kube.supervision import TASK_RESTARTS
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -151,45 +152,6 @@ class Store:
                     keys.discard(key)
                     if not keys:
                         del self._indexes[name][value]
-
-
-# Strings this short are kept once per process however many objects hold them: keys, and the
-# values thousands of objects repeat (names, uids, images, timestamps, condition types).
-INTERNED_STRING_MAX = 64
-# Below this depth an object is kept as decoded: no Kubernetes object nests this deep, and a
-# hostile one nesting deeper must not cost a recursion error.
-COMPACT_DEPTH = 32
-
-
-def compact(obj: JSON) -> JSON:
-    """`obj` as a cache keeps it: without its managedFields, which vk never reads from a cache
-    (it reads them fresh, where it does) and which make up a large part of every object kept
-    (a pod's status writers alone leave several entries); and with its short strings interned,
-    so that what ten thousand pods repeat is kept once (half a pod's bytes, measured by
-    `bench.offload --heap`). Keys need nothing: orjson, which decodes every object vk reads,
-    hands out one string per key already. Done in place, on an object just decoded. A PUT of
-    a compacted copy keeps the server's managedFields: the API server leaves them as they are
-    when the body has none."""
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict):
-        metadata.pop("managedFields", None)
-    _intern_strings(obj, COMPACT_DEPTH)
-    return obj
-
-
-def _intern_strings(value: dict[str, Any] | list[Any], depth: int) -> None:
-    """Interns, in place, the short strings the dict or list `value` holds at any depth.
-    Leaves are done in the loop, not by a call each: an object has hundreds of them."""
-    if depth == 0:
-        return
-    items = value.items() if type(value) is dict else enumerate(value)
-    for key, item in items:
-        kind = type(item)
-        if kind is str:
-            if len(item) <= INTERNED_STRING_MAX:
-                value[key] = sys.intern(item)  # type: ignore[index]  # a value, not the size
-        elif kind is dict or kind is list:
-            _intern_strings(item, depth - 1)
 
 
 InformerScope = tuple[int, str, str | None, str | None]

@@ -1,0 +1,114 @@
+"""What a cache keeps of an object (vk/kube/compaction.py): equal to what came, its strings
+and equal parts shared with other cached objects, never a part that differs in anything."""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import orjson
+
+from vk.kube.client import JSON
+from vk.kube.compaction import (
+    COMPACT_DEPTH,
+    INTERNED_STRING_MAX,
+    SharedParts,
+    _same,
+    compact,
+)
+
+
+def decoded(obj: Any) -> Any:
+    """`obj` as a watch event brings it: decoded apart from any other."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def replica(name: str, **spec: Any) -> JSON:
+    return decoded(
+        {
+            "metadata": {
+                "name": name,
+                "uid": f"uid-{name}",
+                "labels": {"app": "web"},
+                "managedFields": [{"manager": "kubelet"}],
+            },
+            "spec": {
+                "containers": [{"name": "app", "image": "registry.local/web:1"}],
+                "tolerations": [{"key": "a", "operator": "Exists", "tolerationSeconds": 300}],
+                **spec,
+            },
+            "data": "x" * (INTERNED_STRING_MAX + 1),
+        }
+    )
+
+
+def test_a_compacted_object_is_equal_and_shares_its_strings_with_the_others() -> None:
+    one, other = compact(replica("one")), compact(replica("other"))
+    expected = replica("one")
+    del expected["metadata"]["managedFields"]
+    assert one == expected
+    image = one["spec"]["containers"][0]["image"]
+    assert image is other["spec"]["containers"][0]["image"]
+    assert next(iter(one["metadata"]["labels"])) is next(iter(other["metadata"]["labels"]))
+    assert one["data"] is not other["data"]  # long values stay each object's own
+
+
+def test_equal_parts_of_two_objects_are_one_and_the_parts_that_differ_are_their_own() -> None:
+    parts = SharedParts()
+    one, other = parts.compact(replica("one")), parts.compact(replica("other"))
+    assert one["spec"] is other["spec"]
+    assert one["metadata"]["labels"] is other["metadata"]["labels"]
+    assert one["metadata"] is not other["metadata"]  # their names differ
+    assert one is not other  # a whole object is never shared
+
+
+def test_parts_equal_in_python_but_not_in_json_are_not_shared() -> None:
+    """`1 == True == 1.0` in Python; a pod asking for 1 is not one asking for true."""
+    parts = SharedParts()
+    kept = [
+        parts.compact(decoded({"metadata": {"name": str(i)}, "spec": {"value": value}}))
+        for i, value in enumerate([1, True, 1.0, "1", None, [1], {"a": 1}])
+    ]
+    specs = [obj["spec"] for obj in kept]
+    assert len({id(spec) for spec in specs}) == len(specs)
+    assert [type(spec["value"]) for spec in specs] == [int, bool, float, str, type(None), list, dict]
+
+
+def test_the_same_keys_in_another_order_or_another_length_are_another_part() -> None:
+    assert _same({"a": 1, "b": 2}, {"a": 1, "b": 2})
+    assert not _same({"a": 1, "b": 2}, {"b": 2, "a": 1})
+    assert not _same([1, 2], [1, 2, 3])
+    assert not _same([1], {"0": 1})
+    assert not _same({"a": {"x": 1}}, {"a": {"x": 1}})  # equal parts not shared: not the same
+
+
+def test_a_sweep_forgets_the_parts_no_cache_holds_and_keeps_the_others() -> None:
+    parts = SharedParts()
+    kept = parts.compact(replica("kept", extra={"only": "kept"}))
+    dropped = parts.compact(replica("dropped", extra={"only": "dropped"}))
+    held = len(parts)
+    del dropped
+    gc.collect()
+    parts.sweep()  # its spec went; its extra, held by that spec until then, goes next
+    parts.sweep()
+    assert len(parts) < held
+    again = parts.compact(replica("again", extra={"only": "kept"}))
+    assert again["spec"] is kept["spec"]  # what a cache holds is still shared
+
+
+def test_the_table_is_swept_as_it_grows() -> None:
+    parts = SharedParts()
+    for i in range(10_000):  # each object's parts its own, and each dropped at once
+        parts.compact(decoded({"metadata": {"name": str(i)}, "spec": {"n": i}}))
+    assert len(parts) < 10_000
+
+
+def test_a_hostile_deeply_nested_object_is_kept_as_it_came() -> None:
+    nested: JSON = {"leaf": "x"}
+    for _ in range(5000):  # deeper than the interpreter's recursion limit
+        nested = {"n": nested}
+    compacted = compact({"metadata": {"name": "deep"}, "spec": nested})  # no RecursionError
+    inner, original = compacted["spec"], nested
+    for _ in range(COMPACT_DEPTH + 1):
+        inner, original = inner["n"], original["n"]
+    assert inner is original  # below the depth compacted, the very object decoded
