@@ -69,7 +69,6 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         super().__init__(options)
         self.pods = pods  # the pods bound to this node (the pod reflector's informer)
         self.now = now
-        self.tokens: dict[str, tuple[str, dict[str, Token]]] = {}  # pod key -> (uid, tokens)
         self.recent = RecentWrites()
 
     def informers(
@@ -119,7 +118,6 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         assert namespace is not None
         state = self.active(namespace)
         if state is None:
-            self.tokens.pop(key, None)
             return Result()
         if not state.synced or not self.pods.synced.is_set():
             return Result(requeue_after=NOT_SYNCED_RETRY)
@@ -144,7 +142,6 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             or (pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
         )
         if finished or not sources:
-            self.tokens.pop(key, None)
             if secret is not None:
                 with contextlib.suppress(NotFound):
                     await state.client.delete(
@@ -161,11 +158,9 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 REFLECTION_ITEMS.labels(self.name, "deleted").inc()
             return Result()
         assert pod is not None
-        uid = pod["metadata"]["uid"]
-        known = self.tokens.get(key)
-        tokens = dict(known[1]) if known and known[0] == uid else {}
-        if not tokens and secret is not None:
-            tokens = tokens_from_secret(secret, pod)
+        # The tokens live in the Secret only (the cache's copy, or our last write until the
+        # cache shows it): ten thousand pods' tokens kept twice were a kilobyte and a half each.
+        tokens = tokens_from_secret(secret, pod) if secret is not None else {}
         now = self.now()
         try:
             for source in sources:
@@ -182,7 +177,6 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             )
             raise
         tokens = {slot: tokens[slot] for slot in (token_key(s.volume, s.path) for s in sources)}
-        self.tokens[key] = (uid, tokens)
         desired = forge_token_secret(
             pod,
             tokens,
