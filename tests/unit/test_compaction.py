@@ -71,7 +71,8 @@ def test_parts_equal_in_python_but_not_in_json_are_not_shared() -> None:
     ]
     specs = [obj["spec"] for obj in kept]
     assert len({id(spec) for spec in specs}) == len(specs)
-    assert [type(spec["value"]) for spec in specs] == [int, bool, float, str, type(None), list, dict]
+    kinds = [int, bool, float, str, type(None), list, dict]
+    assert [type(spec["value"]) for spec in specs] == kinds
 
 
 def test_the_same_keys_in_another_order_or_another_length_are_another_part() -> None:
