@@ -3,7 +3,6 @@ and equal parts shared with other cached objects, never a part that differs in a
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 import orjson
@@ -76,25 +75,30 @@ def test_parts_equal_in_python_but_not_in_json_are_not_shared() -> None:
 
 
 def test_the_same_keys_in_another_order_or_another_length_are_another_part() -> None:
-    assert _same({"a": 1, "b": 2}, {"a": 1, "b": 2})
-    assert not _same({"a": 1, "b": 2}, {"b": 2, "a": 1})
-    assert not _same([1, 2], [1, 2, 3])
-    assert not _same([1], {"0": 1})
-    assert not _same({"a": {"x": 1}}, {"a": {"x": 1}})  # equal parts not shared: not the same
+    depth = COMPACT_DEPTH
+    assert _same({"a": 1, "b": 2}, {"a": 1, "b": 2}, depth)
+    assert not _same({"a": 1, "b": 2}, {"b": 2, "a": 1}, depth)
+    assert not _same([1, 2], [1, 2, 3], depth)
+    assert not _same([1], {"0": 1}, depth)
+    assert _same({"a": {"x": [1]}}, {"a": {"x": [1]}}, depth)
+    assert not _same({"a": {"x": [1]}}, {"a": {"x": [True]}}, depth)
+    assert not _same({"a": {"x": 1}}, {"a": {"x": 1}}, 1)  # deeper than asked: not the same
 
 
-def test_a_sweep_forgets_the_parts_no_cache_holds_and_keeps_the_others() -> None:
+def test_a_sweep_forgets_the_parts_no_two_objects_hold_and_keeps_the_shared_ones() -> None:
     parts = SharedParts()
-    kept = parts.compact(replica("kept", extra={"only": "kept"}))
-    dropped = parts.compact(replica("dropped", extra={"only": "dropped"}))
+    one = parts.compact(replica("one"))
+    two = parts.compact(replica("two"))
+    alone = parts.compact(replica("alone", extra={"only": "alone"}))
     held = len(parts)
-    del dropped
-    gc.collect()
-    parts.sweep()  # its spec went; its extra, held by that spec until then, goes next
     parts.sweep()
+    parts.sweep()  # a part held by a part forgotten goes in the next sweep
     assert len(parts) < held
-    again = parts.compact(replica("again", extra={"only": "kept"}))
-    assert again["spec"] is kept["spec"]  # what a cache holds is still shared
+    again = parts.compact(replica("again"))
+    assert again["spec"] is one["spec"] is two["spec"]  # shared by two: still shared
+    later = parts.compact(replica("later", extra={"only": "alone"}))
+    assert later["spec"] is not alone["spec"]  # held by one only: forgotten, and kept anew
+    assert parts.compact(replica("last", extra={"only": "alone"}))["spec"] is later["spec"]
 
 
 def test_the_table_is_swept_as_it_grows() -> None:

@@ -30,9 +30,9 @@ INTERNED_STRING_MAX = 64
 # Below this depth an object is kept as decoded: no Kubernetes object nests this deep, and a
 # hostile one nesting deeper must not cost a recursion error.
 COMPACT_DEPTH = 32
-# The table of shared parts is swept of the parts no cache holds any more (the older versions
-# of changed objects) when it has grown by this much since the last sweep: garbage is bounded
-# to a quarter of what is alive, and a sweep's cost spread over the additions that caused it.
+# The table of shared parts is swept of the parts no two holders share (SharedParts.sweep) when
+# it has grown by this much since the last sweep: what it keeps for nothing is bounded, and a
+# sweep's cost spread over the additions that caused it.
 SWEEP_GROWTH = 1.25
 SWEEP_MIN_PARTS = 4096
 
@@ -62,18 +62,23 @@ class SharedParts:
         return obj
 
     def sweep(self) -> None:
-        """Forgets the parts that only this table holds now."""
+        """Forgets the parts no two holders share now: those no cache holds any more (the
+        older versions of changed objects), and those one object alone holds (its metadata,
+        its status: most of a pod's parts are its own, and kept here, would cost a table entry
+        each for nothing; a part equal to one of them coming later is kept here from then on,
+        and shared with those after it)."""
         parts = self._parts
         for signature in list(parts):
-            # Two references: the table's, and getrefcount's own argument.
-            if sys.getrefcount(parts[signature]) <= 2:
+            # The table's reference, getrefcount's own argument, and one holder's at most.
+            if sys.getrefcount(parts[signature]) <= 3:
                 del parts[signature]
         self._sweep_at = max(SWEEP_MIN_PARTS, int(len(parts) * SWEEP_GROWTH))
 
     def _share_within(self, value: Part, depth: int) -> int:
         """Interns the short strings of `value` and replaces its parts by the shared ones, in
         place; returns the hash of its content. Leaves are done in the loop, not by a call
-        each: an object has hundreds of them."""
+        each: an object has hundreds of them. A part counts by its content's hash, not by
+        which copy it is: a parent stays found after the table forgot its parts."""
         signature: list[Any]
         if type(value) is dict:
             signature = [dict]
@@ -89,30 +94,34 @@ class SharedParts:
                     value[key] = item
                 signature += (key, item)
             elif kind is dict or kind is list:
-                shared = self._share(item, depth - 1)
+                shared, content = self._share(item, depth - 1)
                 if shared is not item:
                     value[key] = shared
-                signature += (key, id(shared))
+                signature += (key, kind, content)
             else:
                 signature += (key, kind, item)
         return hash(tuple(signature))
 
-    def _share(self, part: Part, depth: int) -> Part:
-        """The part of a cache equal to `part`, or `part` itself, from now on shared."""
+    def _share(self, part: Part, depth: int) -> tuple[Part, int]:
+        """The part of a cache equal to `part`, or `part` itself, from now on shared; and the
+        hash of its content (below COMPACT_DEPTH, of its identity: it is kept as it came)."""
         if depth <= 0:
-            return part
-        signature = self._share_within(part, depth)
-        found = self._parts.get(signature)
+            return part, id(part)
+        content = self._share_within(part, depth)
+        found = self._parts.get(content)
         if found is None:
-            self._parts[signature] = part
-            return part
-        return found if _same(found, part) else part
+            self._parts[content] = part
+            return part, content
+        return (found if _same(found, part, depth) else part), content
 
 
-def _same(one: Part, other: Part) -> bool:
-    """Whether two parts, whose own parts are shared already, hold the same: the same keys in
-    the same order, the same parts, equal scalars of the same type."""
-    if type(one) is not type(other) or len(one) != len(other):
+def _same(one: Part, other: Part, depth: int) -> bool:
+    """Whether two parts hold the same, to `depth`: the same keys in the same order, equal
+    scalars of the same type (`1`, `1.0` and `True` are equal in Python, not in JSON), parts
+    the same in turn (most often the very same, shared already)."""
+    if one is other:
+        return True
+    if depth <= 0 or type(one) is not type(other) or len(one) != len(other):
         return False
     pairs: Any = (
         zip(one.items(), other.items(), strict=True)  # type: ignore[union-attr]
@@ -125,7 +134,12 @@ def _same(one: Part, other: Part) -> bool:
         if value is other_value:
             continue
         kind = type(value)
-        if kind is not type(other_value) or kind is dict or kind is list or value != other_value:
+        if kind is not type(other_value):
+            return False
+        if kind is dict or kind is list:
+            if not _same(value, other_value, depth - 1):
+                return False
+        elif value != other_value:
             return False
     return True
 
