@@ -278,6 +278,10 @@ class NamespacedReflector(Reconciler):
         if state is not None:
             state.stop()
 
+    def retry_now(self) -> None:
+        """The work waiting on a back-off, tried now (the provider is back)."""
+        self.controller.queue.retry_now()
+
     def resync(self) -> None:
         """Every object of every namespace, again: after a change of leader, nothing the
         previous one left half done stays so."""

@@ -1,8 +1,9 @@
 """Starts and stops reflection per offloaded namespace (Liqo's `reflection/manager`).
 
 The NamespaceMap of the provider says which local namespaces are offloaded there and under
-which remote names; every reflector is started on each Accepted one and stopped when it goes,
-and restarted on all of them when the provider identity changes. Objects a namespace shares
+which remote names; every reflector (the pods' among them) is started on each Accepted one and
+stopped when it goes, and restarted on all of them when the provider identity changes: the
+manager alone follows the NamespaceMap and the provider. Objects a namespace shares
 (its ConfigMaps, Services, ...) are reflected by one virtual kubelet per provider: the holder of
 the `virtual-kubelet-leader-election` Lease in the tenant namespace, as in Liqo. A virtual
 kubelet that becomes the holder goes over every object again; one that dies is replaced once
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Collection
+from typing import Protocol
 
 import structlog
 
@@ -20,13 +23,37 @@ from vk.kube.client import KubeClient
 from vk.kube.informer import Informer
 from vk.kube.leaderelection import LeaderElector
 from vk.kube.supervision import supervise
-from vk.reflection.generic import NamespacedReflector
 from vk.reflection.namespacemap import accepted_mappings
 from vk.reflection.provider import Provider
 
 log = structlog.get_logger("vk.reflection.manager")
 
 REFLECTION_LEASE = "virtual-kubelet-leader-election"
+
+
+class Reflector(Protocol):
+    """What the manager runs: the generic reflectors (vk/reflection/generic.py) and the pod
+    reflector (vk/reflection/workload/pods.py)."""
+
+    name: str
+    leader_only: bool
+
+    @property
+    def namespaces(self) -> Collection[str]:
+        """The local namespaces it reflects now."""
+        ...
+
+    def start_namespace(self, local: str, remote: str, client: KubeClient) -> None: ...
+
+    def stop_namespace(self, local: str) -> None: ...
+
+    def resync(self) -> None: ...
+
+    def retry_now(self) -> None:
+        """The work waiting on a back-off, tried now (the provider is back)."""
+        ...
+
+    async def run(self) -> None: ...
 
 
 class ReflectionManager:
@@ -49,14 +76,17 @@ class ReflectionManager:
         self.home = home
         self.provider = provider
         self.namespace_maps = namespace_maps
-        self.reflectors: list[NamespacedReflector] = []
+        self.reflectors: list[Reflector] = []
         self.tenant_namespace = tenant_namespace
         self.identity = identity
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.shared_lease = shared_lease
-        self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
+        # local namespace -> remote namespace, of the Accepted entries of the NamespaceMap,
+        # whether the provider identity works now or not.
+        self.mappings: dict[str, str] = {}
+        self.mapped = asyncio.Event()  # set once `mappings` holds the NamespaceMap's first list
         self._client: KubeClient | None = None
         self._elector: LeaderElector | None = None
         self._started = False
@@ -67,7 +97,7 @@ class ReflectionManager:
             return True
         return self._elector is not None and self._elector.is_leader.is_set()
 
-    def add(self, reflector: NamespacedReflector) -> None:
+    def add(self, reflector: Reflector) -> None:
         self.reflectors.append(reflector)
 
     async def run(self) -> None:
@@ -81,6 +111,7 @@ class ReflectionManager:
             self.provider.on_change(self._sync)
             self._started = True
             self._sync()
+            self.mapped.set()
             await asyncio.gather(*tasks)
         finally:
             for task in tasks:
@@ -93,18 +124,19 @@ class ReflectionManager:
         if not self._started:
             return
         client = self.provider.client
-        mappings = accepted_mappings(self.namespace_maps.store.objects())
+        self.mappings = accepted_mappings(self.namespace_maps.store.objects())
         if client is not self._client:
             for reflector in self.reflectors:
                 for local in list(reflector.namespaces):
                     reflector.stop_namespace(local)
             self._client = client
-        self.mappings = mappings if client is not None else {}
+        # Without a provider identity that works, nothing is reflected (the node says why).
+        reflected = self.mappings if client is not None else {}
         for reflector in self.reflectors:
-            for local in set(reflector.namespaces) - set(self.mappings):
+            for local in set(reflector.namespaces) - set(reflected):
                 reflector.stop_namespace(local)
                 log.info("reflection stopped", reflector=reflector.name, namespace=local)
-            for local, remote in self.mappings.items():
+            for local, remote in reflected.items():
                 assert client is not None
                 if local not in reflector.namespaces:
                     log.info(

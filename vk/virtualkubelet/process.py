@@ -201,12 +201,12 @@ class VirtualKubelet:
         settings = options.reflection
         pods = PodReflector(
             self.home,
-            provider,
             node_name=options.node_name,
             node_ip=options.node_ip,
             home_cluster_id=options.home_cluster_id,
             remote_cluster_id=options.foreign_cluster_id,
-            namespace_maps=namespace_maps,
+            mappings=lambda: reflection.mappings,
+            mapped=reflection.mapped,
             workers=options.pod_reflection_workers,
             events=EventRecorder(self.home, "virtual-kubelet"),
             home_network=HomeNetwork(self.home),
@@ -236,14 +236,14 @@ class VirtualKubelet:
             pods.local,
         ):
             reflection.add(reflector)
+        if options.pod_reflection_workers > 0:
+            reflection.add(pods)
         # Work that failed while the provider was away is retried as soon as it answers again,
         # whatever back-off it had reached.
-        node.on_provider_back(pods.retry_now)
         node.on_provider_back(lambda: retry_informers_now(provider.client))
-        for reflector in reflection.reflectors:
-            node.on_provider_back(reflector.controller.queue.retry_now)
-            offloading_patch.on_change(reflector.resync)
-        offloading_patch.on_change(pods.resync)
+        for running in reflection.reflectors:
+            node.on_provider_back(running.retry_now)
+            offloading_patch.on_change(running.resync)
         kubelet = KubeletServer(
             node_name=options.node_name,
             address=options.node_ip,
@@ -281,8 +281,6 @@ class VirtualKubelet:
         runnables = [virtual_nodes.run(), provider.run(), kubelet.run(), namespace_maps.run()]
         # Nothing is offloaded before the VirtualNode is read: its offloadingPatch applies from
         # the first pod and object.
-        if options.pod_reflection_workers > 0:
-            runnables.append(_once_synced(virtual_nodes, pods.run))
         if reflection.reflectors:
             runnables.append(_once_synced(virtual_nodes, reflection.run))
         if options.create_node:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +56,6 @@ from vk.reflection.forge.pods import (
     status_worth_reporting,
 )
 from vk.reflection.generic import liqo_observer
-from vk.reflection.namespacemap import accepted_mappings
-from vk.reflection.provider import Provider
 from vk.reflection.workload.admission import AdmissionGate, is_stamped
 
 log = structlog.get_logger("vk.reflection.pods")
@@ -194,26 +192,30 @@ class PodReflector(Reconciler):
     def __init__(
         self,
         home: KubeClient,
-        provider: Provider,
         *,
         node_name: str,
         node_ip: str,
         home_cluster_id: str,
         remote_cluster_id: str,
-        namespace_maps: Informer,
+        mappings: Callable[[], Mapping[str, str]],
+        mapped: asyncio.Event,
         workers: int,
         events: EventRecorder,
         pod_forging: PodForging | None = None,
         home_network: HomeNetwork | None = None,
         offloading_patch: Callable[[], Mapping[str, Any]] = dict,
     ) -> None:
-        """`home_network`: this cluster's ranges and addresses, which no pod IP a provider
-        reports may be in (run by the reflector; None: only the loopback, link-local,
-        multicast and unspecified addresses are refused). `offloading_patch`: the VirtualNode's
+        """`mappings`: the offloaded namespaces now (local -> remote, the ReflectionManager's,
+        which starts and stops this reflector on them as on the others, and says which are
+        offloaded while the provider identity does not work); `mapped`: set once they are
+        known (before, every pod would look not offloaded, and one being deleted would be
+        finished at home with its remote pod left running). `home_network`: this cluster's
+        ranges and addresses, which no pod IP a provider reports may be in (run by the
+        reflector; None: only the loopback, link-local, multicast and unspecified addresses are
+        refused). `offloading_patch`: the VirtualNode's
         `spec.offloadingPatch` now (`OffloadingPatchSource.current`); when it changes, the
         caller calls `resync` so that live pods gain what a live pod may."""
         self.home = home
-        self.provider = provider
         self.node_name = node_name
         self.node_ip = node_ip
         self.home_cluster_id = home_cluster_id
@@ -226,17 +228,18 @@ class PodReflector(Reconciler):
             field_selector=f"spec.nodeName={node_name}",
             indexers={"namespace": namespace_index},
         )
-        self.namespace_maps = namespace_maps  # run by the caller: reflection shares it
+        self.mappings = mappings
+        self.mapped = mapped
         self.pod_forging = pod_forging or PodForging()
         self.home_network = home_network
         self.offloading_patch = offloading_patch
         # key -> (local uid, IPs refused): a refusal is told once per pod and IPs.
         self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
-        self.mappings: dict[str, str] = {}  # local namespace -> remote namespace
+        # local namespace -> (remote namespace, provider client): where it reflects now.
+        self.reflected: dict[str, tuple[str, KubeClient]] = {}
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
         self.shadows: dict[str, Informer] = {}  # remote namespace -> our ShadowPods there
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
-        self._remote_client: KubeClient | None = None
         observe = liqo_observer("pod", remote_cluster_id, node_name)
         self.controller = Controller(self, workers=workers, observe=observe)
         # The provider's Pods' changes, reflected home on a queue of their own: behind
@@ -263,11 +266,17 @@ class PodReflector(Reconciler):
         )
         self._log = log.bind(node=node_name)
 
+    leader_only = False  # each virtual kubelet offloads its own node's pods
+
+    @property
+    def namespaces(self) -> Collection[str]:
+        return self.reflected.keys()
+
     def remote_namespace_of(self, namespace: str, pod: str) -> str | None:
         """Where a pod bound to this node runs in the provider (None: not offloaded here)."""
         if self.local.store.get(f"{namespace}/{pod}") is None:
             return None
-        return self.mappings.get(namespace)
+        return self.mappings().get(namespace)
 
     def bound_pods(self) -> list[JSON]:
         return self.local.store.objects()
@@ -275,10 +284,11 @@ class PodReflector(Reconciler):
     def offloaded_pods(self) -> list[tuple[JSON, str]]:
         """The pods bound to this node whose namespace is offloaded, each with the remote
         namespace it runs in."""
+        mappings = self.mappings()
         return [
-            (pod, self.mappings[pod["metadata"]["namespace"]])
+            (pod, mappings[pod["metadata"]["namespace"]])
             for pod in self.local.store.objects()
-            if pod["metadata"]["namespace"] in self.mappings
+            if pod["metadata"]["namespace"] in mappings
         ]
 
     def remote_uid_of(self, remote_namespace: str, pod: str) -> str:
@@ -300,61 +310,41 @@ class PodReflector(Reconciler):
     # -- wiring --------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """Until cancelled; the ReflectionManager starts and stops its namespaces."""
         collector = PodsByPhase(self.node_name, self.local)
         REGISTRY.register(collector)
         self.local.add_handler(lambda _, pod, __: self.controller.enqueue(_key(pod)))
-        self.namespace_maps.add_handler(lambda *_: self._on_namespace_maps())
-        self.provider.on_change(self._on_provider_change)
         informers = [asyncio.create_task(self.local.run())]
         if self.home_network is not None:
             informers += [asyncio.create_task(i.run()) for i in self.home_network.informers()]
         try:
             await self.local.synced.wait()
-            await self.namespace_maps.synced.wait()
+            await self.mapped.wait()
             if self.home_network is not None:
                 await self.home_network.synced()
-            self._on_provider_change()
             await asyncio.gather(self.controller.run(), self.status_controller.run())
         finally:
-            for task in [*informers, *self._remote_tasks.values()]:
+            for local in list(self.reflected):
+                self.stop_namespace(local)
+            for task in informers:
                 task.cancel()
-            await asyncio.gather(*informers, *self._remote_tasks.values(), return_exceptions=True)
+            await asyncio.gather(*informers, return_exceptions=True)
             REGISTRY.unregister(collector)
 
-    def _on_namespace_maps(self) -> None:
-        mappings = accepted_mappings(self.namespace_maps.store.objects())
-        if mappings == self.mappings:
+    def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
+        """The pods of `local` are offloaded to `remote` through `client` (a call that changes
+        nothing is nothing): the twin namespace's Pods and ShadowPods are followed."""
+        if self.reflected.get(local) == (remote, client):
             return
-        changed = {
-            ns for ns in {*mappings, *self.mappings} if mappings.get(ns) != self.mappings.get(ns)
-        }
-        self.mappings = mappings
-        self._sync_remote_informers()
-        for namespace in changed:
-            for pod in self.local.store.by_index("namespace", namespace):
-                self.controller.enqueue(_key(pod))
-
-    def _on_provider_change(self) -> None:
-        client = self.provider.client
-        if client is self._remote_client:
-            return
-        for namespace in list(self.remote):
-            self._stop_remote(namespace)
-        self._remote_client = client
-        self._sync_remote_informers()
-
-    def _sync_remote_informers(self) -> None:
-        wanted = set(self.mappings.values()) if self._remote_client else set()
-        for namespace in set(self.remote) - wanted:
-            self._stop_remote(namespace)
-        for namespace in wanted - set(self.remote):
-            assert self._remote_client is not None
+        self.stop_namespace(local)
+        self.reflected[local] = (remote, client)
+        if remote not in self.remote:
             pods, shadows = (
                 Informer(
-                    self._remote_client,
+                    client,
                     api_version,
                     plural,
-                    namespace=namespace,
+                    namespace=remote,
                     label_selector=self._owned_selector,
                     keep=keep,
                 )
@@ -365,23 +355,39 @@ class PodReflector(Reconciler):
             )
             pods.add_handler(self._on_remote_pod)
             shadows.add_handler(self._on_shadow_pod)
-            self.remote[namespace] = pods
-            self.shadows[namespace] = shadows
-            self._remote_tasks[namespace] = asyncio.create_task(_run_both(pods, shadows))
+            self.remote[remote] = pods
+            self.shadows[remote] = shadows
+            self._remote_tasks[remote] = asyncio.create_task(_run_both(pods, shadows))
+        self._enqueue_namespace(local)
 
-    def _stop_remote(self, namespace: str) -> None:
-        self.remote.pop(namespace, None)
-        self.shadows.pop(namespace, None)
-        task = self._remote_tasks.pop(namespace, None)
-        if task is not None:
-            task.cancel()
+    def stop_namespace(self, local: str) -> None:
+        """No more reflection of `local`'s pods (no longer offloaded, or the provider
+        identity changed): their twin namespace is no longer followed unless another local
+        namespace maps to it."""
+        stopped = self.reflected.pop(local, None)
+        if stopped is None:
+            return
+        remote = stopped[0]
+        if all(twin != remote for twin, _ in self.reflected.values()):
+            self.remote.pop(remote, None)
+            self.shadows.pop(remote, None)
+            task = self._remote_tasks.pop(remote, None)
+            if task is not None:
+                task.cancel()
+        self._enqueue_namespace(local)
+
+    def _enqueue_namespace(self, local: str) -> None:
+        for pod in self.local.store.by_index("namespace", local):
+            self.controller.enqueue(_key(pod))
 
     def _local_keys(self, remote: JSON) -> list[str]:
         """The keys of the local pods an object in a twin namespace may be for."""
         remote_namespace = remote["metadata"]["namespace"]
         name = remote["metadata"]["name"]
         return [
-            f"{local}/{name}" for local, twin in self.mappings.items() if twin == remote_namespace
+            f"{local}/{name}"
+            for local, (twin, _) in self.reflected.items()
+            if twin == remote_namespace
         ]
 
     def _on_shadow_pod(self, _: str, shadow: JSON, __: JSON | None) -> None:
@@ -411,10 +417,13 @@ class PodReflector(Reconciler):
         namespace, name = split_key(key)
         assert namespace is not None
         local = self.local.store.get(key)
-        remote_namespace = self.mappings.get(namespace)
-        client = self._remote_client
-        informer = self.remote.get(remote_namespace) if remote_namespace else None
-        shadows = self.shadows.get(remote_namespace) if remote_namespace else None
+        remote_namespace = self.mappings().get(namespace)
+        reflected = self.reflected.get(namespace)
+        if reflected is not None and reflected[0] != remote_namespace:
+            reflected = None  # the manager is about to start it on the new mapping
+        client = reflected[1] if reflected else None
+        informer = self.remote.get(remote_namespace) if reflected and remote_namespace else None
+        shadows = self.shadows.get(remote_namespace) if reflected and remote_namespace else None
         if local is None:
             self._first_seen.pop(key, None)
             self._offload_observed.discard(key)
@@ -498,7 +507,7 @@ class PodReflector(Reconciler):
         namespace, name = split_key(key)
         assert namespace is not None
         local = self.local.store.get(key)
-        remote_namespace = self.mappings.get(namespace)
+        remote_namespace = self.mappings().get(namespace)
         informer = self.remote.get(remote_namespace) if remote_namespace else None
         shadows = self.shadows.get(remote_namespace) if remote_namespace else None
         remote_key = f"{remote_namespace}/{name}"
