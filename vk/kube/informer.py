@@ -230,7 +230,7 @@ class Informer:
         watch_timeout: int = 300,
         keep: Callable[[JSON], JSON] | None = None,
     ) -> None:
-        """`keep`: what of each (compacted) object the cache keeps, when its users read only
+        """`keep`: what of each object (just decoded) the cache keeps, when its users read only
         part of it (client-go's transform)."""
         self.client = client
         self._keep = keep
@@ -373,8 +373,8 @@ class Informer:
         return self.path + (f"?{urlencode(self.params)}" if self.params else "")
 
     def _kept(self, obj: JSON) -> JSON:
-        compacted = compact(obj)
-        return compacted if self._keep is None else self._keep(compacted)
+        # What is kept, compacted: compacting what `keep` drops would be work for nothing.
+        return compact(obj if self._keep is None else self._keep(obj))
 
     async def _relist(self) -> str:
         # Kept page by page: a relist of ten thousand pods never holds them all as decoded
