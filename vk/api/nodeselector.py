@@ -7,12 +7,12 @@ webhook ANDs that selector into each offloaded pod's required node affinity: bot
 
 from __future__ import annotations
 
-import copy
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from vk.api.jsondata import json_copy
 from vk.api.offloading import NodeSelectorOperator as Op
 
 JSON = dict[str, Any]
@@ -131,7 +131,7 @@ def merge_node_selectors(
     else:
         pairs = itertools.product(_terms(first), _terms(second))
         return {"nodeSelectorTerms": [_merge_terms(one, other) for one, other in pairs]}
-    return None if kept is None else copy.deepcopy(dict(kept))
+    return None if kept is None else json_copy(dict(kept))
 
 
 def format_selector(selector: Mapping[str, Any] | None) -> str:
@@ -299,7 +299,7 @@ def _merge_terms(one: Mapping[str, Any], other: Mapping[str, Any]) -> JSON:
     for field in ("matchExpressions", "matchFields"):
         requirements = [*(one.get(field) or []), *(other.get(field) or [])]
         if requirements:
-            merged[field] = copy.deepcopy(requirements)
+            merged[field] = json_copy(requirements)
     return merged
 
 

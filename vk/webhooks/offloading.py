@@ -13,7 +13,6 @@ refused (their controllers retry), so none is placed before the policy is known.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_KEY,
 )
 from vk.api.core import is_dns1123_label
+from vk.api.jsondata import json_copy
 from vk.api.nodeselector import merge_node_selectors, selector_problems
 from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from vk.webhooks.quota import ALLOWED, JSON, Decision, deny
@@ -54,7 +54,7 @@ def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
         }
     if strategy == PodOffloadingStrategy.LOCAL_AND_REMOTE and terms:
         # The selected virtual nodes, OR any local node.
-        return {"nodeSelectorTerms": [*copy.deepcopy(terms), {"matchExpressions": [IS_LOCAL]}]}
+        return {"nodeSelectorTerms": [*json_copy(terms), {"matchExpressions": [IS_LOCAL]}]}
     return None
 
 
@@ -78,7 +78,7 @@ def forge_pod_placement_patch(pod: Mapping[str, Any], spec: Mapping[str, Any]) -
         )
     policy = policy_node_selector(spec)
     if policy is not None:
-        affinity = copy.deepcopy(pod_spec.get("affinity") or {})
+        affinity = json_copy(pod_spec.get("affinity") or {})
         node_affinity = affinity.setdefault("nodeAffinity", {})
         required_key = "requiredDuringSchedulingIgnoredDuringExecution"
         node_affinity[required_key] = merge_node_selectors(node_affinity.get(required_key), policy)

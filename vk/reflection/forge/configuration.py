@@ -7,7 +7,6 @@ namespace has its own. Pure: no I/O. Objects are the API's own JSON.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from vk.api.constants import (
     SERVICE_ACCOUNT_NAME_LABEL,
     SKIP_REFLECTION_ANNOTATION,
 )
+from vk.api.jsondata import json_copy
 from vk.reflection.forge.meta import (
     JSON,
     ReflectionPolicy,
@@ -89,7 +89,7 @@ def forge_remote_configmap(
     }
     for field in ("data", "binaryData", "immutable"):
         if field in local:
-            remote[field] = copy.deepcopy(local[field])
+            remote[field] = json_copy(local[field])
     return remote
 
 
@@ -140,7 +140,7 @@ def forge_remote_secret(
     }
     for field in ("data", "type", "immutable"):
         if field in local:
-            remote[field] = copy.deepcopy(local[field])
+            remote[field] = json_copy(local[field])
     return remote
 
 

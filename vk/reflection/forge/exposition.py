@@ -8,10 +8,10 @@ Objects are the API's own JSON.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from vk.api.jsondata import json_copy
 from vk.reflection.forge.meta import (
     JSON,
     exact_fields_differ,
@@ -85,7 +85,7 @@ def forge_remote_service(
     keep_node_ports = annotations.get(FORCE_REMOTE_NODE_PORT_ANNOTATION, "").lower() == "true"
 
     spec: JSON = {
-        field: copy.deepcopy(local_spec[field])
+        field: json_copy(local_spec[field])
         for field in _SERVICE_FIELDS_COPIED
         if field in local_spec
     }
@@ -152,9 +152,7 @@ def forge_remote_ingress(
     local class, by field or by annotation, is the consumer's and never reflected."""
     local_spec = local.get("spec") or {}
     spec: JSON = {
-        field: copy.deepcopy(local_spec[field])
-        for field in _INGRESS_SPEC_FIELDS
-        if field in local_spec
+        field: json_copy(local_spec[field]) for field in _INGRESS_SPEC_FIELDS if field in local_spec
     }
     if remote_ingress_class is not None:
         spec["ingressClassName"] = remote_ingress_class
@@ -209,7 +207,7 @@ def is_reflectable_endpointslice(local: Mapping[str, Any]) -> bool:
 
 def shadow_endpoint(endpoint: Mapping[str, Any]) -> JSON:
     """An endpoint as it travels to the provider, and as the provider takes it."""
-    return {k: copy.deepcopy(endpoint[k]) for k in _ENDPOINT_FIELDS if k in endpoint}
+    return {k: json_copy(endpoint[k]) for k in _ENDPOINT_FIELDS if k in endpoint}
 
 
 def shadow_port(port: Mapping[str, Any]) -> JSON:

@@ -9,7 +9,6 @@ offloaded by vk looks in the provider as one offloaded by Liqo. Objects are the 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from vk.api.constants import (
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from vk.api.jsondata import json_copy
 from vk.api.offloading import ShadowPod
 from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
@@ -176,9 +176,7 @@ def forge_remote_pod(
     annotations: Mapping[str, str] = metadata.get("annotations") or {}
     patch = offloading_patch or {}
 
-    spec: JSON = {
-        key: copy.deepcopy(local_spec[key]) for key in _SPEC_FIELDS_KEPT if key in local_spec
-    }
+    spec: JSON = {key: json_copy(local_spec[key]) for key in _SPEC_FIELDS_KEPT if key in local_spec}
     spec["tolerations"] = _remote_tolerations(local_spec, patch)
     # Liqo forces these off: host namespaces of a provider's node are not the consumer's to use.
     spec["hostNetwork"] = False
@@ -294,7 +292,7 @@ def live_pod_patch(desired_pod: Mapping[str, Any], live_pod: Mapping[str, Any]) 
             images.get(c["name"]) and images[c["name"]] != c.get("image") for c in live_containers
         ):
             spec_patch[key] = [
-                {**copy.deepcopy(c), "image": images.get(c["name"]) or c.get("image")}
+                {**json_copy(c), "image": images.get(c["name"]) or c.get("image")}
                 for c in live_containers
             ]
     deadline = desired_spec.get("activeDeadlineSeconds")
@@ -319,12 +317,13 @@ def live_pod_patch(desired_pod: Mapping[str, Any], live_pod: Mapping[str, Any]) 
 
 def forge_shadow_pod(remote_pod: Mapping[str, Any]) -> JSON:
     """The ShadowPod asking the provider for `remote_pod` (`forge_remote_pod`): its metadata,
-    and the pod spec as `spec.pod`. The provider makes the Pod of the same name from it."""
+    and the pod spec as `spec.pod`. The provider makes the Pod of the same name from it. It
+    takes them as they are, not copied: `remote_pod` was just forged, a copy already."""
     return {
         "apiVersion": ShadowPod.group_version(),
         "kind": ShadowPod.KIND,
-        "metadata": copy.deepcopy(dict(remote_pod.get("metadata") or {})),
-        "spec": {"pod": copy.deepcopy(dict(remote_pod.get("spec") or {}))},
+        "metadata": dict(remote_pod.get("metadata") or {}),
+        "spec": {"pod": dict(remote_pod.get("spec") or {})},
     }
 
 
@@ -639,7 +638,7 @@ def _set_env_first(container: JSON, env: list[JSON]) -> None:
     first, so that the container's later variables can refer to them as $(NAME)."""
     names = {variable["name"] for variable in env}
     own = [variable for variable in container.get("env") or [] if variable["name"] not in names]
-    container["env"] = copy.deepcopy(env) + own
+    container["env"] = json_copy(env) + own
 
 
 def _remote_affinity(
@@ -655,7 +654,7 @@ def _remote_affinity(
     preset = annotations.get(ANTI_AFFINITY_PRESET_ANNOTATION)
     if preset == "propagate":
         if anti := (spec.get("affinity") or {}).get("podAntiAffinity"):
-            affinity["podAntiAffinity"] = copy.deepcopy(anti)
+            affinity["podAntiAffinity"] = json_copy(anti)
     elif preset in ("soft", "hard"):
         term = {
             "topologyKey": "kubernetes.io/hostname",
@@ -674,7 +673,7 @@ def _remote_affinity(
         else:
             affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     if node_affinity := (patch.get("affinity") or {}).get("nodeAffinity"):
-        affinity["nodeAffinity"] = copy.deepcopy(node_affinity)
+        affinity["nodeAffinity"] = json_copy(node_affinity)
     return affinity
 
 

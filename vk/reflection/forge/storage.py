@@ -7,11 +7,11 @@ Pure: no I/O. Objects are the API's own JSON.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from vk.api.constants import NODENAME_LABEL
+from vk.api.jsondata import json_copy
 from vk.reflection.forge.meta import JSON, metadata_differs, ownership_labels, reflected_metadata
 
 # The StorageClass whose claims vk provisions (`--virtual-storage-class-name`), and the
@@ -92,7 +92,7 @@ def forge_remote_pvc(
         spec["accessModes"] = list(local_spec["accessModes"])
     for field in ("resources", "volumeMode"):
         if field in local_spec:
-            spec[field] = copy.deepcopy(local_spec[field])
+            spec[field] = json_copy(local_spec[field])
     storage_class = annotations.get(REMOTE_STORAGE_CLASS_ANNOTATION, remote_storage_class)
     if storage_class is not None:
         spec["storageClassName"] = storage_class
