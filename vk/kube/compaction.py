@@ -38,10 +38,10 @@ SWEEP_MIN_PARTS = 4096
 
 
 class SharedParts:
-    """The parts the caches of a process hold, each once: by a hash of their content (the
-    identity of their own parts, shared already, and their scalars with their types: `1` and
-    `True` are different values), each checked equal before it is shared. The table keeps the
-    part itself and the hash only: a table of whole signatures cost more than it saved."""
+    """The parts the caches of a process hold, each once: by a hash of their content (their own
+    parts' content hashes, and their scalars with their types: `1` and `True` are different
+    values), each checked equal before it is shared. The table keeps the part itself and the
+    hash only: a table of whole signatures cost more than it saved."""
 
     def __init__(self) -> None:
         self._parts: dict[int, Part] = {}
@@ -112,36 +112,12 @@ class SharedParts:
         if found is None:
             self._parts[content] = part
             return part, content
-        return (found if _same(found, part, depth) else part), content
-
-
-def _same(one: Part, other: Part, depth: int) -> bool:
-    """Whether two parts hold the same, to `depth`: the same keys in the same order, equal
-    scalars of the same type (`1`, `1.0` and `True` are equal in Python, not in JSON), parts
-    the same in turn (most often the very same, shared already)."""
-    if one is other:
-        return True
-    if depth <= 0 or type(one) is not type(other) or len(one) != len(other):
-        return False
-    pairs: Any = (
-        zip(one.items(), other.items(), strict=True)  # type: ignore[union-attr]
-        if type(one) is dict
-        else zip(enumerate(one), enumerate(other), strict=True)
-    )
-    for (key, value), (other_key, other_value) in pairs:
-        if key != other_key:
-            return False
-        if value is other_value:
-            continue
-        kind = type(value)
-        if kind is not type(other_value):
-            return False
-        if kind is dict or kind is list:
-            if not _same(value, other_value, depth - 1):
-                return False
-        elif value != other_value:
-            return False
-    return True
+        # Equal in Python, and of equal content hashes, which count their scalars' types: the
+        # same JSON (`1 == True` in Python, and the two hash apart), short of a collision of
+        # two hashes of equal parts of different types, which no one can aim at (string
+        # hashes are seeded per process, type hashes are addresses). Checked by `==` in C,
+        # as the parts of `part` are mostly the very ones of `found` by now.
+        return (found if found == part else part), content
 
 
 # The process's table: every cache of a process shares with every other (a ShadowPod's labels
