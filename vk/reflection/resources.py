@@ -11,7 +11,7 @@ from vk.kube.informer import Informer
 from vk.reflection.configuration.configmaps import ConfigMapReflector
 from vk.reflection.configuration.secrets import SecretReflector
 from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
-from vk.reflection.event.events import EventReflector
+from vk.reflection.event.events import EventReflector, OffloadedPod
 from vk.reflection.exposition.endpointslices import EndpointSliceReflector
 from vk.reflection.exposition.ingresses import IngressReflector
 from vk.reflection.exposition.services import ServiceReflector
@@ -59,9 +59,13 @@ class ReflectionSettings:
 
 
 def build_reflectors(
-    settings: ReflectionSettings, common: ReflectorOptions, pods: Informer
+    settings: ReflectionSettings,
+    common: ReflectorOptions,
+    pods: Informer,
+    offloaded_pod: OffloadedPod | None = None,
 ) -> list[NamespacedReflector]:
-    """The enabled reflectors; `pods` is the informer on the pods bound to this node."""
+    """The enabled reflectors; `pods` is the informer on the pods bound to this node,
+    `offloaded_pod` the pod reflector's `offloaded_pod`."""
 
     def options(resource: str) -> ReflectorOptions:
         return dataclasses.replace(common, workers=settings.workers_of(resource))
@@ -98,7 +102,9 @@ def build_reflectors(
             )
         )
     if settings.workers_of("event"):
-        reflectors.append(EventReflector(options("event"), settings.policy_of("event")))
+        reflectors.append(
+            EventReflector(options("event"), settings.policy_of("event"), offloaded_pod)
+        )
     if settings.reflect_ips and settings.workers_of("endpointslice"):
         reflectors.append(
             EndpointSliceReflector(options("endpointslice"), settings.policy_of("service"))

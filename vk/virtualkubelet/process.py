@@ -234,6 +234,7 @@ class VirtualKubelet:
                 offloading_patch=offloading_patch.current,
             ),
             pods.local,
+            pods.offloaded_pod,
         ):
             reflection.add(reflector)
         if options.pod_reflection_workers > 0:

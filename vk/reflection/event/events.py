@@ -9,6 +9,7 @@ ours, kept up to date while the remote one changes (its count grows) and deleted
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
@@ -41,14 +42,27 @@ _API = {
 }
 _LOCAL_OBJECTS_KEPT = 4096  # local objects remembered by the UID of their remote copy
 
+OffloadedPod = Callable[[str, str, str, str, str], JSON | None]
+"""(local namespace, local name, remote namespace, remote name, remote UID or "") -> the local
+pod this virtual kubelet offloaded as that remote pod, from its caches; None when they do not
+know (another node's pod, a cache not synced, another UID): the Event reflector reads then."""
+
 
 class EventReflector(NamespacedReflector):
     name = "events"
     liqo_resource = "event"
 
-    def __init__(self, options: ReflectorOptions, policy: ReflectionPolicy) -> None:
+    def __init__(
+        self,
+        options: ReflectorOptions,
+        policy: ReflectionPolicy,
+        offloaded_pod: OffloadedPod | None = None,
+    ) -> None:
+        """`offloaded_pod`: the pod reflector's word on this node's pods, so that an Event
+        about one costs no read of the pod on either side (two per offloaded pod, before)."""
         super().__init__(options)
         self.policy = policy  # on the remote Event, the only copy a user could annotate
+        self.offloaded_pod = offloaded_pod
         # remote involved object UID -> the local object it stands for (None: not ours)
         self._local_objects: dict[str, JSON | None] = {}
 
@@ -127,6 +141,24 @@ class EventReflector(NamespacedReflector):
         remote_uid = reference.get("uid") or ""
         if remote_uid in self._local_objects:
             return self._local_objects[remote_uid]
+        if reference.get("kind") == "Pod" and self.offloaded_pod is not None:
+            pod = self.offloaded_pod(
+                state.local_namespace,
+                local_name,
+                state.remote_namespace,
+                str(reference.get("name") or ""),
+                remote_uid,
+            )
+            if pod is not None:
+                return {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": local_name,
+                        "namespace": state.local_namespace,
+                        "uid": pod["metadata"]["uid"],
+                    },
+                }
         try:
             remote = await state.client.get(
                 resource_path(

@@ -291,6 +291,28 @@ class PodReflector(Reconciler):
             if pod["metadata"]["namespace"] in mappings
         ]
 
+    def offloaded_pod(
+        self,
+        local_namespace: str,
+        local_name: str,
+        remote_namespace: str,
+        remote_name: str,
+        remote_uid: str,
+    ) -> JSON | None:
+        """The local pod this node offloaded as that remote pod (of that UID, unless ""), as
+        the caches know it; None when they do not (not this node's, not synced yet, another
+        pod by now): the Event reflector reads the pods then. The remote pods' cache holds
+        this node's pods only, by their ownership labels."""
+        if self.reflected.get(local_namespace, ("",))[0] != remote_namespace:
+            return None
+        informer = self.remote.get(remote_namespace)
+        if informer is None or not informer.synced.is_set():
+            return None
+        remote = informer.store.get(f"{remote_namespace}/{remote_name}")
+        if remote is None or remote_uid not in ("", remote["metadata"].get("uid")):
+            return None
+        return self.local.store.get(f"{local_namespace}/{local_name}")
+
     def remote_uid_of(self, remote_namespace: str, pod: str) -> str:
         """The UID of the remote pod running for a local one now ("": none, or not cached)."""
         informer = self.remote.get(remote_namespace)

@@ -1,0 +1,105 @@
+"""The Event reflector finds the local pod an Event is about in the pod reflector's caches when
+they know it, and reads both pods only when they do not."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from vk.kube.client import JSON, NotFound
+from vk.kube.informer import Informer
+from vk.reflection.event.events import EventReflector
+from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.generic import NamespaceReflection, ReflectorOptions
+from vk.reflection.workload.pods import PodReflector
+
+LOCAL, REMOTE = "shop", "shop-home"
+
+
+class ReadCounting:
+    """A client whose reads are counted and answer NotFound."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    async def get(self, path: str, params: Any = None) -> JSON:
+        self.reads.append(path)
+        raise NotFound(404, "NotFound", "not found")
+
+
+def reflector(client: ReadCounting, offloaded_pod: Any) -> EventReflector:
+    options = ReflectorOptions(
+        home=client,  # type: ignore[arg-type]
+        home_cluster_id="home",
+        remote_cluster_id="far",
+        node_name="far",
+        events=None,  # type: ignore[arg-type]
+        leading=lambda: True,
+        workers=1,
+    )
+    return EventReflector(options, ReflectionPolicy.DENY_LIST, offloaded_pod)
+
+
+def event(uid: str = "remote-uid") -> JSON:
+    return {
+        "metadata": {"name": "web.1", "namespace": REMOTE},
+        "involvedObject": {"kind": "Pod", "name": "web", "namespace": REMOTE, "uid": uid},
+    }
+
+
+def local_object(events: EventReflector, client: ReadCounting) -> JSON | None:
+    state = NamespaceReflection(LOCAL, REMOTE, client, [])  # type: ignore[arg-type]
+    return asyncio.run(events._local_object(state, event()))
+
+
+def test_an_event_about_a_pod_of_this_node_costs_no_read() -> None:
+    asked = []
+
+    def offloaded_pod(*args: str) -> JSON | None:
+        asked.append(args)
+        return {"metadata": {"name": "web", "namespace": LOCAL, "uid": "local-uid"}}
+
+    client = ReadCounting()
+    found = local_object(reflector(client, offloaded_pod), client)
+    assert found == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": LOCAL, "uid": "local-uid"},
+    }
+    assert asked == [(LOCAL, "web", REMOTE, "web", "remote-uid")]
+    assert client.reads == []
+
+
+def test_a_pod_the_caches_do_not_know_is_read_on_both_sides() -> None:
+    client = ReadCounting()
+    assert local_object(reflector(client, lambda *_: None), client) is None
+    assert client.reads == [f"/api/v1/namespaces/{REMOTE}/pods/web"]  # then NotFound: none
+
+
+def test_the_pod_reflector_knows_only_its_own_synced_pods_of_that_uid() -> None:
+    client: Any = object()
+    pods = PodReflector(
+        client,
+        node_name="far",
+        node_ip="10.0.0.1",
+        home_cluster_id="home",
+        remote_cluster_id="far",
+        mappings=lambda: {LOCAL: REMOTE},
+        mapped=asyncio.Event(),
+        workers=1,
+        events=None,  # type: ignore[arg-type]
+    )
+    local = {"metadata": {"name": "web", "namespace": LOCAL, "uid": "local-uid"}}
+    pods.local.store.upsert(local)
+    remote = Informer(client, "v1", "pods", namespace=REMOTE)
+    remote.store.upsert({"metadata": {"name": "web", "namespace": REMOTE, "uid": "remote-uid"}})
+    pods.remote[REMOTE] = remote
+    pods.reflected[LOCAL] = (REMOTE, client)
+
+    assert pods.offloaded_pod(LOCAL, "web", REMOTE, "web", "remote-uid") is None  # not synced
+    remote.synced.set()
+    assert pods.offloaded_pod(LOCAL, "web", REMOTE, "web", "remote-uid") is local
+    assert pods.offloaded_pod(LOCAL, "web", REMOTE, "web", "") is local
+    assert pods.offloaded_pod(LOCAL, "web", REMOTE, "web", "another-uid") is None  # re-created
+    assert pods.offloaded_pod(LOCAL, "db", REMOTE, "db", "") is None  # not this node's
+    assert pods.offloaded_pod("other", "web", REMOTE, "web", "") is None  # not mapped there
