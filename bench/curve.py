@@ -3,10 +3,15 @@
 On one scene (bench/virtual_node.py: home peered with far, one virtual kubelet run by the
 benchmark), the benchmark binds pods to the virtual node itself, step by step (by default to
 1000, 3000 and 10,000), and after each step waits until every pod is Ready at home, then reads
-the virtual kubelet's resident memory and CPU seconds. It prints them as a table with the bytes
-each pod adds over the idle virtual kubelet and each step's rate (pods bound -> all Ready).
+the virtual kubelet's resident memory (and its peak) and CPU seconds. It prints them as a table
+with the bytes each pod adds over the idle virtual kubelet and each step's rate (pods bound ->
+all Ready); then `kill -9` of the virtual kubelet with them all running, and how a new one
+converges.
 
-    .venv/bin/python -m bench.curve [--steps 1000,3000,10000]
+    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--heap]
+
+`--heap`: the virtual kubelet runs under tracemalloc (bench/probe.py, slower), and the bench
+prints where its bytes per pod go at the last step, and how much of its RSS the Python heap is.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.offload import BACKLOG_LABEL, CREATE_CONCURRENCY, bound_pod, is_ready
+from bench.offload import BACKLOG_LABEL, CREATE_CONCURRENCY, bound_pod, is_ready, print_heap
+from bench.probe import HEAP
 from bench.virtual_node import LOCAL_NAMESPACE, BenchVirtualNode, proc_stats
 from vk.kube.client import KubeClient, resource_path
 from vk.kube.informer import Informer
@@ -30,6 +36,7 @@ STEP_TIMEOUT_SECONDS = 1800
 class Point:
     pods: int
     rss: float  # MiB, once all are Ready
+    peak: float  # MiB, the most it held until then
     cpu: float  # CPU seconds since the virtual kubelet started
     seconds: float  # this step: first pod bound -> all Ready
 
@@ -37,8 +44,8 @@ class Point:
 async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
     process = scene.process
     assert process is not None
-    rss, _, cpu = proc_stats(process.pid)
-    points = [Point(0, rss, cpu, 0.0)]
+    rss, peak, cpu = proc_stats(process.pid)
+    points = [Point(0, rss, peak, cpu, 0.0)]
     async with KubeClient(load_kubeconfig_file(scene.home)) as home:
         pods = Informer(
             home, "v1", "pods", namespace=LOCAL_NAMESPACE, label_selector=f"{BACKLOG_LABEL}=true"
@@ -70,9 +77,12 @@ async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
                     await changed.wait()
             seconds = time.monotonic() - began
             await asyncio.sleep(2)  # the last status writes land
-            rss, _, cpu = proc_stats(process.pid)
-            points.append(Point(target, rss, cpu, seconds))
-            print(f"{target} pods Ready in {seconds:.1f} s: RSS {rss:.1f} MiB", flush=True)
+            rss, peak, cpu = proc_stats(process.pid)
+            points.append(Point(target, rss, peak, cpu, seconds))
+            print(
+                f"{target} pods Ready in {seconds:.1f} s: RSS {rss:.1f} MiB (peak {peak:.1f})",
+                flush=True,
+            )
         following.cancel()
     return points
 
@@ -80,27 +90,54 @@ async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="1000,3000,10000")
-    steps = sorted(int(step) for step in parser.parse_args().steps.split(","))
+    parser.add_argument(
+        "--heap",
+        action="store_true",
+        help="run the virtual kubelet under tracemalloc and print where its bytes per pod go",
+    )
+    arguments = parser.parse_args()
+    steps = sorted(int(step) for step in arguments.steps.split(","))
     # Each pod's ServiceAccount token is a Secret in far's twin namespace, which far's default
     # quota makes room for: a Secret per pod the Quota grants (up to 10,000) beside 2000.
-    with BenchVirtualNode(pods_capacity=steps[-1] + 100, name="curve") as scene:
+    with BenchVirtualNode(
+        pods_capacity=steps[-1] + 100, name="curve", probe=HEAP if arguments.heap else None
+    ) as scene:
         scene.wait_node_ready()
+        heap_before = scene.probe_report() if arguments.heap else None
         points = asyncio.run(climb(scene, steps))
+        heap_after = scene.probe_report() if arguments.heap else None
+        print(f"\n== kill -9 with {steps[-1]} pods running, and a new virtual kubelet")
+        restart = scene.restart(steps[-1])
 
     idle = points[0]
     print(f"\n== results (the virtual kubelet with its pods all Ready, up to {steps[-1]})")
-    print("| pods | RSS (MiB) | CPU (s, since start) | KiB per pod over idle | step: pods/s |")
-    print("|---:|---:|---:|---:|---:|")
+    print(
+        "| pods | RSS (MiB) | peak RSS (MiB) | CPU (s, since start) | KiB per pod over idle "
+        "| step: pods/s |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
     previous = idle
     for point in points:
         per_pod = (point.rss - idle.rss) * 1024 / point.pods if point.pods else 0.0
         rate = (point.pods - previous.pods) / point.seconds if point.seconds else 0.0
         print(
-            f"| {point.pods} | {point.rss:.1f} | {point.cpu:.1f} | {per_pod:.1f} | {rate:.0f} |"
+            f"| {point.pods} | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | "
+            f"{per_pod:.1f} | {rate:.0f} |"
             if point.pods
-            else f"| 0 | {point.rss:.1f} | {point.cpu:.1f} | - | - |"
+            else f"| 0 | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | - | - |"
         )
         previous = point
+    print(
+        f"restart with {steps[-1]} pods: converged in {restart.converged:.1f} s (target <= 10), "
+        f"{restart.recreated} remote pods re-created (target 0); the new virtual kubelet's RSS "
+        f"{restart.rss:.1f} MiB, peak {restart.peak:.1f} (its first list of every pod in)"
+    )
+    if heap_before is not None and heap_after is not None:
+        print_heap(heap_before, heap_after, steps[-1])
+        print(
+            f"the Python heap traced is {heap_after['traced'] / 2**20:.1f} MiB of the virtual "
+            f"kubelet's {points[-1].rss:.1f} MiB RSS then"
+        )
 
 
 if __name__ == "__main__":

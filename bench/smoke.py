@@ -33,6 +33,7 @@ BENCHES = [
             "far's webhook API writes per pod:",
             "remote pods re-created by the restart:",
             "throughput of one virtual kubelet:",
+            "the machine's CPU in that phase:",
         ],
     ),
     (
@@ -60,7 +61,7 @@ BENCHES = [
             "3 virtual kubelets, idle CPU:",
         ],
     ),
-    ("bench.curve", "--steps 10,20", ["| pods | RSS (MiB) |", "| 20 |"]),
+    ("bench.curve", "--steps 10,20", ["| pods | RSS (MiB) |", "| 20 |", "restart with 20 pods:"]),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
     ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
 ]

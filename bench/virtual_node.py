@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,7 @@ from bench.probe import REPORT_ENV as PROBE_REPORT_ENV
 from vk.cli.progress import Progress
 from vk.controllers.local_processes import free_port
 from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
+from vk.playground.cluster import COMPONENTS
 from vk.playground.playground import Playground
 from vk.playground.spec import ClusterSpec
 
@@ -95,6 +97,14 @@ def scrape(url: str, context: ssl.SSLContext | None = None) -> Sample:
             time.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class Restart:
+    converged: float  # seconds from the new virtual kubelet's start to nothing left to do
+    recreated: int  # remote pods that are not the ones running before
+    rss: float  # MiB, the new virtual kubelet's once converged
+    peak: float  # MiB, its most until then (its first list of every pod included)
+
+
 class BenchVirtualNode:
     def __init__(
         self,
@@ -116,7 +126,8 @@ class BenchVirtualNode:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
         self.process: subprocess.Popen[bytes] | None = None
-        self.controller_managers: list[subprocess.Popen[bytes]] = []
+        # By cluster: the vk controller managers the benchmark runs instead of the playground.
+        self.controller_managers: dict[str, subprocess.Popen[bytes]] = {}
         self.metrics_port = 0
         self.kubelet_port = 0
 
@@ -219,7 +230,7 @@ class BenchVirtualNode:
     ) -> None:
         try:
             self.kill()
-            for process in self.controller_managers:
+            for process in self.controller_managers.values():
                 if process.poll() is None:
                     process.send_signal(signal.SIGTERM)
                     process.wait(timeout=30)
@@ -240,7 +251,7 @@ class BenchVirtualNode:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        self.controller_managers.append(process)
+        self.controller_managers[cluster] = process
         return process
 
     def start_kubelet(self) -> subprocess.Popen[bytes]:
@@ -292,7 +303,8 @@ class BenchVirtualNode:
         path = self.scratch / "probe.json"
         path.unlink(missing_ok=True)
         path.with_suffix(".wanted").touch()
-        deadline = time.monotonic() + 120
+        # A heap report walks every object and every live allocation: minutes, at 10,000 pods.
+        deadline = time.monotonic() + 900
         while not path.exists():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the virtual kubelet wrote no {self.probe} report")
@@ -302,6 +314,55 @@ class BenchVirtualNode:
 
     def component_pid(self, cluster: str, component: str) -> int:
         return int(self.playground.paths(cluster).pid(component).read_text())
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds of every process of the scene until now, by `cluster component` (the
+        virtual kubelet as `home virtual-kubelet`): where a phase's CPU went, on cores that the
+        two clusters share."""
+        pids: dict[str, int] = {}
+        for cluster in ("home", "far"):
+            for component in COMPONENTS:
+                path = self.playground.paths(cluster).pid(component)
+                if path.exists():
+                    pids[f"{cluster} {component}"] = int(path.read_text())
+        for cluster, process in self.controller_managers.items():
+            if process.poll() is None:
+                pids[f"{cluster} vk-controller-manager"] = process.pid
+        if self.process is not None and self.process.poll() is None:
+            pids["home virtual-kubelet"] = self.process.pid
+        seconds = {}
+        for name, pid in pids.items():
+            try:
+                seconds[name] = proc_stats(pid)[2]
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # stopped meanwhile
+        return seconds
+
+    def restart(self, pods: int) -> Restart:
+        """`kill -9` of the virtual kubelet with `pods` offloaded, and a new one: how long it
+        takes to converge (every pod reconciled once, nothing left to do) and how many remote
+        pods it made anew (none should be)."""
+        before = self.remote_pod_uids()
+        self.kill()
+        started = time.monotonic()
+        process = self.start_kubelet()
+        while True:
+            sample = self.metrics()
+            adds = sample.get(("vk_workqueue_adds_total", (("name", "pods"),)), 0)
+            depth = sample.get(("vk_workqueue_depth", (("name", "pods"),)), 1)
+            if adds >= pods and depth == 0:
+                break
+            time.sleep(0.1)
+        converged = time.monotonic() - started
+        rss, peak, _ = proc_stats(process.pid)
+        after = self.remote_pod_uids()
+        recreated = sum(1 for name, uid in before.items() if after.get(name) != uid)
+        return Restart(converged, recreated, rss, peak)
+
+    def remote_pod_uids(self) -> dict[str, str]:
+        """The UIDs of far's pods in the twin namespace, by name."""
+        listed = kubectl(self.far, "get", "pods", "-n", REMOTE_NAMESPACE, "-o", "json")
+        return {p["metadata"]["name"]: p["metadata"]["uid"] for p in json.loads(listed)["items"]}
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
