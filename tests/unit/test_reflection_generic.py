@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from vk.kube.informer import ADDED, DELETED, MODIFIED
 from vk.reflection.generic import RecentWrites, replacement, rv_newer
 
 
@@ -102,14 +103,23 @@ def test_what_we_deleted_is_gone_though_the_informer_still_has_it() -> None:
     cached = copy_of("u-1", "10")
     recent.deleted(KEY, cached)
     assert recent.current(KEY, cached) is None
-    recent.gone(KEY, cached)
+    recent.observe(KEY, DELETED, cached)
     recreated = copy_of("u-2", "12")
     assert recent.current(KEY, recreated) is recreated
+
+
+def test_what_we_wrote_is_forgotten_when_the_informer_shows_it_though_never_asked_again() -> None:
+    recent = RecentWrites()
+    recent.wrote(KEY, copy_of("u-1", "10"))
+    recent.observe(KEY, ADDED, copy_of("u-1", "9"))  # an event from before our write
+    assert recent.current(KEY, None) is not None
+    recent.observe(KEY, MODIFIED, copy_of("u-1", "10"))
+    assert recent._written == {}, "nothing kept of a write the informer shows"
 
 
 def test_a_copy_deleted_by_hand_before_the_informer_saw_our_write_is_not_remembered() -> None:
     recent = RecentWrites()
     created = copy_of("u-1", "10")
     recent.wrote(KEY, created)
-    recent.gone(KEY, created)  # added and deleted before we looked again
+    recent.observe(KEY, DELETED, created)  # added and deleted before we looked again
     assert recent.current(KEY, None) is None, "so it is created again"

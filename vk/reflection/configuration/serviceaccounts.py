@@ -18,7 +18,7 @@ from collections.abc import Callable
 from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUNT_NAME_LABEL
 from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
-from vk.kube.informer import DELETED, Informer, shared_informer, split_key
+from vk.kube.informer import Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import uses_home_tokens
 from vk.reflection.forge.tokens import (
@@ -79,8 +79,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         return [shared_informer(client, "v1", "secrets", namespace=remote_namespace)]
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
-        if event == DELETED:
-            self.recent.gone(f"{state.remote_namespace}/{obj['metadata']['name']}", obj)
+        self.recent.observe(f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj)
         super().on_event(state, side, event, obj)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
