@@ -70,6 +70,11 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         self.pods = pods  # the pods bound to this node (the pod reflector's informer)
         self.now = now
         self.recent = RecentWrites()
+        # pod key -> (pod uid, slot -> (issued, expires) as the TokenRequest answered): the
+        # lifetime a token was given, which its JWT may not say (an API server extending
+        # kube-api-access tokens writes a year in `exp`); read back from the JWT, it changed
+        # the Secret's expiration annotation, and the Secret was written again for nothing.
+        self.lifetimes: dict[str, tuple[str, dict[str, tuple[datetime.datetime, ...]]]] = {}
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -117,6 +122,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         assert namespace is not None
         state = self.active(namespace)
         if state is None:
+            self.lifetimes.pop(key, None)
             return Result()
         if not state.synced or not self.pods.synced.is_set():
             return Result(requeue_after=NOT_SYNCED_RETRY)
@@ -141,6 +147,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             or (pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
         )
         if finished or not sources:
+            self.lifetimes.pop(key, None)
             if secret is not None:
                 with contextlib.suppress(NotFound):
                     await state.client.delete(
@@ -159,7 +166,14 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         assert pod is not None
         # The tokens live in the Secret only (the cache's copy, or our last write until the
         # cache shows it): ten thousand pods' tokens kept twice were a kilobyte and a half each.
+        # Their lifetimes are the TokenRequest's, when this process asked for them.
         tokens = tokens_from_secret(secret, pod) if secret is not None else {}
+        uid = pod["metadata"]["uid"]
+        known = self.lifetimes.get(key)
+        if known is not None and known[0] == uid:
+            for slot, (issued_at, expires_at) in known[1].items():
+                if slot in tokens:
+                    tokens[slot] = Token(tokens[slot].value, issued_at, expires_at)
         now = self.now()
         try:
             for source in sources:
@@ -176,6 +190,10 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             )
             raise
         tokens = {slot: tokens[slot] for slot in (token_key(s.volume, s.path) for s in sources)}
+        self.lifetimes[key] = (
+            uid,
+            {slot: (token.issued_at, token.expires_at) for slot, token in tokens.items()},
+        )
         desired = forge_token_secret(
             pod,
             tokens,
