@@ -1,0 +1,99 @@
+"""The token reflector writes a pod's token Secret once: reconciled again with nothing
+changed, it writes nothing, even where the token's JWT claims another lifetime than the
+TokenRequest answered (an API server extending kube-api-access tokens writes a year in `exp`)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+from typing import Any
+
+import orjson
+
+from vk.kube.client import JSON
+from vk.kube.informer import Informer
+from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
+from vk.reflection.generic import NamespaceReflection, ReflectorOptions
+
+LOCAL, REMOTE = "shop", "shop-home"
+NOW = datetime.datetime(2026, 11, 26, 8, 0, tzinfo=datetime.UTC)
+
+
+def jwt(issued: datetime.datetime, expires: datetime.datetime) -> str:
+    def part(value: JSON) -> str:
+        return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
+
+    claims = {"iat": int(issued.timestamp()), "exp": int(expires.timestamp())}
+    return f"{part({'alg': 'none'})}.{part(claims)}.signature"
+
+
+class Home:
+    """Answers TokenRequests as an API server extending the token's life does: an hour in
+    its answer, a year in the token."""
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        token = jwt(NOW, NOW + datetime.timedelta(days=365))
+        expires = (NOW + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"status": {"token": token, "expirationTimestamp": expires}}
+
+
+class Provider:
+    """Records the Secrets written, each with a resourceVersion."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, JSON]] = []
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        return self._written("create", body)
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        return self._written("replace", body)
+
+    def _written(self, verb: str, body: JSON) -> JSON:
+        self.writes.append((verb, body))
+        return as_stored(body, len(self.writes))
+
+
+def as_stored(body: JSON, version: int) -> JSON:
+    """`body` as the API server keeps it: with a uid and a resourceVersion."""
+    stored: JSON = orjson.loads(orjson.dumps(body))
+    stored["metadata"].update(uid="secret-uid", resourceVersion=str(version))
+    return stored
+
+
+def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> None:
+    client: Any = object()
+    pods = Informer(client, "v1", "pods")
+    token_source = {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+    volume = {"name": "kube-api-access-x", "projected": {"sources": [token_source]}}
+    pods.store.upsert(
+        {
+            "metadata": {"name": "web", "namespace": LOCAL, "uid": "pod-uid"},
+            "spec": {"serviceAccountName": "default", "volumes": [volume]},
+        }
+    )
+    pods.synced.set()
+    secrets = Informer(client, "v1", "secrets", namespace=REMOTE)
+    secrets.synced.set()
+    options = ReflectorOptions(
+        home=Home(),  # type: ignore[arg-type]
+        home_cluster_id="home",
+        remote_cluster_id="far",
+        node_name="far",
+        events=None,  # type: ignore[arg-type]
+        leading=lambda: True,
+        workers=1,
+    )
+    tokens = ServiceAccountTokenReflector(options, pods, now=lambda: NOW)
+    provider = Provider()
+    tokens.namespaces[LOCAL] = NamespaceReflection(LOCAL, REMOTE, provider, [secrets])  # type: ignore[arg-type]
+
+    asyncio.run(tokens.reconcile(f"{LOCAL}/web"))
+    assert [verb for verb, _ in provider.writes] == ["create"]
+    created = as_stored(provider.writes[0][1], 1)  # the cache shows our write
+    secrets.store.upsert(created)
+    tokens.recent.observe(f"{REMOTE}/web-token", "ADDED", created)
+
+    asyncio.run(tokens.reconcile(f"{LOCAL}/web"))
+    assert [verb for verb, _ in provider.writes] == ["create"], "written again for nothing"
