@@ -49,6 +49,8 @@ from vk.reflection.generic import (
 REASON_FAILED = "FailedSATokensReflection"  # Liqo's reason
 POD_FOR_ANNOTATION = "offloading.liqo.io/service-account-for-pod-name"
 
+Lifetime = tuple[datetime.datetime, datetime.datetime]  # (issued, expires)
+
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
@@ -74,7 +76,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         # lifetime a token was given, which its JWT may not say (an API server extending
         # kube-api-access tokens writes a year in `exp`); read back from the JWT, it changed
         # the Secret's expiration annotation, and the Secret was written again for nothing.
-        self.lifetimes: dict[str, tuple[str, dict[str, tuple[datetime.datetime, ...]]]] = {}
+        self.lifetimes: dict[str, tuple[str, dict[str, Lifetime]]] = {}
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
