@@ -113,3 +113,50 @@ def test_a_hostile_deeply_nested_object_is_kept_as_it_came() -> None:
     for _ in range(COMPACT_DEPTH + 1):
         inner, original = inner["n"], original["n"]
     assert inner is original  # below the depth compacted, the very object decoded
+
+
+def test_a_changed_object_takes_the_unchanged_parts_of_the_version_cached() -> None:
+    parts = SharedParts()
+    cached = parts.compact(replica("one", volumes=[{"name": "own-to-this-pod"}]))
+    parts.sweep()
+    parts.sweep()  # its own parts are no longer in the table: only the cached version has them
+    changed = replica("one", volumes=[{"name": "own-to-this-pod"}])
+    changed["metadata"]["resourceVersion"] = "2"
+    changed = parts.compact(changed, like=cached)
+    assert changed["spec"] is cached["spec"]
+    assert changed["metadata"] is not cached["metadata"]  # the part that changed is its own
+    assert changed["metadata"]["labels"] is cached["metadata"]["labels"]
+    assert changed["metadata"]["resourceVersion"] == "2"
+
+
+def test_a_part_equal_in_python_but_not_in_json_to_the_cached_one_is_the_new_one() -> None:
+    """A field that went from 1 to true (or 1.0), or whose keys changed order, is what came,
+    not what was cached: `1 == True == 1.0` in Python."""
+    parts = SharedParts()
+    for before, after in (
+        ({"value": 1}, {"value": True}),
+        ({"value": 1}, {"value": 1.0}),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+        ({"list": [0]}, {"list": [False]}),
+    ):
+        cached = parts.compact(decoded({"metadata": {"name": "x"}, "spec": before}))
+        came = parts.compact(decoded({"metadata": {"name": "x"}, "spec": after}), like=cached)
+        assert came["spec"] is not cached["spec"]
+        assert orjson.dumps(came) == orjson.dumps({"metadata": {"name": "x"}, "spec": after})
+
+
+def test_a_list_of_another_length_is_not_guided_by_the_cached_one() -> None:
+    parts = SharedParts()
+    cached = parts.compact(decoded({"metadata": {"name": "x"}, "spec": {"items": [{"a": 1}]}}))
+    came = parts.compact(
+        decoded({"metadata": {"name": "x"}, "spec": {"items": [{"a": 2}, {"a": 1}]}}), like=cached
+    )
+    assert came["spec"]["items"] == [{"a": 2}, {"a": 1}]
+
+
+def test_a_part_that_is_not_json_is_kept_as_it_came() -> None:
+    """What a cache's `keep` made may hold what orjson does not encode: it is not shared."""
+    own = {"odd": {1, 2}}
+    kept = compact({"metadata": {"name": "odd"}, "spec": own})
+    assert kept["spec"] is own
+    assert kept["spec"]["odd"] == {1, 2}

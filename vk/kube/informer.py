@@ -373,8 +373,11 @@ class Informer:
         return self.path + (f"?{urlencode(self.params)}" if self.params else "")
 
     def _kept(self, obj: JSON) -> JSON:
-        # What is kept, compacted: compacting what `keep` drops would be work for nothing.
-        return compact(obj if self._keep is None else self._keep(obj))
+        """What the cache keeps of `obj`, just decoded: compacted, with the parts of the
+        version it holds now that are unchanged (`keep` first: compacting what it drops would
+        be work for nothing)."""
+        like = self.store.get(object_key(obj))
+        return compact(obj if self._keep is None else self._keep(obj), like)
 
     async def _relist(self) -> str:
         # Kept page by page: a relist of ten thousand pods never holds them all as decoded
@@ -406,13 +409,14 @@ class Informer:
         resourceVersion seen, to resume from."""
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
         async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
-            obj = self._kept(event["object"])
+            event_type, obj = event["type"], event["object"]
             version = resource_version(obj) or version
-            event_type = event["type"]
             if event_type == DELETED:
+                obj = self._kept(obj)
                 old = self.store.delete(object_key(obj))
                 self._notify(DELETED, obj, old)
             elif event_type != "BOOKMARK":
+                obj = self._kept(obj)
                 old = self.store.upsert(obj)
                 self._notify(ADDED if old is None else MODIFIED, obj, old)
             self._watched_to = version
