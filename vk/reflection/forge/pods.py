@@ -500,7 +500,12 @@ def local_status_needs_update(
     """Whether `desired_status` says something the local pod's status does not. Key order,
     and fields that are null or empty on one side and absent on the other (the API server
     drops them), make no difference; list order does."""
-    return bool(_semantic(local_pod.get("status") or {}) != _semantic(desired_status))
+    current = local_pod.get("status") or {}
+    # Equal as they are, most often (a pod reconciled again, a restart): compared in C first,
+    # then without empties only when they differ.
+    if current == desired_status:
+        return False
+    return bool(_semantic(current) != _semantic(desired_status))
 
 
 # --- The pieces ----------------------------------------------------------------------------
