@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
-import uvloop
 
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
@@ -50,6 +49,7 @@ from vk.controllers.provider_shadowpods import ProviderShadowPods
 from vk.controllers.replication import Replicator
 from vk.controllers.tenants import Tenants
 from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
+from vk.kube import daemon
 from vk.kube.client import KubeClient, resource_path
 from vk.kube.informer import informer_scope
 from vk.kube.kubeconfig import default_connection
@@ -150,4 +150,4 @@ async def run_manager(options: ManagerOptions) -> int:
 
 def main(options: ManagerOptions) -> int:
     configure_logging("info", component="controller-manager")
-    return uvloop.run(run_manager(options))
+    return daemon.run(run_manager(options))

@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import structlog
-import uvloop
 
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceMap, VirtualNode
+from vk.kube import daemon
 from vk.kube.client import ApiError, KubeClient
 from vk.kube.events import EventRecorder
 from vk.kube.informer import Informer, informer_scope, retry_informers_now
@@ -302,4 +302,4 @@ def run_virtual_kubelet(options: VirtualKubeletOptions) -> int:
             "flags of Liqo's virtual kubelet that mean nothing in vk, ignored",
             flags=list(options.ignored_flags),
         )
-    return uvloop.run(VirtualKubelet(options).run())
+    return daemon.run(VirtualKubelet(options).run())

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-import uvloop
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceOffloading, Quota
+from vk.kube import daemon
 from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import Informer, Store
 from vk.kube.kubeconfig import default_connection
@@ -472,4 +472,4 @@ async def serve(
 
 def main(options: WebhookOptions) -> int:
     configure_logging(options.log_level, component="webhook")
-    return uvloop.run(run_webhook(options))
+    return daemon.run(run_webhook(options))
