@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from tests.unit.reflectors import reflector_options
 from vk.kube.client import JSON, NotFound
 from vk.kube.informer import Informer
 from vk.reflection.event.events import EventReflector
 from vk.reflection.forge.meta import ReflectionPolicy
-from vk.reflection.generic import NamespaceReflection, ReflectorOptions
+from vk.reflection.generic import NamespaceReflection
 from vk.reflection.workload.pods import PodReflector
 
 LOCAL, REMOTE = "shop", "shop-home"
@@ -28,16 +29,7 @@ class ReadCounting:
 
 
 def reflector(client: ReadCounting, offloaded_pod: Any) -> EventReflector:
-    options = ReflectorOptions(
-        home=client,  # type: ignore[arg-type]
-        home_cluster_id="home",
-        remote_cluster_id="far",
-        node_name="far",
-        events=None,  # type: ignore[arg-type]
-        leading=lambda: True,
-        workers=1,
-    )
-    return EventReflector(options, ReflectionPolicy.DENY_LIST, offloaded_pod)
+    return EventReflector(reflector_options(client), ReflectionPolicy.DENY_LIST, offloaded_pod)
 
 
 def event(uid: str = "remote-uid") -> JSON:

@@ -11,10 +11,11 @@ from typing import Any
 
 import orjson
 
+from tests.unit.reflectors import reflector_options
 from vk.kube.client import JSON
 from vk.kube.informer import Informer
 from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
-from vk.reflection.generic import NamespaceReflection, ReflectorOptions
+from vk.reflection.generic import NamespaceReflection
 
 LOCAL, REMOTE = "shop", "shop-home"
 NOW = datetime.datetime(2026, 11, 26, 8, 0, tzinfo=datetime.UTC)
@@ -62,6 +63,11 @@ def as_stored(body: JSON, version: int) -> JSON:
     return stored
 
 
+def token_reflector(pods: Informer) -> ServiceAccountTokenReflector:
+    """The token reflector of node far, whose home answers TokenRequests as `Home` does."""
+    return ServiceAccountTokenReflector(reflector_options(Home()), pods, now=lambda: NOW)
+
+
 def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> None:
     client: Any = object()
     pods = Informer(client, "v1", "pods")
@@ -76,16 +82,7 @@ def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> N
     pods.synced.set()
     secrets = Informer(client, "v1", "secrets", namespace=REMOTE)
     secrets.synced.set()
-    options = ReflectorOptions(
-        home=Home(),  # type: ignore[arg-type]
-        home_cluster_id="home",
-        remote_cluster_id="far",
-        node_name="far",
-        events=None,  # type: ignore[arg-type]
-        leading=lambda: True,
-        workers=1,
-    )
-    tokens = ServiceAccountTokenReflector(options, pods, now=lambda: NOW)
+    tokens = token_reflector(pods)
     provider = Provider()
     tokens.namespaces[LOCAL] = NamespaceReflection(LOCAL, REMOTE, provider, [secrets])  # type: ignore[arg-type]
 
@@ -97,3 +94,30 @@ def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> N
 
     asyncio.run(tokens.reconcile(f"{LOCAL}/web"))
     assert [verb for verb, _ in provider.writes] == ["create"], "written again for nothing"
+
+
+def test_a_pod_reconciled_before_the_secrets_are_synced_waits_for_them_and_comes_again() -> None:
+    """Not retried every 0.2 s meanwhile: enqueued once the provider's Secrets and the pods
+    are synced (after a restart, ten thousand pods polling took more CPU than their
+    reconciles)."""
+
+    async def scenario() -> None:
+        client: Any = object()
+        pods = Informer(client, "v1", "pods")
+        pods.store.upsert({"metadata": {"name": "web", "namespace": LOCAL, "uid": "pod-uid"}})
+        pods.synced.set()
+        secrets = Informer(client, "v1", "secrets", namespace=REMOTE)
+        tokens = token_reflector(pods)
+        state = NamespaceReflection(LOCAL, REMOTE, Provider(), [secrets])  # type: ignore[arg-type]
+        tokens.namespaces[LOCAL] = state
+        result = await tokens.reconcile(f"{LOCAL}/web")
+        assert result.requeue_after is None
+        assert len(tokens.controller.queue) == 0
+        waiting = asyncio.create_task(tokens._reconcile_once_synced(state))
+        await asyncio.sleep(0.01)
+        assert len(tokens.controller.queue) == 0
+        secrets.synced.set()
+        await asyncio.wait_for(waiting, 1)
+        assert len(tokens.controller.queue) == 1  # the pod, again
+
+    asyncio.run(scenario())

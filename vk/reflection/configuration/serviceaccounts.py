@@ -105,8 +105,12 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             and SERVICE_ACCOUNT_NAME_LABEL in labels
         )
 
-    def start_namespace(self, local: str, remote: str, client: KubeClient) -> None:
-        super().start_namespace(local, remote, client)
+    def informers_to_sync(self, state: NamespaceReflection) -> list[Informer]:
+        return [*state.informers, self.pods]
+
+    def namespace_synced(self, state: NamespaceReflection) -> None:
+        super().namespace_synced(state)
+        local = state.local_namespace
         for pod in self.pods.store.objects():
             if pod["metadata"]["namespace"] == local:
                 self.controller.enqueue(f"{local}/{pod['metadata']['name']}")
@@ -126,8 +130,8 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         if state is None:
             self.lifetimes.pop(key, None)
             return Result()
-        if not state.synced or not self.pods.synced.is_set():
-            return Result(requeue_after=NOT_SYNCED_RETRY)
+        if not self.is_synced(state):
+            return Result()  # enqueued again once it is
         pod = self.pods.store.get(key)
         secret_name = token_secret_name(name)
         secret_key = f"{state.remote_namespace}/{secret_name}"

@@ -23,7 +23,6 @@ from vk.reflection.forge.events import (
 from vk.reflection.forge.meta import ReflectionPolicy, is_owned_by_us, should_reflect
 from vk.reflection.generic import (
     LOCAL,
-    NOT_SYNCED_RETRY,
     REFLECTION_ITEMS,
     REMOTE,
     NamespacedReflector,
@@ -92,8 +91,8 @@ class EventReflector(NamespacedReflector):
         state = self.active(namespace)
         if state is None:
             return Result()
-        if not state.synced:
-            return Result(requeue_after=NOT_SYNCED_RETRY)
+        if not self.is_synced(state):
+            return Result()  # enqueued again once it is
         local_events, remote_events = state.informers[LOCAL], state.informers[REMOTE]
         remote = remote_events.store.get(f"{state.remote_namespace}/{name}")
         local = local_events.store.get(key)

@@ -322,7 +322,7 @@ class PodReflector(Reconciler):
     def resync(self) -> None:
         """Every pod bound to this node, again (the offloading patch changed)."""
         for pod in self.local.store.objects():
-            self.controller.enqueue(_key(pod))
+            self._enqueue(_key(pod))
 
     def retry_now(self) -> None:
         """The pods waiting on a back-off, tried now (the provider is back)."""
@@ -335,7 +335,7 @@ class PodReflector(Reconciler):
         """Until cancelled; the ReflectionManager starts and stops its namespaces."""
         collector = PodsByPhase(self.node_name, self.local)
         REGISTRY.register(collector)
-        self.local.add_handler(lambda _, pod, __: self.controller.enqueue(_key(pod)))
+        self.local.add_handler(lambda _, pod, __: self._enqueue(_key(pod)))
         informers = [asyncio.create_task(self.local.run())]
         if self.home_network is not None:
             informers += [asyncio.create_task(i.run()) for i in self.home_network.informers()]
@@ -379,8 +379,23 @@ class PodReflector(Reconciler):
             shadows.add_handler(self._on_shadow_pod)
             self.remote[remote] = pods
             self.shadows[remote] = shadows
-            self._remote_tasks[remote] = asyncio.create_task(_run_both(pods, shadows))
+            self._remote_tasks[remote] = asyncio.create_task(self._follow_twin(remote))
         self._enqueue_namespace(local)
+
+    async def _follow_twin(self, remote: str) -> None:
+        """The twin namespace's Pods and ShadowPods followed; once both caches are whole, the
+        pods of the local namespaces mapped to it are reconciled (before, they were left:
+        judged on half the objects, a pod would look not offloaded yet)."""
+        pods, shadows = self.remote[remote], self.shadows[remote]
+
+        async def reconcile_once_synced() -> None:
+            await pods.synced.wait()
+            await shadows.synced.wait()
+            for local, (twin, _) in list(self.reflected.items()):
+                if twin == remote:
+                    self._enqueue_namespace(local)
+
+        await asyncio.gather(pods.run(), shadows.run(), reconcile_once_synced())
 
     def stop_namespace(self, local: str) -> None:
         """No more reflection of `local`'s pods (no longer offloaded, or the provider
@@ -400,7 +415,18 @@ class PodReflector(Reconciler):
 
     def _enqueue_namespace(self, local: str) -> None:
         for pod in self.local.store.by_index("namespace", local):
-            self.controller.enqueue(_key(pod))
+            self._enqueue(_key(pod))
+
+    def _enqueue(self, key: str) -> None:
+        """`key` to be reconciled, unless its namespace is offloaded to a twin namespace whose
+        caches are not whole yet: its pods are all enqueued once they are (`_follow_twin`), and
+        so every pod reconciled is judged on both caches, once."""
+        reflected = self.reflected.get(key.split("/", 1)[0])
+        if reflected is not None:
+            pods, shadows = self.remote.get(reflected[0]), self.shadows.get(reflected[0])
+            if pods and shadows and not (pods.synced.is_set() and shadows.synced.is_set()):
+                return
+        self.controller.enqueue(key)
 
     def _local_keys(self, remote: JSON) -> list[str]:
         """The keys of the local pods an object in a twin namespace may be for."""
@@ -414,7 +440,7 @@ class PodReflector(Reconciler):
 
     def _on_shadow_pod(self, _: str, shadow: JSON, __: JSON | None) -> None:
         for key in self._local_keys(shadow):
-            self.controller.enqueue(key)
+            self._enqueue(key)
 
     def _on_remote_pod(self, _: str, pod: JSON, __: JSON | None) -> None:
         for key in self._local_keys(pod):
@@ -473,7 +499,9 @@ class PodReflector(Reconciler):
         if client is None or informer is None or shadows is None:
             return Result(requeue_after=5.0)  # no usable provider identity: the node says why
         if not (informer.synced.is_set() and shadows.synced.is_set()):
-            return Result(requeue_after=0.2)
+            # Enqueued again once they are (`_follow_twin`): ten thousand pods retried every
+            # 0.2 s meanwhile, as they were, took more of a restart's CPU than their reconciles.
+            return Result()
         remote_key = f"{remote_namespace}/{name}"
         shadow = shadows.store.get(remote_key)
         if local["metadata"].get("deletionTimestamp"):
@@ -840,8 +868,3 @@ class _StatusReflection(Reconciler):
 
 def _key(pod: JSON) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-
-
-async def _run_both(first: Informer, second: Informer) -> None:
-    """Two informers of one twin namespace, run and stopped together."""
-    await asyncio.gather(first.run(), second.run())
