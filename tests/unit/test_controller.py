@@ -97,7 +97,9 @@ class FlakyApiServer:
         self.lists = 0
         self.watches: list[float] = []
 
-    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
         self.lists += 1
         if self.lists == 1:
             raise KeyError("an unexpected bug")
@@ -137,7 +139,9 @@ MANAGED_FIELDS = ({"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:
 class TalkativeApiServer:
     """A collection whose objects carry managedFields, listed and then watched."""
 
-    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
         metadata = {"name": "a", "namespace": "ns", "resourceVersion": "1"}
         yield [{"metadata": {**metadata, "managedFields": MANAGED_FIELDS}}], "1"
 
@@ -167,7 +171,9 @@ async def test_an_informer_keeps_no_managed_fields() -> None:
 class DownApiServer:
     """An API server that never answers the list."""
 
-    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
         raise OSError("connection refused")
         yield  # an async generator, as list_pages is
 
@@ -203,7 +209,9 @@ class ComesBackApiServer:
         self.up = False
         self.lists = 0
 
-    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
         self.lists += 1
         if not self.up:
             raise OSError("connection refused")
@@ -245,7 +253,9 @@ class CountingApiServer:
         self.lists = 0
         self.watches = 0
 
-    async def list_pages(self, path: str, params: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
         self.lists += 1
         yield [{"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1"}}], "1"
 

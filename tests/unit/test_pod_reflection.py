@@ -18,7 +18,7 @@ class Home:
     def __init__(self) -> None:
         self.writes: list[str] = []
 
-    async def list_pages(self, path: str, params: Any = None):  # type: ignore[no-untyped-def]
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
         pod = {
             "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "1"},
             "spec": {"nodeName": "far", "containers": [{"name": "app", "image": "nginx"}]},
@@ -42,20 +42,26 @@ class Home:
         return body
 
 
-async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> None:
-    home: Any = Home()
-    mapped = asyncio.Event()
-    pods = PodReflector(
+def pod_reflector(home: Any, mappings: Any, mapped: asyncio.Event) -> PodReflector:
+    """The pod reflector of node far, offloading to cluster far what `mappings` says."""
+    return PodReflector(
         home,
         node_name="far",
         node_ip="10.0.0.1",
         home_cluster_id="home",
         remote_cluster_id="far",
-        mappings=dict,  # none offloaded: the pod is reported so, once that is known
+        mappings=mappings,
         mapped=mapped,
         workers=1,
         events=EventRecorder(home, "virtual-kubelet"),
     )
+
+
+async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> None:
+    home: Any = Home()
+    mapped = asyncio.Event()
+    # None offloaded: the pod is reported so, once that is known.
+    pods = pod_reflector(home, dict, mapped)
     running = asyncio.create_task(pods.run())
     try:
         await asyncio.wait_for(pods.local.synced.wait(), 1)
@@ -66,6 +72,64 @@ async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> N
             while not home.writes:
                 await asyncio.sleep(0.01)
         assert home.writes[0] == "/api/v1/namespaces/shop/pods/web/status"
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+class Provider:
+    """A twin namespace whose Pods and ShadowPods are listed once `listed` is set; the
+    ShadowPods created recorded."""
+
+    def __init__(self) -> None:
+        self.listed = asyncio.Event()
+        self.created: list[str] = []
+
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        await self.listed.wait()
+        yield [], "1"
+
+    async def watch(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+        yield {}
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        self.created.append(path)
+        return {**body, "metadata": {**body["metadata"], "uid": "s", "resourceVersion": "2"}}
+
+
+async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_goes_then() -> None:
+    """Before the provider's caches are whole the pod is not reconciled, nor retried every
+    0.2 s (ten thousand of them, after a restart, took more CPU so than their reconciles); it
+    is reconciled once they are."""
+    home: Any = Home()
+    provider = Provider()
+    mapped = asyncio.Event()
+    mapped.set()
+    pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
+    reconciles = 0
+    reconcile = pods.reconcile
+
+    async def counted(key: str) -> Any:
+        nonlocal reconciles
+        reconciles += 1
+        return await reconcile(key)
+
+    pods.reconcile = counted  # type: ignore[method-assign]
+    pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
+    running = asyncio.create_task(pods.run())
+    try:
+        await asyncio.wait_for(pods.local.synced.wait(), 1)
+        await asyncio.sleep(0.7)
+        assert provider.created == []
+        assert reconciles == 0, f"reconciled {reconciles} times while the caches were not whole"
+        provider.listed.set()
+        async with asyncio.timeout(2):
+            while not provider.created:
+                await asyncio.sleep(0.01)
+        assert provider.created == [
+            "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods"
+        ]
     finally:
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)

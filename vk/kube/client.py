@@ -16,9 +16,12 @@ from urllib.parse import quote
 
 import aiohttp
 import orjson
+import structlog
 from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection
+
+log = structlog.get_logger("vk.kube.client")
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "vk"
@@ -80,6 +83,16 @@ class Conflict(ApiError):
 
 class Gone(ApiError):
     """410: the resourceVersion asked for is too old; list again."""
+
+
+# The annotation of the bookmark that ends a streamed list: every object there was is sent.
+INITIAL_EVENTS_END_ANNOTATION = "k8s.io/initial-events-end"
+
+
+def initial_events_end(bookmark: JSON) -> bool:
+    """Whether a BOOKMARK event's object ends a streamed list."""
+    annotations = (bookmark.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(INITIAL_EVENTS_END_ANNOTATION) == "true"
 
 
 class MalformedWatch(ValueError):
@@ -189,6 +202,9 @@ class KubeClient:
         self._ssl = connection.ssl_context() if connection.server.startswith("https") else False
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        # Whether the API server streams lists (a watch that sends the objects there are
+        # first): None until asked, False once it refused.
+        self._streams_lists: bool | None = None
 
     async def __aenter__(self) -> KubeClient:
         return self
@@ -330,6 +346,44 @@ class KubeClient:
             if not continue_token:
                 return
             query["continue"] = continue_token
+
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ) -> AsyncIterator[tuple[list[JSON], str]]:
+        """The objects of a collection now, for an informer: in batches, the last one with the
+        resourceVersion a watch goes on from. Streamed where the API server can (Kubernetes'
+        streaming lists: a watch sending the objects there are, then a bookmark; on by default
+        from 1.34), else listed page by page (`list_pages`). Streamed, ten thousand ShadowPods
+        came three times as fast as in pages of 500 (bench: the API server pays for every
+        page), and they come one at a time. Needs the right to watch, as an informer has."""
+        if self._streams_lists is not False:
+            query = {
+                **(params or {}),
+                "sendInitialEvents": "true",
+                "resourceVersionMatch": "NotOlderThan",
+            }
+            try:
+                async for event in self.watch(path, query, timeout_seconds=timeout_seconds):
+                    obj = event["object"]
+                    if event["type"] == "ADDED":
+                        yield [obj], ""
+                    elif event["type"] != "BOOKMARK":
+                        raise MalformedWatch(f"a {event['type']} event in a streamed list")
+                    elif initial_events_end(obj):
+                        self._streams_lists = True
+                        yield [], str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                        return
+                raise MalformedWatch("a streamed list ended before its last object was sent")
+            except ApiError as error:
+                # An API server before 1.27 forbids resourceVersionMatch on a watch; 1.33 with
+                # the WatchList feature off, sendInitialEvents: both answer 400 or 422, before
+                # any object. Anything else is a failure of the list itself.
+                if self._streams_lists is not None or error.status not in (400, 422):
+                    raise
+                self._streams_lists = False
+                log.info("the API server streams no lists: listing page by page", path=path)
+        async for page in self.list_pages(path, params):
+            yield page
 
     async def watch(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300

@@ -380,11 +380,14 @@ class Informer:
         return compact(obj if self._keep is None else self._keep(obj), like)
 
     async def _relist(self) -> str:
-        # Kept page by page: a relist of ten thousand pods never holds them all as decoded
-        # (with their managedFields, three times the bytes kept) before the cache takes them.
+        # Kept as they come (one by one, streamed; or page by page): a relist of ten thousand
+        # pods never holds them all as decoded (with their managedFields, three times the
+        # bytes kept) before the cache takes them.
         kept: list[JSON] = []
         version = ""
-        async for page, page_version in self.client.list_pages(self.path, self.params):
+        async for page, page_version in self.client.current_objects(
+            self.path, self.params, timeout_seconds=self.watch_timeout
+        ):
             kept.extend(map(self._kept, page))
             version = page_version
         self.lists += 1
