@@ -8,10 +8,12 @@ with the bytes each pod adds over the idle virtual kubelet and each step's rate 
 all Ready); then `kill -9` of the virtual kubelet with them all running, and how a new one
 converges.
 
-    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--heap]
+    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--heap | --profile]
 
 `--heap`: the virtual kubelet runs under tracemalloc (bench/probe.py, slower), and the bench
 prints where its bytes per pod go at the last step, and how much of its RSS the Python heap is.
+`--profile`: the virtual kubelets run under cProfile, and the bench prints where the restarted
+one's CPU went, from its start to its convergence (its timings are not the product's).
 """
 
 from __future__ import annotations
@@ -22,8 +24,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.offload import BACKLOG_LABEL, CREATE_CONCURRENCY, bound_pod, is_ready, print_heap
-from bench.probe import HEAP
+from bench.offload import (
+    BACKLOG_LABEL,
+    CREATE_CONCURRENCY,
+    bound_pod,
+    is_ready,
+    print_heap,
+    print_profile,
+)
+from bench.probe import HEAP, PROFILE
 from bench.virtual_node import LOCAL_NAMESPACE, BenchVirtualNode, proc_stats
 from vk.kube.client import KubeClient, resource_path
 from vk.kube.informer import Informer
@@ -90,24 +99,37 @@ async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="1000,3000,10000")
-    parser.add_argument(
+    probes = parser.add_mutually_exclusive_group()
+    probes.add_argument(
         "--heap",
-        action="store_true",
+        action="store_const",
+        const=HEAP,
+        dest="probe",
         help="run the virtual kubelet under tracemalloc and print where its bytes per pod go",
+    )
+    probes.add_argument(
+        "--profile",
+        action="store_const",
+        const=PROFILE,
+        dest="probe",
+        help="run the virtual kubelets under cProfile and print where the restarted one's CPU "
+        "went until it converged",
     )
     arguments = parser.parse_args()
     steps = sorted(int(step) for step in arguments.steps.split(","))
+    heap = arguments.probe == HEAP
     # Each pod's ServiceAccount token is a Secret in far's twin namespace, which far's default
     # quota makes room for: a Secret per pod the Quota grants (up to 10,000) beside 2000.
     with BenchVirtualNode(
-        pods_capacity=steps[-1] + 100, name="curve", probe=HEAP if arguments.heap else None
+        pods_capacity=steps[-1] + 100, name="curve", probe=arguments.probe
     ) as scene:
         scene.wait_node_ready()
-        heap_before = scene.probe_report() if arguments.heap else None
+        heap_before = scene.probe_report() if heap else None
         points = asyncio.run(climb(scene, steps))
-        heap_after = scene.probe_report() if arguments.heap else None
+        heap_after = scene.probe_report() if heap else None
         print(f"\n== kill -9 with {steps[-1]} pods running, and a new virtual kubelet")
         restart = scene.restart(steps[-1])
+        restarted = scene.probe_report() if arguments.probe == PROFILE else None
 
     idle = points[0]
     print(f"\n== results (the virtual kubelet with its pods all Ready, up to {steps[-1]})")
@@ -137,6 +159,10 @@ def main() -> None:
         print(
             f"the Python heap traced is {heap_after['traced'] / 2**20:.1f} MiB of the virtual "
             f"kubelet's {points[-1].rss:.1f} MiB RSS then"
+        )
+    if restarted is not None:
+        print_profile(
+            {}, restarted["functions"], steps[-1], "its restart, from its start to converged"
         )
 
 

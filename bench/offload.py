@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import vk
 from bench.probe import HEAP, PROFILE
 from bench.virtual_node import (
     LOCAL_NAMESPACE,
@@ -380,8 +381,13 @@ def print_machine_cpu(backlog: Backlog) -> None:
             print(f"    {seconds:7.1f} s  {name}")
 
 
-def print_profile(before: dict[str, list[float]], after: dict[str, list[float]], n: int) -> None:
-    """Where the virtual kubelet's CPU went in the offloaded phase: the functions with the
+def print_profile(
+    before: dict[str, list[float]],
+    after: dict[str, list[float]],
+    n: int,
+    phase_name: str = "the offloaded phase",
+) -> None:
+    """Where the virtual kubelet's CPU went in a phase with `n` pods: the functions with the
     most of their own, per pod."""
     phase = {
         function: [
@@ -391,7 +397,7 @@ def print_profile(before: dict[str, list[float]], after: dict[str, list[float]],
     }
     total = sum(own for _, own, _ in phase.values())
     print(
-        "\n== the virtual kubelet's CPU in the offloaded phase (cProfile on CPU time, its "
+        f"\n== the virtual kubelet's CPU in {phase_name} (cProfile on CPU time, its "
         f"overhead in): {total:.1f} s, {total / n * 1000:.2f} ms per pod"
     )
     print("    own ms/pod  cumulative ms/pod  calls/pod  function")
@@ -400,6 +406,24 @@ def print_profile(before: dict[str, list[float]], after: dict[str, list[float]],
             f"    {own / n * 1000:10.3f}  {cumulative / n * 1000:17.3f}  {calls / n:9.1f}  "
             f"{function}"
         )
+    # What each of vk's functions costs with all it calls: which of its steps to make cheaper
+    # (a coroutine's time counts only while it runs, not while it awaits).
+    ours = {function: totals for function, totals in phase.items() if is_vk_function(function)}
+    print("  vk's functions by cumulative CPU (with what they call):")
+    print("    cumulative ms/pod  calls/pod  function")
+    for function, (calls, _, cumulative) in sorted(ours.items(), key=lambda i: -i[1][2])[:25]:
+        print(f"    {cumulative / n * 1000:17.3f}  {calls / n:9.1f}  {function}")
+
+
+def is_vk_function(function: str) -> bool:
+    """Whether a profile's function (named as bench/probe.py names it: its path below vk/ or
+    below site-packages/) is one of vk's."""
+    return function.split("/", 1)[0] in VK_PACKAGES
+
+
+VK_PACKAGES = frozenset(
+    path.name for path in Path(vk.__file__).parent.iterdir() if (path / "__init__.py").exists()
+)
 
 
 def print_heap(before: dict[str, Any], after: dict[str, Any], n: int) -> None:
