@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
 from vk.kube.client import JSON, NotFound
 from vk.kube.events import EventRecorder
 from vk.reflection.workload.pods import PodReflector
@@ -78,16 +79,22 @@ async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> N
 
 
 class Provider:
-    """A twin namespace whose Pods and ShadowPods are listed once `listed` is set; the
-    ShadowPods created recorded."""
+    """A twin namespace whose Pods and ShadowPods (`shadows`) are listed once `listed` is set;
+    the ShadowPods created and deleted recorded."""
 
-    def __init__(self) -> None:
+    def __init__(self, shadows: list[JSON] | None = None) -> None:
         self.listed = asyncio.Event()
+        self.shadows = shadows or []
         self.created: list[str] = []
+        self.deleted: list[str] = []
 
     async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
         await self.listed.wait()
-        yield [], "1"
+        yield (self.shadows if path.endswith("/shadowpods") else []), "1"
+
+    async def delete(self, path: str, body: JSON | None = None) -> JSON:
+        self.deleted.append(path)
+        return {}
 
     async def watch(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
         await asyncio.Event().wait()
@@ -129,6 +136,39 @@ async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_go
                 await asyncio.sleep(0.01)
         assert provider.created == [
             "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods"
+        ]
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+async def test_an_orphan_shadow_pod_found_once_the_twin_caches_are_whole_is_deleted() -> None:
+    """Its local pod is gone: no local pod brings it to a reconcile, the caches' sync does."""
+    labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+    orphan = {
+        "metadata": {
+            "name": "gone",
+            "namespace": "shop-home",
+            "uid": "orphan-uid",
+            "resourceVersion": "1",
+            "labels": labels,
+        },
+        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+    }
+    home: Any = Home()
+    provider = Provider([orphan])
+    mapped = asyncio.Event()
+    mapped.set()
+    pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
+    pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
+    running = asyncio.create_task(pods.run())
+    try:
+        provider.listed.set()
+        async with asyncio.timeout(2):
+            while not provider.deleted:
+                await asyncio.sleep(0.01)
+        assert provider.deleted == [
+            "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods/gone"
         ]
     finally:
         running.cancel()

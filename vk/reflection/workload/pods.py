@@ -384,8 +384,9 @@ class PodReflector(Reconciler):
 
     async def _follow_twin(self, remote: str) -> None:
         """The twin namespace's Pods and ShadowPods followed; once both caches are whole, the
-        pods of the local namespaces mapped to it are reconciled (before, they were left:
-        judged on half the objects, a pod would look not offloaded yet)."""
+        pods of the local namespaces mapped to it are reconciled, and so is every ShadowPod's
+        (an orphan's too: its local pod is gone). Before, they were left: judged on half the
+        objects, a pod would look not offloaded yet."""
         pods, shadows = self.remote[remote], self.shadows[remote]
 
         async def reconcile_once_synced() -> None:
@@ -394,6 +395,9 @@ class PodReflector(Reconciler):
             for local, (twin, _) in list(self.reflected.items()):
                 if twin == remote:
                     self._enqueue_namespace(local)
+            for shadow in shadows.store.objects():
+                for key in self._local_keys(shadow):
+                    self._enqueue(key)
 
         await asyncio.gather(pods.run(), shadows.run(), reconcile_once_synced())
 
