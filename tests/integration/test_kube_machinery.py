@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.conftest import Clusters
-from vk.kube.client import KubeClient, resource_path
+from vk.kube.client import API_REQUESTS, KubeClient, resource_path
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer, namespace_index
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.leaderelection import LeaderElector
@@ -81,6 +81,30 @@ async def test_informer_cache_follows_creates_updates_and_deletes(
     assert "before" in names
     assert "during" not in names
     assert informer.lists == 1  # watched, never listed again
+
+
+async def test_an_informer_streams_its_list_from_a_real_api_server(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    """The playground's API servers stream lists (1.34 and later): the informer's first list
+    is a watch that sends the objects there are first, not a list in pages."""
+    path = resource_path("v1", "configmaps", namespace=namespace_name)
+    for name in ("one", "two"):
+        await venice.create(path, configmap(namespace_name, name, "1"))
+
+    def requests(verb: str) -> float:
+        return API_REQUESTS.labels(venice.name, verb, "configmaps", "200")._value.get()
+
+    lists_before, watches_before = requests("GET"), requests("WATCH")
+    informer = Informer(venice, "v1", "configmaps", namespace=namespace_name)
+    async with running(informer.run()):
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        names = {obj["metadata"]["name"] for obj in informer.store.objects()}
+        assert {"one", "two"} <= names
+        await venice.create(path, configmap(namespace_name, "three", "1"))
+        await until(lambda: informer.store.get(f"{namespace_name}/three") is not None)
+    assert requests("GET") == lists_before  # no page listed
+    assert requests("WATCH") >= watches_before + 2  # the streamed list, then the watch
 
 
 async def test_informer_relist_reports_what_happened_while_it_was_not_watching(
