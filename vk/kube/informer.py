@@ -1,6 +1,7 @@
 """The one informer implementation: list, then watch, keeping an indexed cache of dicts.
 
-A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh on quiet
+The list is streamed where the API server can (a watch that sends the objects there are, then
+a bookmark: `KubeClient.current_objects`), and paged where it cannot. A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh on quiet
 collections), so an idle informer costs one long request per five minutes; only a 410 Gone
 makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
 hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
