@@ -1,13 +1,14 @@
 """The one informer implementation: list, then watch, keeping an indexed cache of dicts.
 
 The list is streamed where the API server can (a watch that sends the objects there are, then
-a bookmark: `KubeClient.current_objects`), and paged where it cannot. A watch resumes from the last resourceVersion it saw (bookmarks keep that fresh on quiet
-collections), so an idle informer costs one long request per five minutes; only a 410 Gone
-makes it list again, and the relist is turned into the ADDED/MODIFIED/DELETED events the gap
-hid, so handlers never miss a deletion. Handlers run synchronously on the event loop and
-should only enqueue keys: reconcilers read the cache, never the event. Objects are kept
-compacted (vk/kube/compaction.py): without their managedFields, their strings and their equal
-parts shared with every other cache of the process, so they are read only.
+a bookmark: `KubeClient.current_objects`), and paged where it cannot. A watch resumes from the
+last resourceVersion it saw (bookmarks keep that fresh on quiet collections), so an idle
+informer costs one long request per five minutes; only a 410 Gone makes it list again, and the
+relist is turned into the ADDED/MODIFIED/DELETED events the gap hid, so handlers never miss a
+deletion. Handlers run synchronously on the event loop and should only enqueue keys:
+reconcilers read the cache, never the event. Objects are kept compacted
+(vk/kube/compaction.py): without their managedFields, their strings and their equal parts
+shared with every other cache of the process, so they are read only.
 """
 
 from __future__ import annotations
