@@ -4,7 +4,8 @@ way a broken proxy, a cut connection or a hostile provider would spoil them.
 
 The k-th watch opened gets the k-th fault once it has been open a while (an informer's back-off
 starts afresh after a watch that worked) and has carried a real event; the watches after the
-last fault pass untouched.
+last fault pass untouched. A streamed list (a watch with `sendInitialEvents`, an informer's
+list) passes untouched too, and is no watch in that count: the faults are the watch's.
 """
 
 from __future__ import annotations
@@ -133,13 +134,16 @@ class WatchFaultProxy:
                     body=await upstream.read(),
                     headers={"Content-Type": upstream.headers.get("Content-Type", "")},
                 )
-            return await self._watch(request, upstream)
+            streamed_list = request.query.get("sendInitialEvents") == "true"
+            return await self._watch(request, upstream, spoil=not streamed_list)
 
     async def _watch(
-        self, request: web.Request, upstream: aiohttp.ClientResponse
+        self, request: web.Request, upstream: aiohttp.ClientResponse, *, spoil: bool
     ) -> web.StreamResponse:
-        fault = self.faults[self.watches] if self.watches < len(self.faults) else None
-        self.watches += 1
+        fault = None
+        if spoil:
+            fault = self.faults[self.watches] if self.watches < len(self.faults) else None
+            self.watches += 1
         opened = time.monotonic()
         response = web.StreamResponse(
             status=upstream.status, headers={"Content-Type": "application/json"}
