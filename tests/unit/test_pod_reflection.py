@@ -5,6 +5,8 @@ deleted would be finished at home with its remote pod left running."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
@@ -58,24 +60,36 @@ def pod_reflector(home: Any, mappings: Any, mapped: asyncio.Event) -> PodReflect
     )
 
 
+@contextlib.asynccontextmanager
+async def reflecting(pods: PodReflector) -> AsyncIterator[None]:
+    """The reflector running for the block's length."""
+    running = asyncio.create_task(pods.run())
+    try:
+        yield
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
+
+
+async def until_some(recorded: list[str]) -> None:
+    """Waits (2 s at most) for something to be recorded."""
+    async with asyncio.timeout(2):
+        while not recorded:
+            await asyncio.sleep(0.01)
+
+
 async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> None:
     home: Any = Home()
     mapped = asyncio.Event()
     # None offloaded: the pod is reported so, once that is known.
     pods = pod_reflector(home, dict, mapped)
-    running = asyncio.create_task(pods.run())
-    try:
+    async with reflecting(pods):
         await asyncio.wait_for(pods.local.synced.wait(), 1)
         await asyncio.sleep(0.2)
         assert home.writes == [], "a pod judged before the manager's first word"
         mapped.set()
-        async with asyncio.timeout(2):
-            while not home.writes:
-                await asyncio.sleep(0.01)
+        await until_some(home.writes)
         assert home.writes[0] == "/api/v1/namespaces/shop/pods/web/status"
-    finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
 
 
 class Provider:
@@ -124,22 +138,16 @@ async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_go
 
     pods.reconcile = counted  # type: ignore[method-assign]
     pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
-    running = asyncio.create_task(pods.run())
-    try:
+    async with reflecting(pods):
         await asyncio.wait_for(pods.local.synced.wait(), 1)
         await asyncio.sleep(0.7)
         assert provider.created == []
         assert reconciles == 0, f"reconciled {reconciles} times while the caches were not whole"
         provider.listed.set()
-        async with asyncio.timeout(2):
-            while not provider.created:
-                await asyncio.sleep(0.01)
+        await until_some(provider.created)
         assert provider.created == [
             "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods"
         ]
-    finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
 
 
 async def test_an_orphan_shadow_pod_found_once_the_twin_caches_are_whole_is_deleted() -> None:
@@ -161,15 +169,9 @@ async def test_an_orphan_shadow_pod_found_once_the_twin_caches_are_whole_is_dele
     mapped.set()
     pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
     pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
-    running = asyncio.create_task(pods.run())
-    try:
+    async with reflecting(pods):
         provider.listed.set()
-        async with asyncio.timeout(2):
-            while not provider.deleted:
-                await asyncio.sleep(0.01)
+        await until_some(provider.deleted)
         assert provider.deleted == [
             "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods/gone"
         ]
-    finally:
-        running.cancel()
-        await asyncio.gather(running, return_exceptions=True)
