@@ -12,7 +12,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from vk.kube.client import ApiError, KubeClient
+from vk.kube.client import ApiError, KubeClient, MalformedWatch
 from vk.kube.kubeconfig import ClusterConnection
 
 PATH = "/api/v1/namespaces/shop/pods"
@@ -24,7 +24,9 @@ def pod(name: str, version: str) -> dict[str, Any]:
 
 class ApiServer:
     """Answers lists of two pods, and watches as `streams` says: "yes" (streamed),
-    "refused" (422, as an API server without streaming lists), or "forbidden" (403)."""
+    "refused" (422, as an API server without streaming lists), "forbidden" (403), or as a
+    broken or hostile server would: "truncated" (no bookmark ends the objects), "changed" (a
+    MODIFIED event among them)."""
 
     def __init__(self, streams: str) -> None:
         self.streams = streams
@@ -38,19 +40,20 @@ class ApiServer:
             return web.json_response(body)
         assert request.query["sendInitialEvents"] == "true"
         assert request.query["resourceVersionMatch"] == "NotOlderThan"
-        if self.streams != "yes":
+        if self.streams in ("refused", "forbidden"):
             status = 422 if self.streams == "refused" else 403
             return web.json_response({"kind": "Status", "code": status}, status=status)
         response = web.StreamResponse()
         await response.prepare(request)
         end = {"metadata": {"resourceVersion": "7", "annotations": {}}}
         end["metadata"]["annotations"]["k8s.io/initial-events-end"] = "true"
-        for event in (
+        events = [
             {"type": "ADDED", "object": pod("a", "5")},
             {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "6"}}},
-            {"type": "ADDED", "object": pod("b", "6")},
+            {"type": "MODIFIED" if self.streams == "changed" else "ADDED", "object": pod("b", "6")},
             {"type": "BOOKMARK", "object": end},
-        ):
+        ]
+        for event in events[:-1] if self.streams == "truncated" else events:
             await response.write(orjson.dumps(event) + b"\n")
         return response
 
@@ -100,4 +103,15 @@ async def test_a_streamed_list_forbidden_is_a_failure_not_a_reason_to_page() -> 
         with pytest.raises(ApiError) as refused:
             await listed(client)
     assert refused.value.status == 403
+    assert api.requests == ["watch"]
+
+
+@pytest.mark.parametrize("broken", ["truncated", "changed"])
+async def test_a_streamed_list_that_breaks_the_protocol_is_a_failure(broken: str) -> None:
+    """Objects without the bookmark that says they were all, or a change among them: never
+    taken as the whole list (the informer lists again), nor a reason to page."""
+    api = ApiServer(broken)
+    async for client in serving(api):
+        with pytest.raises(MalformedWatch):
+            await listed(client)
     assert api.requests == ["watch"]
