@@ -8,6 +8,7 @@ import contextlib
 from collections import Counter
 
 import pytest
+from prometheus_client import REGISTRY
 
 from vk.kube.client import JSON
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError
@@ -93,6 +94,8 @@ class FlakyApiServer:
     """A collection as an API server serves it, broken on purpose: the first list fails in a
     way nobody foresaw, and each watch ends as soon as it opens."""
 
+    name = "fake"  # the `client` label of its metrics
+
     def __init__(self) -> None:
         self.lists = 0
         self.watches: list[float] = []
@@ -139,6 +142,8 @@ MANAGED_FIELDS = ({"manager": "kubectl", "operation": "Update", "fieldsV1": {"f:
 class TalkativeApiServer:
     """A collection whose objects carry managedFields, listed and then watched."""
 
+    name = "fake"  # the `client` label of its metrics
+
     async def current_objects(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
     ):  # type: ignore[no-untyped-def]
@@ -154,22 +159,39 @@ class TalkativeApiServer:
         await asyncio.sleep(3600)
 
 
-async def test_an_informer_keeps_no_managed_fields() -> None:
-    informer = Informer(TalkativeApiServer(), "v1", "configmaps")  # type: ignore[arg-type]
+async def run_until_it_holds(informer: Informer, count: int) -> None:
     task = asyncio.create_task(informer.run())
     try:
         async with asyncio.timeout(5):
-            while len(informer.store) < 2:
+            while len(informer.store) < count:
                 await asyncio.sleep(0.01)
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_an_informer_keeps_no_managed_fields() -> None:
+    informer = Informer(TalkativeApiServer(), "v1", "configmaps")  # type: ignore[arg-type]
+    await run_until_it_holds(informer, 2)
     assert [o["metadata"].get("managedFields") for o in informer.store.objects()] == [None, None]
+
+
+async def test_an_informer_counts_the_watch_events_it_takes_in_not_its_list() -> None:
+    def added() -> float:
+        labels = {"client": "fake", "resource": "configmaps", "type": "ADDED"}
+        return REGISTRY.get_sample_value("vk_watch_events_total", labels) or 0.0
+
+    before = added()
+    informer = Informer(TalkativeApiServer(), "v1", "configmaps")  # type: ignore[arg-type]
+    await run_until_it_holds(informer, 2)
+    assert added() - before == 1  # object b came by the watch; a, listed, is no watch event
 
 
 class DownApiServer:
     """An API server that never answers the list."""
+
+    name = "fake"  # the `client` label of its metrics
 
     async def current_objects(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
@@ -204,6 +226,8 @@ async def test_readyz_names_an_informer_failing_for_long() -> None:
 
 class ComesBackApiServer:
     """An API server down for the first lists, then answering."""
+
+    name = "fake"  # the `client` label of its metrics
 
     def __init__(self) -> None:
         self.up = False
@@ -248,6 +272,8 @@ async def test_informers_of_a_server_back_list_again_at_once_not_after_their_bac
 
 class CountingApiServer:
     """Counts lists and watches; its watches stay open until cancelled."""
+
+    name = "fake"  # the `client` label of its metrics
 
     def __init__(self) -> None:
         self.lists = 0

@@ -18,6 +18,8 @@ from vk.reflection.workload.pods import PodReflector
 class Home:
     """One pod bound to the node; its writes recorded; its watch quiet."""
 
+    name = "home"  # the `client` label of its metrics
+
     def __init__(self) -> None:
         self.writes: list[str] = []
 
@@ -95,6 +97,8 @@ async def test_no_pod_is_judged_before_the_offloaded_namespaces_are_known() -> N
 class Provider:
     """A twin namespace whose Pods and ShadowPods (`shadows`) are listed once `listed` is set;
     the ShadowPods created and deleted recorded."""
+
+    name = "provider"  # the `client` label of its metrics
 
     def __init__(self, shadows: list[JSON] | None = None) -> None:
         self.listed = asyncio.Event()

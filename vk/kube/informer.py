@@ -24,13 +24,13 @@ from urllib.parse import urlencode
 
 import aiohttp
 import structlog
-from prometheus_client import Gauge
+from prometheus_client import Counter, Gauge
 
-from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_path
+from vk.kube.client import JSON, ApiError, Gone, KubeClient, resource_of, resource_path
 from vk.kube.compaction import compact
 from vk.kube.supervision import TASK_RESTARTS
 
-ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+ADDED, MODIFIED, DELETED, BOOKMARK = "ADDED", "MODIFIED", "DELETED", "BOOKMARK"
 
 EventHandler = Callable[[str, JSON, JSON | None], None]
 """(event type, the object — for DELETED its last known state —, the previous object)."""
@@ -50,6 +50,12 @@ INFORMERS = Gauge(
     "Informers following an API server in this process, each with its one list and watch",
 )
 INFORMERS.set_function(lambda: len(RUNNING))
+WATCH_EVENTS = Counter(
+    "vk_watch_events_total",
+    "Watch events informers took in, by client (home or provider), resource and event type: "
+    "each is decoded, compacted and handed to every handler",
+    ["client", "resource", "type"],
+)
 # Failing for this long, an informer makes its process not ready: a blip is not an outage.
 FAILING_FOR_SECONDS = 30.0
 
@@ -413,14 +419,21 @@ class Informer:
         """Watches from `version` until the server closes the stream; returns the last
         resourceVersion seen, to resume from."""
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
+        # Bound once a watch: labels() looks its child up again on every call.
+        counted = {
+            event_type: WATCH_EVENTS.labels(self.client.name, resource_of(self.path), event_type)
+            for event_type in (ADDED, MODIFIED, DELETED, BOOKMARK)
+        }
         async for event in self.client.watch(self.path, params, timeout_seconds=self.watch_timeout):
             event_type, obj = event["type"], event["object"]
             version = resource_version(obj) or version
+            if event_type in counted:
+                counted[event_type].inc()
             if event_type == DELETED:
                 obj = self._kept(obj)
                 old = self.store.delete(object_key(obj))
                 self._notify(DELETED, obj, old)
-            elif event_type != "BOOKMARK":
+            elif event_type != BOOKMARK:
                 obj = self._kept(obj)
                 old = self.store.upsert(obj)
                 self._notify(ADDED if old is None else MODIFIED, obj, old)
