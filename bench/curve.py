@@ -3,12 +3,16 @@
 On one scene (bench/virtual_node.py: home peered with far, one virtual kubelet run by the
 benchmark), the benchmark binds pods to the virtual node itself, step by step (by default to
 1000, 3000 and 10,000), and after each step waits until every pod is Ready at home, then reads
-the virtual kubelet's resident memory (and its peak) and CPU seconds. It prints them as a table
-with the bytes each pod adds over the idle virtual kubelet and each step's rate (pods bound ->
-all Ready); then `kill -9` of the virtual kubelet with them all running, and how a new one
-converges.
+the virtual kubelet's resident memory (and its peak) and CPU seconds. Each step binds most of its
+pods at once, and its last ones (the startup probe: 100 by default, at most half the step) one
+at a time at a steady rate once the others are Ready: their startup (created -> Ready at home)
+is the per-pod startup with that many pods running, which a burst cannot show, since its pods
+wait their turn behind each other. It prints a table with the bytes each pod adds over the idle
+virtual kubelet, each burst's rate (pods bound -> all Ready) and each probe's startup p50/p99;
+then `kill -9` of the virtual kubelet with them all running, and how a new one converges.
 
-    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--heap | --profile]
+    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--probe-pods 100]
+        [--probe-rate 10] [--heap | --profile]
 
 `--heap`: the virtual kubelet runs under tracemalloc (bench/probe.py, slower), and the bench
 prints where its bytes per pod go at the last step, and how much of its RSS the Python heap is.
@@ -27,8 +31,10 @@ from typing import Any
 from bench.offload import (
     BACKLOG_LABEL,
     CREATE_CONCURRENCY,
+    TARGETS,
     bound_pod,
     is_ready,
+    percentile,
     print_heap,
     print_profile,
 )
@@ -47,25 +53,40 @@ class Point:
     rss: float  # MiB, once all are Ready
     peak: float  # MiB, the most it held until then
     cpu: float  # CPU seconds since the virtual kubelet started
-    seconds: float  # this step: first pod bound -> all Ready
+    burst: int  # pods bound at once in this step
+    seconds: float  # this step's burst: first pod bound -> all Ready
+    startup: list[float]  # this step's probe: each pod's created -> Ready at home
 
 
-async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
+@dataclass(frozen=True)
+class Probe:
+    pods: int  # the last pods of each step, at most half of it
+    rate: float  # pods created per second
+
+
+async def climb(scene: BenchVirtualNode, steps: list[int], probe: Probe) -> list[Point]:
     process = scene.process
     assert process is not None
     rss, peak, cpu = proc_stats(process.pid)
-    points = [Point(0, rss, peak, cpu, 0.0)]
+    points = [Point(0, rss, peak, cpu, 0, 0.0, [])]
     async with KubeClient(load_kubeconfig_file(scene.home)) as home:
         pods = Informer(
             home, "v1", "pods", namespace=LOCAL_NAMESPACE, label_selector=f"{BACKLOG_LABEL}=true"
         )
-        ready: set[str] = set()
+        ready: dict[str, float] = {}  # pod name -> when it was first seen Ready
         changed = asyncio.Event()
 
         def on_event(_: str, pod: Any, __: Any) -> None:
-            if is_ready(pod):
-                ready.add(pod["metadata"]["name"])
+            name = pod["metadata"]["name"]
+            if name not in ready and is_ready(pod):
+                ready[name] = time.monotonic()
                 changed.set()
+
+        async def all_ready(count: int) -> None:
+            async with asyncio.timeout(STEP_TIMEOUT_SECONDS):
+                while len(ready) < count:
+                    changed.clear()
+                    await changed.wait()
 
         pods.add_handler(on_event)
         following = asyncio.create_task(pods.run())
@@ -78,18 +99,27 @@ async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
                 await home.create(path, bound_pod(index))
 
         for target in steps:
+            first = points[-1].pods
+            probed = min(probe.pods, (target - first) // 2)
+            burst = target - first - probed
             began = time.monotonic()
-            await asyncio.gather(*(create(i) for i in range(points[-1].pods, target)))
-            async with asyncio.timeout(STEP_TIMEOUT_SECONDS):
-                while len(ready) < target:
-                    changed.clear()
-                    await changed.wait()
+            await asyncio.gather(*(create(i) for i in range(first, first + burst)))
+            await all_ready(first + burst)
             seconds = time.monotonic() - began
+            # The probe: one pod at a time, each timed from just before its creation.
+            created: dict[str, float] = {}
+            for index in range(first + burst, target):
+                created[bound_pod(index)["metadata"]["name"]] = time.monotonic()
+                await create(index)
+                await asyncio.sleep(1 / probe.rate)
+            await all_ready(target)
+            startup = [ready[name] - at for name, at in created.items()]
             await asyncio.sleep(2)  # the last status writes land
             rss, peak, cpu = proc_stats(process.pid)
-            points.append(Point(target, rss, peak, cpu, seconds))
+            points.append(Point(target, rss, peak, cpu, burst, seconds, startup))
             print(
-                f"{target} pods Ready in {seconds:.1f} s: RSS {rss:.1f} MiB (peak {peak:.1f})",
+                f"{target} pods Ready ({burst} at once in {seconds:.1f} s, then {probed} one by "
+                f"one): RSS {rss:.1f} MiB (peak {peak:.1f})",
                 flush=True,
             )
         following.cancel()
@@ -99,6 +129,16 @@ async def climb(scene: BenchVirtualNode, steps: list[int]) -> list[Point]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="1000,3000,10000")
+    parser.add_argument(
+        "--probe-pods",
+        type=int,
+        default=100,
+        help="the last pods of each step (at most half of it), created one at a time once the "
+        "others are Ready, whose startup is timed",
+    )
+    parser.add_argument(
+        "--probe-rate", type=float, default=10.0, help="the probe's pods created per second"
+    )
     probes = parser.add_mutually_exclusive_group()
     probes.add_argument(
         "--heap",
@@ -125,7 +165,7 @@ def main() -> None:
     ) as scene:
         scene.wait_node_ready()
         heap_before = scene.probe_report() if heap else None
-        points = asyncio.run(climb(scene, steps))
+        points = asyncio.run(climb(scene, steps, Probe(arguments.probe_pods, arguments.probe_rate)))
         heap_after = scene.probe_report() if heap else None
         print(f"\n== kill -9 with {steps[-1]} pods running, and a new virtual kubelet")
         restart = scene.restart(steps[-1])
@@ -135,20 +175,32 @@ def main() -> None:
     print(f"\n== results (the virtual kubelet with its pods all Ready, up to {steps[-1]})")
     print(
         "| pods | RSS (MiB) | peak RSS (MiB) | CPU (s, since start) | KiB per pod over idle "
-        "| step: pods/s |"
+        "| burst: pods/s | probe: pods | startup p50 / p99 (s) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
-    previous = idle
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for point in points:
-        per_pod = (point.rss - idle.rss) * 1024 / point.pods if point.pods else 0.0
-        rate = (point.pods - previous.pods) / point.seconds if point.seconds else 0.0
+        if not point.pods:
+            print(f"| 0 | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | - | - | - | - |")
+            continue
+        per_pod = (point.rss - idle.rss) * 1024 / point.pods
+        rate = point.burst / point.seconds if point.seconds else 0.0
+        startup = (
+            f"{percentile(point.startup, 0.5):.2f} / {percentile(point.startup, 0.99):.2f}"
+            if point.startup
+            else "-"
+        )
         print(
             f"| {point.pods} | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | "
-            f"{per_pod:.1f} | {rate:.0f} |"
-            if point.pods
-            else f"| 0 | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | - | - |"
+            f"{per_pod:.1f} | {rate:.0f} | {len(point.startup)} | {startup} |"
         )
-        previous = point
+    last = points[-1]
+    if last.startup:
+        p99 = percentile(last.startup, 0.99)
+        print(
+            f"per-pod startup p99 with {last.pods} pods running: {p99:.2f} s ({len(last.startup)} "
+            f"pods, {arguments.probe_rate:g} per second)   target <= {TARGETS['p99']:g} s: "
+            + ("met" if p99 <= TARGETS["p99"] else "MISSED")
+        )
     print(
         f"restart with {steps[-1]} pods: converged in {restart.converged:.1f} s (target <= 10), "
         f"{restart.recreated} remote pods re-created (target 0); the new virtual kubelet's RSS "
