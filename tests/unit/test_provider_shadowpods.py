@@ -17,6 +17,7 @@ from vk.api.constants import (
     NODENAME_LABEL,
     ORIGIN_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
+    SHADOW_POD_FINALIZER,
     SHADOW_POD_OWNED_LABEL,
 )
 from vk.api.usage import forge_reserved_status, is_accounted
@@ -355,6 +356,60 @@ def test_the_provider_keeps_its_pod_in_line_with_the_shadow_pod() -> None:
         "spec": {"containers": [{"name": "app", "image": "nginx:2"}]},
     }
     assert live_pod_patch(forge_pod_of(shadow_pod()), pod()) is None
+
+
+class StatusWrites:
+    """The provider's API server for a ShadowPod's status writes: each merge patch answered
+    with the ShadowPod at its next resourceVersion; no namespace is a consumer's."""
+
+    name = "provider"
+
+    def __init__(self, shadow: JSON) -> None:
+        self.stored = shadow
+        self.patches: list[JSON] = []
+
+    async def get(self, path: str) -> JSON:
+        raise NotFound(404, "NotFound", path)
+
+    async def set_finalizer(self, path: str, obj: JSON, finalizer: str, *, present: bool) -> bool:
+        return False  # the ShadowPod carries it already
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        self.patches.append(patch)
+        metadata = self.stored["metadata"]
+        version = str(int(metadata["resourceVersion"]) + 1)
+        self.stored = {**self.stored, **patch, "metadata": {**metadata, "resourceVersion": version}}
+        return self.stored
+
+
+def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> None:
+    shadow = shadow_pod()
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = StatusWrites(shadow)
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(shadow)
+    key = "shop-venice/web"
+
+    async def reconcile_with(made: JSON) -> None:
+        made["metadata"]["uid"] = "pod-uid"
+        the_controller.pods.store.upsert(made)
+        await the_controller.reconcile(key)
+
+    async def scenario() -> None:
+        await reconcile_with(pod("Pending"))
+        # The Pod scheduled, its event first: the ShadowPod's cache still holds version 1.
+        await reconcile_with(pod("Pending", conditions=[{"type": "PodScheduled"}]))
+        assert len(api.patches) == 1
+        await reconcile_with(pod("Running"))
+
+    asyncio.run(scenario())
+    assert [patch["status"]["phase"] for patch in api.patches] == ["Pending", "Running"]
+    created = [patch["status"]["conditions"][0] for patch in api.patches]
+    assert created[0]["lastTransitionTime"] == created[1]["lastTransitionTime"]
+    # Once the cache shows the last write, the write is forgotten and the cache read again.
+    the_controller._on_shadow_pod("MODIFIED", api.stored, shadow)
+    assert the_controller.recent.current(key, None) is None
 
 
 # --- The virtual kubelet's side ---------------------------------------------------------------

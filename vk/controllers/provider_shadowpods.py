@@ -48,6 +48,7 @@ from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, 
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import live_pod_patch
+from vk.reflection.generic import RecentWrites
 from vk.reflection.workload.pods import pod_path, shadow_pod_path
 
 log = structlog.get_logger("vk.controllers.provider_shadowpods")
@@ -296,11 +297,15 @@ class ProviderShadowPods(Reconciler):
         self.consumer_namespaces = shared_informer(
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
+        # The statuses this controller wrote, until the cache shows them: the Pod's next event
+        # (scheduled, say) often comes first, and a status judged on the cache's older copy
+        # was written again, its transition time moved to a transition that never was.
+        self.recent = RecentWrites()
         self.controller = Controller(self, workers=workers)
 
     async def run(self) -> None:
         enqueue = self.controller.enqueue
-        self.shadow_pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        self.shadow_pods.add_handler(self._on_shadow_pod)
         self.pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
         await run_with_informers(
             self.controller,
@@ -310,8 +315,13 @@ class ProviderShadowPods(Reconciler):
             shared=(self.quotas,),
         )
 
+    def _on_shadow_pod(self, event: str, shadow: JSON, _: JSON | None) -> None:
+        key = object_key(shadow)
+        self.recent.observe(key, event, shadow)
+        self.controller.enqueue(key)
+
     async def reconcile(self, key: str) -> Result:
-        shadow = self.shadow_pods.store.get(key)
+        shadow = self.recent.current(key, self.shadow_pods.store.get(key))
         if shadow is None:
             return Result()  # its Pod goes with it: the garbage collector follows the owner
         namespace, name = split_key(key)
@@ -484,7 +494,8 @@ class ProviderShadowPods(Reconciler):
             return
         metadata = shadow["metadata"]
         with contextlib.suppress(NotFound):
-            await self.client.merge_patch(
+            written = await self.client.merge_patch(
                 shadow_pod_path(metadata["namespace"], metadata["name"], "status"),
                 {"status": desired},
             )
+            self.recent.wrote(object_key(written), written)
