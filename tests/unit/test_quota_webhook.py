@@ -600,16 +600,18 @@ def test_a_recount_folds_the_accounted_keeps_the_pending_and_drops_the_expired()
         "shop-venice/done": stamped("done", "4", status={"phase": "Succeeded"}),
     }
     pending = {"shop-venice/pending": "uid-pending"}
-    counted = forge_counted_status(status, existing, pending, NOW)
+    counted = forge_counted_status(status, pods_usage(existing.values()), existing, pending, NOW)
     assert counted["used"] == {"cpu": "1500m", "pods": "2"}
     assert sorted(counted["reservations"]) == ["shop-venice/never", "shop-venice/pending"]
     assert ledger_usage(counted, excluding=None) == {"cpu": D("3.5"), "pods": D(4)}
     later = NOW + datetime.timedelta(seconds=31)
-    expired = forge_counted_status(status, existing, pending, later)
+    expired = forge_counted_status(status, pods_usage(existing.values()), existing, pending, later)
     # Never created: undone. Created and not accounted yet: kept, however long that takes.
     assert list(expired["reservations"]) == ["shop-venice/pending"]
     # A ShadowPod of that name but another uid is not the one admitted: its reservation lapses.
-    other = forge_counted_status(status, existing, {"shop-venice/pending": "uid-new"}, later)
+    other = forge_counted_status(
+        status, pods_usage(existing.values()), existing, {"shop-venice/pending": "uid-new"}, later
+    )
     assert "reservations" not in other
 
 
@@ -700,7 +702,9 @@ class QuotaLedgers:
         existing = {f"shop-venice/{p['metadata']['name']}": p for p in shadow_pods}
         for stored in self.objects.values():
             status = stored.get("status") or {}
-            stored["status"] = forge_counted_status(status, existing, {}, now)
+            stored["status"] = forge_counted_status(
+                status, pods_usage(existing.values()), existing, {}, now
+            )
             stored["metadata"]["resourceVersion"] += "0"
 
 

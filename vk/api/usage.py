@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -119,10 +119,15 @@ def holds_resources(pod: Mapping[str, Any]) -> bool:
 
 def pods_usage(pods: Iterable[Mapping[str, Any]]) -> Resources:
     """The usage of a set of pods: the sum of those holding resources."""
+    return sum_usage(pod_usage(pod) for pod in pods if holds_resources(pod))
+
+
+def sum_usage(usages: Iterable[Mapping[str, Decimal]]) -> Resources:
+    """The sum of usages, added up in place (a recount adds up ten thousand)."""
     total: Resources = {}
-    for pod in pods:
-        if holds_resources(pod):
-            total = add_resources(total, pod_usage(pod))
+    for usage in usages:
+        for name, value in usage.items():
+            total[name] = total.get(name, Decimal(0)) + value
     return total
 
 
@@ -234,16 +239,17 @@ def is_accounted(shadow_pod: Mapping[str, Any]) -> bool:
 
 def forge_counted_status(
     status: Mapping[str, Any],
-    accounted: Mapping[str, Mapping[str, Any]],
+    used: Mapping[str, Decimal],
+    accounted: Collection[str],
     pending: Mapping[str, str],
     now: datetime,
 ) -> JSON:
-    """The Quota's status counted again from its user's ShadowPods as they exist: `accounted`
-    (key -> the ShadowPod seen as its pod) make `used`; `pending` (key -> uid) are not accounted
-    yet. A reservation goes once its ShadowPod is accounted (folded into `used`), and once it
-    has expired with no pending ShadowPod of its uid (never created, or never the API
-    server's); one waiting for its ShadowPod's accounting stays, expired or not."""
-    used = pods_usage(accounted.values())
+    """The Quota's status counted again from its user's ShadowPods as they exist: those
+    `accounted` (their keys) make `used` (`pods_usage` of them, seen as their pods); `pending`
+    (key -> uid) are not accounted yet. A reservation goes once its ShadowPod is accounted
+    (folded into `used`), and once it has expired with no pending ShadowPod of its uid (never
+    created, or never the API server's); one waiting for its ShadowPod's accounting stays,
+    expired or not."""
     reservations = {
         key: reservation
         for key, reservation in _reservations(status).items()

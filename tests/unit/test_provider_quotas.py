@@ -1,0 +1,83 @@
+"""The provider's recount of a Quota's ledger, over hand-filled caches: the usage it writes
+follows every change of its user's ShadowPods (each one's share worked out once per version of
+it, and forgotten with it)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from vk.api.constants import CREATOR_USER_LABEL
+from vk.api.offloading import ShadowPodConditionType
+from vk.controllers.provider_quotas import ProviderQuotaUsage
+from vk.kube.informer import DELETED, MODIFIED
+
+JSON = dict[str, Any]
+USER = "venice-naples"
+
+
+class StatusWrites:
+    """The provider's API server, for the recount's writes of the Quota's status."""
+
+    name = "provider"
+
+    def __init__(self) -> None:
+        self.written: list[JSON] = []
+
+    async def replace(self, path: str, body: JSON) -> JSON:
+        self.written.append(body["status"])
+        return body
+
+
+def accounted_shadow_pod(name: str, cpu: str, version: str, phase: str = "Running") -> JSON:
+    reserved = {"type": ShadowPodConditionType.QUOTA_RESERVED.value, "status": "True"}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop-venice",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "labels": {CREATOR_USER_LABEL: USER},
+        },
+        "spec": {"pod": {"containers": [{"name": "app", "resources": {"requests": {"cpu": cpu}}}]}},
+        "status": {"phase": phase, "conditions": [reserved]},
+    }
+
+
+def test_the_recount_follows_each_shadow_pods_changes_and_forgets_the_deleted() -> None:
+    api = StatusWrites()
+    recount = ProviderQuotaUsage(api)  # type: ignore[arg-type]
+    quota = {
+        "metadata": {"name": "naples", "namespace": "liqo-tenant-venice", "resourceVersion": "1"},
+        "spec": {"user": USER},
+    }
+    recount.quotas.store.upsert(quota)
+
+    def shows(shadow_pod: JSON, event: str = MODIFIED) -> None:
+        """What the informer does with a ShadowPod's event: its cache, then the handler."""
+        store = recount.shadow_pods.store
+        if event == DELETED:
+            store.delete(f"shop-venice/{shadow_pod['metadata']['name']}")
+        else:
+            store.upsert(shadow_pod)
+        recount._on_shadow_pod(event, shadow_pod, None)
+
+    async def used() -> JSON:
+        await recount.reconcile("liqo-tenant-venice/naples")
+        quota["status"] = api.written[-1]  # the cache shows the write
+        return dict(quota["status"]["used"])
+
+    async def scenario() -> None:
+        shows(accounted_shadow_pod("a", "1", "10"))
+        shows(accounted_shadow_pod("b", "500m", "11"))
+        assert await used() == {"cpu": "1500m", "pods": "2"}
+        # b finished: its next version counts nothing; a's share is as it was.
+        shows(accounted_shadow_pod("b", "500m", "12", phase="Succeeded"))
+        assert await used() == {"cpu": "1", "pods": "1"}
+        shows(accounted_shadow_pod("c", "2", "13"))
+        assert await used() == {"cpu": "3", "pods": "2"}
+        shows(accounted_shadow_pod("a", "1", "10"), DELETED)
+        assert await used() == {"cpu": "2", "pods": "1"}
+
+    asyncio.run(scenario())
+    assert sorted(recount._shares) == ["shop-venice/b", "shop-venice/c"]
