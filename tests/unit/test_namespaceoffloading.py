@@ -13,13 +13,18 @@ from vk.controllers.namespaceoffloading import (
     first_holder,
     forge_cluster_conditions,
     forge_namespace_map,
+    is_movable,
+    is_placed,
     offloading_phase,
+    placement_changed,
     placement_violation,
+    pod_placement,
     remote_namespace_name,
     selection,
     status_patch,
     virtual_node_labels,
 )
+from vk.kube.events import object_reference
 
 NOW = datetime.datetime(2026, 11, 22, 9, 0, tzinfo=datetime.UTC)
 REGION = "topology.liqo.io/region"
@@ -245,6 +250,62 @@ def test_where_a_pod_may_stay(
     assert (why is not None) == violates
     if why:
         assert the_pod["spec"]["nodeName"] in why
+
+
+def running_pod(**status: Any) -> dict[str, Any]:
+    """A ReplicaSet's pod as the API server sends it, running on virtual node naples."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "web-1",
+            "namespace": "shop",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "labels": {"app": "web"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "controller": True}],
+            "managedFields": [{"manager": "kube-scheduler"}],
+        },
+        "spec": {
+            "nodeName": "naples",
+            "runtimeClassName": "liqo",
+            "containers": [{"name": "app", "image": "nginx"}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        | status,
+    }
+
+
+def test_the_pod_cache_keeps_what_the_placement_decisions_read() -> None:
+    whole = running_pod()
+    kept = pod_placement(whole)
+    dropped = ("labels", "managedFields")
+    assert kept["metadata"] == {k: v for k, v in whole["metadata"].items() if k not in dropped}
+    assert kept["spec"] == {"nodeName": "naples", "runtimeClassName": "liqo"}
+    assert kept["status"] == {"phase": "Running"}
+    # Every decision is the same on what is kept as on the whole pod.
+    assert is_placed(kept)
+    assert is_movable(kept)
+    for strategy in ("Local", "Remote", "LocalAndRemote"):
+        for selected in (set(), {"naples"}):
+            assert placement_violation(kept, "naples", strategy, selected) == placement_violation(
+                whole, "naples", strategy, selected
+            )
+    assert object_reference(kept) == object_reference(whole)
+
+
+def test_only_a_change_of_where_a_pod_runs_or_whether_it_runs_on_looks_again() -> None:
+    kept = pod_placement(running_pod())
+    written = pod_placement(running_pod(conditions=[]))  # its status, not its phase
+    written["metadata"]["resourceVersion"] = "8"
+    assert not placement_changed("MODIFIED", written, kept)
+    finished = pod_placement(running_pod(phase="Succeeded"))
+    assert placement_changed("MODIFIED", finished, kept)
+    leaving = pod_placement(running_pod())
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-26T12:00:00Z"
+    assert placement_changed("MODIFIED", leaving, kept)
+    assert placement_changed("ADDED", kept, None)
+    assert placement_changed("DELETED", kept, kept)
 
 
 def test_the_status_patch_removes_providers_that_left() -> None:

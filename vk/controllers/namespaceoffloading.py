@@ -56,7 +56,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import Informer, object_key, shared_informer, split_key
+from vk.kube.informer import MODIFIED, Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.namespaceoffloading")
 
@@ -83,6 +83,8 @@ ON_THE_WAY = (CREATING, TERMINATING)
 # A namespace's pods are read from its own informer, started with its offloading: this long
 # after, if that informer has not listed yet, the offloading is looked at again.
 PODS_NOT_LISTED_RETRY = 0.5
+# The pods' changes in an offloaded namespace are looked at together, at most this late.
+PODS_BATCH_SECONDS = 1.0
 
 
 # --- Pure parts ----------------------------------------------------------------------------
@@ -295,6 +297,52 @@ def is_placed(pod: Mapping[str, Any]) -> bool:
     )
 
 
+_PLACEMENT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "deletionTimestamp",
+    "ownerReferences",
+)
+_PLACEMENT_SPEC = ("nodeName", "runtimeClassName")
+
+
+def pod_placement(pod: Mapping[str, Any]) -> JSON:
+    """What the controller's pod caches keep of a pod, all it reads: which pod it is (for an
+    eviction, an Event), where it runs and whether it runs on (`is_placed`,
+    `placement_violation`), and whether a controller makes it again (`is_movable`). A whole
+    pod, ten thousand times in an offloaded namespace, was kept for these."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    placement: JSON = {
+        "apiVersion": pod.get("apiVersion") or "v1",
+        "kind": pod.get("kind") or "Pod",
+        "metadata": {key: metadata[key] for key in _PLACEMENT_METADATA if key in metadata},
+        "spec": {key: spec[key] for key in _PLACEMENT_SPEC if key in spec},
+    }
+    if phase := (pod.get("status") or {}).get("phase"):
+        placement["status"] = {"phase": phase}
+    return placement
+
+
+def placement_changed(
+    event: str, placement: Mapping[str, Any], old: Mapping[str, Any] | None
+) -> bool:
+    """Whether a pod's event (on its `pod_placement`) may change what the controller decides:
+    all but a change of its resourceVersion alone (its status written, say, but not its phase)."""
+    if event != MODIFIED or old is None:
+        return True
+    if placement.get("spec") != old.get("spec") or placement.get("status") != old.get("status"):
+        return True
+    metadata, old_metadata = placement["metadata"], old.get("metadata") or {}
+    return any(
+        metadata.get(key) != old_metadata.get(key)
+        for key in _PLACEMENT_METADATA
+        if key != "resourceVersion"
+    )
+
+
 def status_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> JSON | None:
     """The merge patch turning status `current` into `wanted` (providers that left are set
     to null, as a merge patch removes keys); None when nothing changes."""
@@ -349,6 +397,15 @@ class NamespaceOffloadings(Reconciler):
         if self.offloadings.store.get(key) is not None:
             self.controller.enqueue(key)
 
+    def _on_pod(self, namespace: str, event: str, pod: JSON, old: JSON | None) -> None:
+        """A pod of an offloaded namespace changed where it runs, or whether it runs on: its
+        namespace is looked at again, once for the changes of a PODS_BATCH_SECONDS. (At each
+        change of any pod, a namespace of ten thousand pods was judged whole, over and over,
+        while a Deployment of them rolled out.)"""
+        key = f"{namespace}/{NAMESPACE_OFFLOADING_NAME}"
+        if placement_changed(event, pod, old) and self.offloadings.store.get(key) is not None:
+            self.controller.queue.add_after(key, PODS_BATCH_SECONDS)
+
     async def run(self) -> None:
         self.offloadings.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         # Virtual nodes and their labels come and go; providers answer in their maps. (Node
@@ -377,8 +434,8 @@ class NamespaceOffloadings(Reconciler):
     def _pods_of(self, namespace: str) -> Informer:
         """The informer of the namespace's pods, started on first need."""
         if namespace not in self.pods:
-            informer = Informer(self.client, "v1", "pods", namespace=namespace)
-            informer.add_handler(lambda *_: self._enqueue_namespace(namespace))
+            informer = Informer(self.client, "v1", "pods", namespace=namespace, keep=pod_placement)
+            informer.add_handler(lambda event, pod, old: self._on_pod(namespace, event, pod, old))
             self.pods[namespace] = (informer, asyncio.create_task(informer.run()))
         return self.pods[namespace][0]
 
