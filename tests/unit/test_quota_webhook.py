@@ -53,6 +53,7 @@ from vk.webhooks.admission import (
     OffloadingAdmission,
     ShadowPodAdmission,
     forge_review_response,
+    quota_as_read,
     quota_path,
     quota_user_index,
 )
@@ -717,7 +718,9 @@ class Webhook:
     ) -> None:
         self.quotas = Store({USER_INDEX: quota_user_index})
         for q in quotas:
-            self.quotas.upsert(q)
+            # As the webhook's informer keeps them: without their ledger, which every admission
+            # reads afresh (so no test here passes on a ledger read from the cache).
+            self.quotas.upsert(quota_as_read(q))
         self.namespaces = Store()
         self.namespaces.upsert(twin_namespace("shop-venice", level="baseline"))
         self.ledgers = QuotaLedgers(*quotas)
@@ -749,6 +752,15 @@ class Webhook:
                 else:
                     the_pod["metadata"]["labels"][CREATOR_USER_LABEL] = op["value"]
         return mutated, self.validate(review(the_pod, **kwargs))
+
+
+def test_the_quota_cache_keeps_whom_a_quota_limits_not_its_ledger() -> None:
+    quota = quota_json(GRANTED)
+    quota["status"] = {"used": {"cpu": "1", "pods": "1"}}
+    kept = quota_as_read(quota)
+    assert "status" not in kept
+    assert kept["metadata"] == quota["metadata"]
+    assert quota_user_index(kept) == quota_user_index(quota) == [USER]
 
 
 def test_a_tenants_pod_is_stamped_and_admitted_within_its_quota() -> None:

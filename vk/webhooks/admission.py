@@ -81,6 +81,14 @@ class LedgerClient(Protocol):
     async def replace(self, path: str, body: JSON) -> JSON: ...
 
 
+def quota_as_read(quota: JSON) -> JSON:
+    """What the webhook's Quota cache keeps: which Quota it is and whom it limits. Its ledger
+    (the status) is judged as the API server has it, read at each admission; cached, it was
+    decoded and compacted again at every write of it, several a second in a burst, with every
+    reservation not counted yet."""
+    return {key: quota[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in quota}
+
+
 def quota_user_index(quota: JSON) -> list[str]:
     """Quotas by the user they limit (the Quota informer's index)."""
     user = (quota.get("spec") or {}).get("user")

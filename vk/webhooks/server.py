@@ -42,6 +42,7 @@ from vk.webhooks.admission import (
     OffloadingAdmission,
     ShadowPodAdmission,
     forge_review_response,
+    quota_as_read,
     quota_user_index,
 )
 from vk.webhooks.certificates import (
@@ -329,7 +330,11 @@ async def run_webhook(options: WebhookOptions) -> int:
         )
     context = serving_ssl_context(cert_file, key_file, options.caller_ca_file)
     quotas = Informer(
-        client, Quota.group_version(), Quota.PLURAL, indexers={USER_INDEX: quota_user_index}
+        client,
+        Quota.group_version(),
+        Quota.PLURAL,
+        indexers={USER_INDEX: quota_user_index},
+        keep=quota_as_read,
     )
     # Tenant and twin namespaces: whose they are, and their Pod Security level.
     namespaces = Informer(client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL)
