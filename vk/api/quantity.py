@@ -4,6 +4,7 @@ Exact (Decimal), so sums of requests against a Quota never drift."""
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -60,18 +61,32 @@ def parse_quantity(value: int | str) -> Decimal:
     """The quantity's value; InvalidQuantity if it is none, or beyond what Kubernetes keeps
     (2^63-1)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        number = Decimal(value)
-    elif not isinstance(value, str) or not QUANTITY_RE.match(value):
+        return _within_range(Decimal(value), str(value))
+    if not isinstance(value, str):
         raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)")
-    elif binary := next((s for s in _BINARY if value.endswith(s)), None):
+    return _parse_text(value)
+
+
+# The same few quantities come again and again (every replica's requests, every reservation
+# of a Quota's ledger, read at each admission): each text is parsed once. A Decimal is
+# immutable; an invalid text raises every time (functools caches no exception).
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Decimal:
+    if not QUANTITY_RE.match(value):
+        raise InvalidQuantity(f"{value!r} is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)")
+    if binary := next((s for s in _BINARY if value.endswith(s)), None):
         number = _number(value[: -len(binary)], value) * _BINARY[binary]
     elif value[-1:] in _DECIMAL and not value[-1:].isdigit():
         number = _number(value[:-1], value) * _DECIMAL[value[-1]]
     else:
         number = _number(value, value)  # plain or with an exponent: 1e3, 12E-1
+    return _within_range(number, value)
+
+
+def _within_range(number: Decimal, text: str) -> Decimal:
     if abs(number) > MAX_QUANTITY:
         raise InvalidQuantity(
-            f"{str(value)[:40]!r} is out of range: Kubernetes quantities are at most 2^63-1"
+            f"{text[:40]!r} is out of range: Kubernetes quantities are at most 2^63-1"
         )
     return number
 
