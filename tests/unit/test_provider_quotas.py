@@ -14,6 +14,9 @@ from vk.kube.informer import DELETED, MODIFIED
 
 JSON = dict[str, Any]
 USER = "venice-naples"
+QUOTA_STATUS_PATH = (
+    "/apis/offloading.liqo.io/v1beta1/namespaces/liqo-tenant-venice/quotas/naples/status"
+)
 
 
 class StatusWrites:
@@ -25,6 +28,7 @@ class StatusWrites:
         self.written: list[JSON] = []
 
     async def replace(self, path: str, body: JSON) -> JSON:
+        assert path == QUOTA_STATUS_PATH
         self.written.append(body["status"])
         return body
 

@@ -140,12 +140,12 @@ class ProviderQuotaUsage(Reconciler):
         pending: dict[str, str] = {}
         for creator in quota_creator_index(quota):
             for shadow_pod in self.shadow_pods.store.by_index(CREATOR_INDEX, creator):
-                key = object_key(shadow_pod)
-                share = self._share(key, shadow_pod)
+                shadow_pod_key = object_key(shadow_pod)
+                share = self._share(shadow_pod_key, shadow_pod)
                 if share.accounted:
-                    accounted[key] = share.usage
+                    accounted[shadow_pod_key] = share.usage
                 else:
-                    pending[key] = share.uid
+                    pending[shadow_pod_key] = share.uid
         now = self.clock()
         status = quota.get("status") or {}
         used = sum_usage(accounted.values())
