@@ -4,15 +4,15 @@ On one scene (bench/virtual_node.py: home peered with far, one virtual kubelet r
 benchmark), the benchmark binds pods to the virtual node itself, step by step (by default to
 1000, 3000 and 10,000), and after each step waits until every pod is Ready at home, then reads
 the virtual kubelet's resident memory (and its peak) and CPU seconds. Each step binds most of its
-pods at once, and its last ones (the startup probe: 100 by default, at most half the step) one
-at a time at a steady rate once the others are Ready: their startup (created -> Ready at home)
-is the per-pod startup with that many pods running, which a burst cannot show, since its pods
-wait their turn behind each other. It prints a table with the bytes each pod adds over the idle
-virtual kubelet, each burst's rate (pods bound -> all Ready) and each probe's startup p50/p99;
-then `kill -9` of the virtual kubelet with them all running, and how a new one converges.
+pods at once, and its last ones (100 by default, at most half the step) paced, at a steady rate
+once the others are Ready: their startup (created -> Ready at home) is the per-pod startup with
+that many pods running, which a burst cannot show, since its pods wait their turn behind each
+other. It prints a table with the bytes each pod adds over the idle virtual kubelet, each
+burst's rate (pods bound -> all Ready) and the paced pods' startup p50/p99; then `kill -9` of
+the virtual kubelet with them all running, and how a new one converges.
 
-    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--probe-pods 100]
-        [--probe-rate 10] [--heap | --profile]
+    .venv/bin/python -m bench.curve [--steps 1000,3000,10000] [--paced-pods 100]
+        [--paced-rate 10] [--heap | --profile]
 
 `--heap`: the virtual kubelet runs under tracemalloc (bench/probe.py, slower), and the bench
 prints where its bytes per pod go at the last step, and how much of its RSS the Python heap is.
@@ -55,16 +55,16 @@ class Point:
     cpu: float  # CPU seconds since the virtual kubelet started
     burst: int  # pods bound at once in this step
     seconds: float  # this step's burst: first pod bound -> all Ready
-    startup: list[float]  # this step's probe: each pod's created -> Ready at home
+    startup: list[float]  # this step's paced pods: each one's created -> Ready at home
 
 
 @dataclass(frozen=True)
-class Probe:
+class Pacing:
     pods: int  # the last pods of each step, at most half of it
     rate: float  # pods created per second
 
 
-async def climb(scene: BenchVirtualNode, steps: list[int], probe: Probe) -> list[Point]:
+async def climb(scene: BenchVirtualNode, steps: list[int], pacing: Pacing) -> list[Point]:
     process = scene.process
     assert process is not None
     rss, peak, cpu = proc_stats(process.pid)
@@ -100,26 +100,29 @@ async def climb(scene: BenchVirtualNode, steps: list[int], probe: Probe) -> list
 
         for target in steps:
             first = points[-1].pods
-            probed = min(probe.pods, (target - first) // 2)
-            burst = target - first - probed
+            paced = min(pacing.pods, (target - first) // 2)
+            burst = target - first - paced
             began = time.monotonic()
             await asyncio.gather(*(create(i) for i in range(first, first + burst)))
             await all_ready(first + burst)
             seconds = time.monotonic() - began
-            # The probe: one pod at a time, each timed from just before its creation.
+            # One pod at a time, on a fixed schedule, each timed from just before its creation.
             created: dict[str, float] = {}
-            for index in range(first + burst, target):
+            pacing_began = time.monotonic()
+            for number, index in enumerate(range(first + burst, target)):
+                await asyncio.sleep(
+                    max(0.0, pacing_began + number / pacing.rate - time.monotonic())
+                )
                 created[bound_pod(index)["metadata"]["name"]] = time.monotonic()
                 await create(index)
-                await asyncio.sleep(1 / probe.rate)
             await all_ready(target)
             startup = [ready[name] - at for name, at in created.items()]
             await asyncio.sleep(2)  # the last status writes land
             rss, peak, cpu = proc_stats(process.pid)
             points.append(Point(target, rss, peak, cpu, burst, seconds, startup))
             print(
-                f"{target} pods Ready ({burst} at once in {seconds:.1f} s, then {probed} one by "
-                f"one): RSS {rss:.1f} MiB (peak {peak:.1f})",
+                f"{target} pods Ready ({burst} at once in {seconds:.1f} s, then {paced} paced): "
+                f"RSS {rss:.1f} MiB (peak {peak:.1f})",
                 flush=True,
             )
         following.cancel()
@@ -130,14 +133,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", default="1000,3000,10000")
     parser.add_argument(
-        "--probe-pods",
+        "--paced-pods",
         type=int,
         default=100,
-        help="the last pods of each step (at most half of it), created one at a time once the "
-        "others are Ready, whose startup is timed",
+        help="the last pods of each step (at most half of it), created at a steady rate once "
+        "the others are Ready, whose startup is timed",
     )
     parser.add_argument(
-        "--probe-rate", type=float, default=10.0, help="the probe's pods created per second"
+        "--paced-rate", type=float, default=10.0, help="the paced pods created per second"
     )
     probes = parser.add_mutually_exclusive_group()
     probes.add_argument(
@@ -165,7 +168,9 @@ def main() -> None:
     ) as scene:
         scene.wait_node_ready()
         heap_before = scene.probe_report() if heap else None
-        points = asyncio.run(climb(scene, steps, Probe(arguments.probe_pods, arguments.probe_rate)))
+        points = asyncio.run(
+            climb(scene, steps, Pacing(arguments.paced_pods, arguments.paced_rate))
+        )
         heap_after = scene.probe_report() if heap else None
         print(f"\n== kill -9 with {steps[-1]} pods running, and a new virtual kubelet")
         restart = scene.restart(steps[-1])
@@ -175,7 +180,7 @@ def main() -> None:
     print(f"\n== results (the virtual kubelet with its pods all Ready, up to {steps[-1]})")
     print(
         "| pods | RSS (MiB) | peak RSS (MiB) | CPU (s, since start) | KiB per pod over idle "
-        "| burst: pods/s | probe: pods | startup p50 / p99 (s) |"
+        "| burst: pods/s | paced pods | their startup p50 / p99 (s) |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for point in points:
@@ -198,7 +203,7 @@ def main() -> None:
         p99 = percentile(last.startup, 0.99)
         print(
             f"per-pod startup p99 with {last.pods} pods running: {p99:.2f} s ({len(last.startup)} "
-            f"pods, {arguments.probe_rate:g} per second)   target <= {TARGETS['p99']:g} s: "
+            f"pods paced, {arguments.paced_rate:g} per second)   target <= {TARGETS['p99']:g} s: "
             + ("met" if p99 <= TARGETS["p99"] else "MISSED")
         )
     print(
