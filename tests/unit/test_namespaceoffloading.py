@@ -3,12 +3,16 @@ tutorial's wording, Liqo's phase rule, and where a pod may stay."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import Any
 
 import pytest
 
+from vk.api.constants import NAMESPACE_OFFLOADING_NAME
+from vk.controllers import namespaceoffloading
 from vk.controllers.namespaceoffloading import (
+    NamespaceOffloadings,
     VirtualNodeView,
     first_holder,
     forge_cluster_conditions,
@@ -306,6 +310,61 @@ def test_only_a_change_of_where_a_pod_runs_or_whether_it_runs_on_looks_again() -
     assert placement_changed("MODIFIED", leaving, kept)
     assert placement_changed("ADDED", kept, None)
     assert placement_changed("DELETED", kept, kept)
+
+
+class NamespacePods:
+    """Home's API server as the controller's informer of namespace shop reads it: one running
+    pod, listed whole; a quiet watch."""
+
+    name = "home"
+
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        assert path == "/api/v1/namespaces/shop/pods"
+        yield [running_pod()], "7"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(3600)
+        yield {}
+
+
+async def test_a_namespaces_pods_are_cached_as_placed_and_looked_at_again_batched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(namespaceoffloading, "PODS_BATCH_SECONDS", 0.1)
+    controller = NamespaceOffloadings(NamespacePods(), "venice")  # type: ignore[arg-type]
+    key = f"shop/{NAMESPACE_OFFLOADING_NAME}"
+    controller.offloadings.store.upsert(
+        {"metadata": {"name": NAMESPACE_OFFLOADING_NAME, "namespace": "shop"}}
+    )
+    pods = controller._pods_of("shop")
+    try:
+        await asyncio.wait_for(pods.synced.wait(), 2)
+        assert pods.store.objects() == [pod_placement(running_pod())]
+        queue = controller.controller.queue
+        await asyncio.sleep(0.3)
+        assert len(queue) == 1  # the listed pod's ADDED
+        await queue.get()
+        queue.done(key)
+        kept = pods.store.objects()[0]
+        written = pod_placement(running_pod(conditions=[]))
+        written["metadata"]["resourceVersion"] = "8"
+        controller._on_pod("shop", "MODIFIED", written, kept)
+        await asyncio.sleep(0.3)
+        assert len(queue) == 0, "a status written, not a placement changed, looked at again"
+        finished = pod_placement(running_pod(phase="Succeeded"))
+        controller._on_pod("shop", "MODIFIED", finished, kept)
+        assert len(queue) == 0, "looked at again at once, not batched"
+        await asyncio.sleep(0.3)
+        assert len(queue) == 1
+        controller._on_pod("elsewhere", "ADDED", finished, None)  # no offloading there
+        await asyncio.sleep(0.3)
+        assert len(queue) == 1
+    finally:
+        controller._stop_pods("shop")
 
 
 def test_the_status_patch_removes_providers_that_left() -> None:
