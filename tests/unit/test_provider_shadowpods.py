@@ -412,6 +412,31 @@ def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> Non
     assert the_controller.recent.current(key, None) is None
 
 
+def test_a_status_written_never_stands_in_for_a_shadow_pod_deleted_since() -> None:
+    shadow = shadow_pod()
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = StatusWrites(shadow)
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(shadow)
+    made = pod("Pending")
+    made["metadata"]["uid"] = "pod-uid"
+    the_controller.pods.store.upsert(made)
+    key = "shop-venice/web"
+
+    async def scenario() -> None:
+        await the_controller.reconcile(key)
+        # Deleted by the consumer, its deletion seen before our write's answer was: the write
+        # is remembered, the cache holds nothing.
+        the_controller.shadow_pods.store.delete(key)
+        the_controller.pods.store.delete(key)
+        result = await the_controller.reconcile(key)
+        assert result.requeue_after is None
+
+    asyncio.run(scenario())
+    assert len(api.patches) == 1  # nothing written, nor a Pod made, for the ShadowPod gone
+
+
 # --- The virtual kubelet's side ---------------------------------------------------------------
 
 

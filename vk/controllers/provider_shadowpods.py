@@ -321,7 +321,11 @@ class ProviderShadowPods(Reconciler):
         self.controller.enqueue(key)
 
     async def reconcile(self, key: str) -> Result:
-        shadow = self.recent.current(key, self.shadow_pods.store.get(key))
+        cached = self.shadow_pods.store.get(key)
+        # Our last write stands in only for a cached copy it is newer than: with none cached,
+        # the ShadowPod was deleted (its deletion may come before our write's answer), and a
+        # copy of it would get a Pod made for a ShadowPod that is gone.
+        shadow = None if cached is None else self.recent.current(key, cached)
         if shadow is None:
             return Result()  # its Pod goes with it: the garbage collector follows the owner
         namespace, name = split_key(key)
