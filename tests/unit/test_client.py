@@ -12,6 +12,7 @@ from vk.kube.client import (
     MalformedWatch,
     NotFound,
     _typed_error,
+    delete_options,
     object_path,
     parse_watch_event,
     plural_of,
@@ -160,3 +161,16 @@ def test_an_error_answer_becomes_a_typed_error_whatever_its_body(
     error = _typed_error(status, body)
     assert type(error) is kind
     assert (error.status, error.reason, error.message) == (status, reason, message)
+
+
+def test_delete_options_say_only_what_they_are_given() -> None:
+    assert delete_options() == {"apiVersion": "v1", "kind": "DeleteOptions"}
+    assert delete_options(uid="u-1", grace_period=0) == {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": "u-1"},
+        "gracePeriodSeconds": 0,
+    }
+    assert delete_options(uid="u-1", grace_period=None)["preconditions"] == {"uid": "u-1"}
+    assert "gracePeriodSeconds" not in delete_options(uid="u-1", grace_period=None)
+    assert delete_options(propagation="Orphan")["propagationPolicy"] == "Orphan"

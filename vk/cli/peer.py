@@ -61,6 +61,7 @@ from vk.kube.client import (
     Conflict,
     KubeClient,
     NotFound,
+    delete_options,
     object_path,
     resource_path,
 )
@@ -312,7 +313,7 @@ async def remove_consumer_objects(
     waits for it, is taken off."""
     namespace = tenant_namespace(provider_id)
     release_finalizer = REPLICATION_FINALIZER if release else None
-    orphan = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Orphan"}
+    orphan = delete_options(propagation="Orphan")
     for kind, options in ((ResourceSlice, orphan), (VirtualNode, None)):
         with contextlib.suppress(NotFound):
             await consumer.delete(

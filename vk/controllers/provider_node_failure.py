@@ -18,7 +18,7 @@ import structlog
 
 from vk.api.constants import SHADOW_POD_OWNED_LABEL
 from vk.controllers.virtualnodes import node_ready
-from vk.kube.client import JSON, KubeClient, NotFound
+from vk.kube.client import JSON, KubeClient, NotFound, delete_options
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import object_key, shared_informer
 from vk.reflection.workload.pods import pod_path
@@ -71,12 +71,7 @@ class ProviderNodeFailure(Reconciler):
         if node is None or node_ready(node):
             return Result()  # its kubelet finishes it (a Node deleted: the pod GC does)
         metadata = pod["metadata"]
-        options: JSON = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "gracePeriodSeconds": 0,
-            "preconditions": {"uid": metadata["uid"]},
-        }
+        options: JSON = delete_options(uid=metadata["uid"], grace_period=0)
         with contextlib.suppress(NotFound):
             await self.client.delete(
                 pod_path(metadata["namespace"], metadata["name"]), body=options

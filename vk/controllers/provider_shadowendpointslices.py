@@ -24,7 +24,15 @@ import structlog
 
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, tenant_namespace
 from vk.api.offloading import ShadowEndpointSlice
-from vk.kube.client import JSON, ApiError, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    ApiError,
+    AppliedObjects,
+    KubeClient,
+    NotFound,
+    delete_options,
+    resource_path,
+)
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import object_key, shared_informer, split_key
@@ -305,11 +313,7 @@ class ProviderShadowEndpointSlices(Reconciler):
                         namespace=metadata["namespace"],
                         name=metadata["name"],
                     ),
-                    body={
-                        "apiVersion": "v1",
-                        "kind": "DeleteOptions",
-                        "preconditions": {"uid": ours["metadata"]["uid"]},
-                    },
+                    body=delete_options(uid=ours["metadata"]["uid"]),
                 )
         if await self._set_condition(shadow, "False", reason, message):
             log.warning("shadow endpoint slice refused", shadow=object_key(shadow), reason=reason)

@@ -44,7 +44,15 @@ from vk.api.constants import (
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
 from vk.api.usage import holds_reservation, is_accounted
 from vk.controllers.provider_quotas import CREATOR_INDEX
-from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    AlreadyExists,
+    ApiError,
+    KubeClient,
+    NotFound,
+    delete_options,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import live_pod_patch
@@ -472,13 +480,7 @@ class ProviderShadowPods(Reconciler):
 
     async def _delete_pod(self, pod: JSON, grace: int | None) -> None:
         metadata = pod["metadata"]
-        options: JSON = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": metadata["uid"]},
-        }
-        if grace is not None:
-            options["gracePeriodSeconds"] = grace
+        options = delete_options(uid=metadata["uid"], grace_period=grace)
         with contextlib.suppress(NotFound):
             await self.client.delete(
                 pod_path(metadata["namespace"], metadata["name"]), body=options

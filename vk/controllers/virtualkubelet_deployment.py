@@ -29,7 +29,7 @@ from vk.api.constants import (
     virtual_kubelet_service_account,
 )
 from vk.controllers.virtualnodes import Launcher, VirtualKubeletSpec
-from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, delete_options, resource_path
 from vk.kube.informer import Informer, object_key, shared_informer
 
 KUBELET_PORT = 10250
@@ -230,11 +230,7 @@ class DeploymentLauncher(Launcher):
         with contextlib.suppress(NotFound):
             await self.client.delete(
                 path,
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "propagationPolicy": "Background",
-                },
+                body=delete_options(propagation="Background"),
             )
         pods = await self.client.get(
             resource_path("v1", "pods", namespace=namespace),

@@ -191,6 +191,23 @@ def object_path(obj: Mapping[str, Any]) -> str:
     )
 
 
+def delete_options(
+    *, uid: str | None = None, grace_period: int | None = None, propagation: str | None = None
+) -> JSON:
+    """The DeleteOptions body of a deletion. `uid`: a precondition, so that what is deleted is
+    the object looked at, never another made since under its name (the API server answers 409
+    then); `grace_period`: seconds, 0 for at once; `propagation`: what becomes of its
+    dependents (`Orphan`, `Background`, `Foreground`)."""
+    options: JSON = {"apiVersion": "v1", "kind": "DeleteOptions"}
+    if uid is not None:
+        options["preconditions"] = {"uid": uid}
+    if grace_period is not None:
+        options["gracePeriodSeconds"] = grace_period
+    if propagation is not None:
+        options["propagationPolicy"] = propagation
+    return options
+
+
 class KubeClient:
     """One API server, one identity. Use as `async with KubeClient(conn) as client:`."""
 

@@ -25,7 +25,15 @@ from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import UnknownMetricFamily
 from prometheus_client.registry import Collector
 
-from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    AlreadyExists,
+    ApiError,
+    KubeClient,
+    NotFound,
+    delete_options,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import DELETED, EventHandler, Informer, shared_informer, split_key
@@ -530,11 +538,7 @@ class LocalToRemoteReflector(NamespacedReflector):
         try:
             await state.client.delete(
                 self._path(state, metadata["name"]),
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "preconditions": {"uid": metadata["uid"]},
-                },
+                body=delete_options(uid=metadata["uid"]),
             )
         except NotFound:
             pass

@@ -16,7 +16,15 @@ import datetime
 from collections.abc import Callable
 
 from vk.api.constants import NODENAME_LABEL, POD_TERMINAL_PHASES, SERVICE_ACCOUNT_NAME_LABEL
-from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    AlreadyExists,
+    ApiError,
+    KubeClient,
+    NotFound,
+    delete_options,
+    resource_path,
+)
 from vk.kube.controller import Result
 from vk.kube.informer import Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
@@ -160,11 +168,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                         resource_path(
                             "v1", "secrets", namespace=state.remote_namespace, name=secret_name
                         ),
-                        body={
-                            "apiVersion": "v1",
-                            "kind": "DeleteOptions",
-                            "preconditions": {"uid": secret["metadata"]["uid"]},
-                        },
+                        body=delete_options(uid=secret["metadata"]["uid"]),
                     )
                 self.recent.deleted(secret_key, secret)
                 REFLECTION_ITEMS.labels(self.name, "deleted").inc()

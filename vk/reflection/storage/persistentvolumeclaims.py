@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 
 from vk.api.constants import NODENAME_LABEL
-from vk.kube.client import JSON, AlreadyExists, NotFound, resource_path
+from vk.kube.client import JSON, AlreadyExists, NotFound, delete_options, resource_path
 from vk.kube.informer import Informer
 from vk.reflection.forge.storage import (
     forge_local_pv,
@@ -116,9 +116,5 @@ class PersistentVolumeClaimReflector(LocalToRemoteReflector):
             with contextlib.suppress(NotFound):
                 await self.home.delete(
                     resource_path("v1", "persistentvolumes", name=volume["metadata"]["name"]),
-                    body={
-                        "apiVersion": "v1",
-                        "kind": "DeleteOptions",
-                        "preconditions": {"uid": volume["metadata"]["uid"]},
-                    },
+                    body=delete_options(uid=volume["metadata"]["uid"]),
                 )

@@ -34,7 +34,15 @@ from vk.api.constants import (
     SHADOW_POD_NOT_RESERVED,
 )
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
-from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    AlreadyExists,
+    ApiError,
+    KubeClient,
+    NotFound,
+    delete_options,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, namespace_index, split_key
@@ -668,11 +676,7 @@ class PodReflector(Reconciler):
                         await client.merge_patch(path, grace)
                     await client.delete(
                         path,
-                        body={
-                            "apiVersion": "v1",
-                            "kind": "DeleteOptions",
-                            "preconditions": {"uid": shadow["metadata"]["uid"]},
-                        },
+                        body=delete_options(uid=shadow["metadata"]["uid"]),
                     )
             return Result()  # the ShadowPod's deletion event brings us back
         await self._finish_local(local)
@@ -690,11 +694,7 @@ class PodReflector(Reconciler):
             with contextlib.suppress(NotFound):
                 await client.delete(
                     shadow_pod_path(remote_namespace, shadow["metadata"]["name"]),
-                    body={
-                        "apiVersion": "v1",
-                        "kind": "DeleteOptions",
-                        "preconditions": {"uid": shadow["metadata"]["uid"]},
-                    },
+                    body=delete_options(uid=shadow["metadata"]["uid"]),
                 )
         return Result()  # its deletion brings us back, to create this pod's
 
@@ -722,11 +722,7 @@ class PodReflector(Reconciler):
         with contextlib.suppress(NotFound):
             await client.delete(
                 shadow_pod_path(metadata["namespace"], metadata["name"]),
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "preconditions": {"uid": metadata["uid"]},
-                },
+                body=delete_options(uid=metadata["uid"]),
             )
         return Result()  # its deletion brings us back, to ask again
 
@@ -736,12 +732,7 @@ class PodReflector(Reconciler):
         with contextlib.suppress(NotFound):
             await self.home.delete(
                 pod_path(metadata["namespace"], metadata["name"]),
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "gracePeriodSeconds": 0,
-                    "preconditions": {"uid": metadata["uid"]},
-                },
+                body=delete_options(uid=metadata["uid"], grace_period=0),
             )
 
     async def _delete_orphan(
@@ -758,11 +749,7 @@ class PodReflector(Reconciler):
         with contextlib.suppress(NotFound):
             await client.delete(
                 shadow_pod_path(namespace, name),
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "preconditions": {"uid": remote["metadata"]["uid"]},
-                },
+                body=delete_options(uid=remote["metadata"]["uid"]),
             )
 
     def _count_recreation(self, key: str, remote: JSON) -> None:
