@@ -178,16 +178,36 @@ def print_watch_events(before: Sample, after: Sample, n: int) -> None:
     """The watch events the virtual kubelet took in between two samples, per pod, by client
     and resource: each is decoded, compacted and handed to its handlers, its share of the CPU
     per pod."""
-    taken: dict[tuple[str, str], float] = {}
-    for (name, labels), value in after.items():
-        if name == "vk_watch_events_total":
-            label = dict(labels)
-            key = (label["client"], label["resource"])
-            taken[key] = taken.get(key, 0.0) + value - before.get((name, labels), 0.0)
+    taken = counted_between(before, after, "vk_watch_events_total", ("client", "resource"))
     print(f"watch events per offloaded pod:        {sum(taken.values()) / n:7.2f}")
     for (client, resource), value in sorted(taken.items(), key=lambda item: -item[1]):
-        if value > 0:
+        if value / n >= 0.01:
             print(f"    {value / n:5.2f} per pod  {client:8s} {resource}")
+
+
+def print_reconciles(before: Sample, after: Sample, n: int) -> None:
+    """The reconciles the virtual kubelet ran between two samples, per pod, by queue (a key
+    added to its queue while not waiting there already is one reconcile): each reads the
+    caches and forges what it would write, the rest of the CPU per pod."""
+    ran = counted_between(before, after, "vk_workqueue_adds_total", ("name",))
+    print(f"reconciles per offloaded pod:          {sum(ran.values()) / n:7.2f}")
+    for (queue,), value in sorted(ran.items(), key=lambda item: -item[1]):
+        if value / n >= 0.01:
+            print(f"    {value / n:5.2f} per pod  {queue}")
+
+
+def counted_between(
+    before: Sample, after: Sample, metric: str, by: tuple[str, ...]
+) -> dict[tuple[str, ...], float]:
+    """How much a counter grew between two samples, by the values of the labels `by` (the
+    series that did not grow left out)."""
+    grown: dict[tuple[str, ...], float] = {}
+    for (name, labels), value in after.items():
+        if name == metric and value > before.get((name, labels), 0.0):
+            label = dict(labels)
+            key = tuple(label[label_name] for label_name in by)
+            grown[key] = grown.get(key, 0.0) + value - before.get((name, labels), 0.0)
+    return grown
 
 
 def print_breakdown(breakdown: dict[tuple[tuple[str, str], ...], float], n: int) -> None:
@@ -363,6 +383,7 @@ def main() -> None:
         print(f"  and apart, {what}: {per_pod[what]:5.2f} per pod: {WHY[what]}")
     print_breakdown(breakdown, n)
     print_watch_events(before, after, n)
+    print_reconciles(before, after, n)
     print(
         "informers (one watch each): "
         + ", ".join(f"{name} {count:.0f}" for name, count in informers.items())

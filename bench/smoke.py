@@ -29,6 +29,7 @@ BENCHES = [
             "virtual kubelet peak RSS:",
             "API writes per offloaded pod:",
             "watch events per offloaded pod:",
+            "reconciles per offloaded pod:",
             "informers (one watch each):",
             "far's controller-manager API writes per pod:",
             "far's webhook API writes per pod:",

@@ -11,6 +11,7 @@ from vk.kube.client import JSON, NotFound
 from vk.kube.informer import Informer
 from vk.reflection.event.events import EventReflector
 from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.generic import LOCAL as LOCAL_SIDE
 from vk.reflection.generic import NamespaceReflection
 from vk.reflection.workload.pods import PodReflector
 
@@ -95,3 +96,44 @@ def test_the_pod_reflector_knows_only_its_own_synced_pods_of_that_uid() -> None:
     assert pods.offloaded_pod(LOCAL, "web", REMOTE, "web", "another-uid") is None  # re-created
     assert pods.offloaded_pod(LOCAL, "db", REMOTE, "db", "") is None  # not this node's
     assert pods.offloaded_pod("other", "web", REMOTE, "web", "") is None  # not mapped there
+
+
+class Home:
+    """Stores the Events created, each with a resourceVersion."""
+
+    def __init__(self) -> None:
+        self.created: list[JSON] = []
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        stored = {**body, "metadata": {**body["metadata"], "uid": "e", "resourceVersion": "9"}}
+        self.created.append(stored)
+        return stored
+
+
+def test_a_reflected_event_is_written_once_and_its_echo_wakes_nothing() -> None:
+    """Before its informer shows it, the Event written stands for it (a second reconcile
+    creates no other); its own copy coming back needs no reconcile (one per pod, before)."""
+    home: Any = Home()
+    events = EventReflector(
+        reflector_options(home),
+        ReflectionPolicy.DENY_LIST,
+        lambda *_: {"metadata": {"name": "web", "namespace": LOCAL, "uid": "local-uid"}},
+    )
+    local_events = Informer(home, "v1", "events", namespace=LOCAL)
+    remote_events = Informer(home, "v1", "events", namespace=REMOTE)
+    remote_events.store.upsert(
+        {**event(), "reason": "Scheduled", "message": "assigned", "type": "Normal", "count": 1}
+    )
+    for informer in (local_events, remote_events):
+        informer.synced.set()
+    state = NamespaceReflection(LOCAL, REMOTE, home, [local_events, remote_events])
+    events.namespaces[LOCAL] = state
+
+    asyncio.run(events.reconcile(f"{LOCAL}/web.1"))
+    asyncio.run(events.reconcile(f"{LOCAL}/web.1"))
+    assert len(home.created) == 1, "created again before its informer showed it"
+    local_events.store.upsert(home.created[0])
+    events.on_event(state, LOCAL_SIDE, "ADDED", home.created[0])
+    assert len(events.controller.queue) == 0, "our own write coming back"
+    events.on_event(state, LOCAL_SIDE, "DELETED", home.created[0])
+    assert len(events.controller.queue) == 1, "deleted by another: made again"

@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from vk.kube.informer import ADDED, DELETED, MODIFIED
-from vk.reflection.generic import RecentWrites, replacement, rv_newer
+from tests.unit.reflectors import reflector_options
+from vk.api.constants import SERVICE_ACCOUNT_NAME_LABEL
+from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
+from vk.reflection.configuration.secrets import SecretReflector
+from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.generic import REMOTE, NamespaceReflection, RecentWrites, replacement, rv_newer
 
 
 def versioned(rv: str) -> dict[str, Any]:
@@ -123,3 +127,59 @@ def test_a_copy_deleted_by_hand_before_the_informer_saw_our_write_is_not_remembe
     recent.wrote(KEY, created)
     recent.observe(KEY, DELETED, created)  # added and deleted before we looked again
     assert recent.current(KEY, None) is None, "so it is created again"
+
+
+def test_only_our_own_write_coming_back_is_an_echo() -> None:
+    """An echo needs no reconcile: the one that wrote it knew all it says. Anything else
+    does: an older event, someone's later change, a deletion, a write already seen."""
+    recent = RecentWrites()
+    recent.wrote(KEY, copy_of("u-1", "10"))
+    assert recent.observe(KEY, MODIFIED, copy_of("u-1", "9")) is False, "from before our write"
+    assert recent.observe(KEY, MODIFIED, copy_of("u-1", "10")) is True
+    assert recent.observe(KEY, MODIFIED, copy_of("u-1", "10")) is False, "told once"
+    recent.wrote(KEY, copy_of("u-1", "12"))
+    assert recent.observe(KEY, MODIFIED, copy_of("u-1", "13")) is False, "someone else's, later"
+    recent.wrote(KEY, copy_of("u-1", "14"))
+    assert recent.observe(KEY, DELETED, copy_of("u-1", "14")) is False
+    assert recent.observe(KEY, ADDED, copy_of("u-2", "15")) is False, "nothing written"
+
+
+def test_a_remote_object_reflected_here_wakes_its_key_but_our_echo_and_anothers_do_not() -> None:
+    """The Secret reflector shares the twin namespace's Secrets with the token reflector: a
+    pod's token Secret, another reflector's, wakes nothing (one reconcile per pod, before),
+    until it goes (a local Secret of its name may be reflected then); our own write coming
+    back wakes nothing either."""
+    client: Any = object()
+    secrets = SecretReflector(reflector_options(client), ReflectionPolicy.DENY_LIST)
+    state = NamespaceReflection("shop", "shop-far", client, [Informer(client, "v1", "secrets")])
+    queue = secrets.controller.queue
+
+    def woken() -> list[str]:
+        return sorted(queue._dirty)
+
+    token = {
+        "metadata": {
+            "name": "web-token",
+            "uid": "t",
+            "resourceVersion": "3",
+            "labels": {SERVICE_ACCOUNT_NAME_LABEL: "default"},
+        }
+    }
+    secrets.on_event(state, REMOTE, ADDED, token)
+    secrets.on_event(state, REMOTE, MODIFIED, token)
+    assert woken() == []
+    secrets.on_event(state, REMOTE, DELETED, token)
+    assert woken() == ["shop/web-token"]
+
+    queue._dirty.clear()
+    written = {"metadata": {"name": "settings", "uid": "s", "resourceVersion": "7"}}
+    secrets.recent.wrote("shop-far/settings", written)
+    secrets.on_event(state, REMOTE, ADDED, written)
+    assert woken() == [], "our own write coming back"
+    secrets.on_event(
+        state,
+        REMOTE,
+        MODIFIED,
+        {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}},
+    )
+    assert woken() == ["shop/settings"], "changed by someone else"

@@ -13,8 +13,12 @@ import orjson
 
 from tests.unit.reflectors import reflector_options
 from vk.kube.client import JSON
-from vk.kube.informer import Informer
-from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
+from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
+from vk.reflection.configuration.serviceaccounts import (
+    ServiceAccountTokenReflector,
+    token_inputs,
+)
+from vk.reflection.forge.pods import API_SERVER_SUPPORT_ANNOTATION
 from vk.reflection.generic import NamespaceReflection
 
 LOCAL, REMOTE = "shop", "shop-home"
@@ -121,3 +125,54 @@ def test_a_pod_reconciled_before_the_secrets_are_synced_waits_for_them_and_comes
         assert len(tokens.controller.queue) == 1  # the pod, again
 
     asyncio.run(scenario())
+
+
+def bound_pod(**changes: Any) -> JSON:
+    """A pod bound to the node, Running, with one projected token; `changes` merged into its
+    metadata, spec and status."""
+    token_source = {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
+    pod: JSON = {
+        "metadata": {"name": "web", "namespace": LOCAL, "uid": "pod-uid", "resourceVersion": "4"},
+        "spec": {
+            "serviceAccountName": "default",
+            "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [token_source]}}],
+        },
+        "status": {"phase": "Running", "podIP": "10.0.0.7"},
+    }
+    for part, values in changes.items():
+        pod[part] = {**pod[part], **values}
+    return pod
+
+
+def test_what_a_pods_tokens_depend_on_and_what_not() -> None:
+    pod = bound_pod()
+    assert token_inputs(bound_pod(status={"phase": "Running", "podIP": "10.0.0.8"})) == (
+        token_inputs(pod)
+    ), "its status written: nothing to its tokens"
+    assert token_inputs(bound_pod(metadata={"resourceVersion": "5"})) == token_inputs(pod)
+    for changed in (
+        bound_pod(metadata={"uid": "another"}),
+        bound_pod(metadata={"deletionTimestamp": "2026-11-26T08:00:00Z"}),
+        bound_pod(status={"phase": "Succeeded"}),
+        bound_pod(metadata={"annotations": {API_SERVER_SUPPORT_ANNOTATION: "disabled"}}),
+        bound_pod(spec={"serviceAccountName": "builder"}),
+        bound_pod(spec={"volumes": []}),
+    ):
+        assert token_inputs(changed) != token_inputs(pod), changed
+
+
+def test_a_pod_event_wakes_the_token_reflection_only_when_its_tokens_may_change() -> None:
+    client: Any = object()
+    pods = Informer(client, "v1", "pods")
+    tokens = token_reflector(pods)
+    woken = tokens.controller.queue._dirty
+    tokens._on_pod(ADDED, bound_pod(), None)
+    assert woken == {f"{LOCAL}/web"}
+    woken.clear()
+    tokens._on_pod(MODIFIED, bound_pod(status={"phase": "Running"}), bound_pod())
+    assert woken == set(), "a status written"
+    tokens._on_pod(MODIFIED, bound_pod(status={"phase": "Failed"}), bound_pod())
+    assert woken == {f"{LOCAL}/web"}, "finished: its Secret goes"
+    woken.clear()
+    tokens._on_pod(DELETED, bound_pod(), bound_pod())
+    assert woken == {f"{LOCAL}/web"}

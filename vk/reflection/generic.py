@@ -36,7 +36,14 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import DELETED, EventHandler, Informer, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    EventHandler,
+    Informer,
+    resource_version,
+    shared_informer,
+    split_key,
+)
 from vk.reflection.forge.meta import is_owned_by_us, without_not_reflected
 
 log = structlog.get_logger("vk.reflection")
@@ -137,20 +144,24 @@ class RecentWrites:
         self._deleted.add(obj["metadata"].get("uid", ""))
         self._written.pop(key, None)
 
-    def observe(self, key: str, event: str, obj: JSON) -> None:
+    def observe(self, key: str, event: str, obj: JSON) -> bool:
         """The informer's event on `key`: what we wrote or deleted of it that the informer
         shows now is forgotten. Not only when the key is reconciled again: an object written
         once and never reconciled after (a pod's token Secret) kept our write, answer and
-        all, for ever (bench.curve --heap: 0.8 KiB per pod)."""
+        all, for ever (bench.curve --heap: 0.8 KiB per pod). True when the event is our last
+        write itself coming back (the very resourceVersion our write was answered with): it
+        tells the reconcile that wrote it nothing new, and needs none (one per pod saved)."""
         uid = obj["metadata"].get("uid", "")
         if event == DELETED:
             self._deleted.discard(uid)
             if (self._written.get(key) or {}).get("metadata", {}).get("uid") == uid:
                 del self._written[key]
-            return
+            return False
         written = self._written.get(key)
-        if written is not None and not rv_newer(written, obj):
-            del self._written[key]
+        if written is None or rv_newer(written, obj):
+            return False
+        del self._written[key]
+        return resource_version(written) == resource_version(obj) != ""
 
     def current(self, key: str, cached: JSON | None) -> JSON | None:
         """The latest known state of `key`: the informer's `cached` copy, or what we wrote
@@ -427,7 +438,14 @@ class LocalToRemoteReflector(NamespacedReflector):
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
         if side == REMOTE:
-            self.recent.observe(f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj)
+            key = f"{state.remote_namespace}/{obj['metadata']['name']}"
+            if self.recent.observe(key, event, obj):
+                return  # our own write coming back
+            if event != DELETED and self.ignores_remote(obj):
+                # Another reflector's (the token Secret of every pod, in the Secrets' shared
+                # informer): its reconcile would leave it at once. Its deletion is not left:
+                # a local object of that name may be reflected then.
+                return
         super().on_event(state, side, event, obj)
 
     def _remote(self, state: NamespaceReflection, name: str) -> JSON | None:

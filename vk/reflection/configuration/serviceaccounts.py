@@ -26,9 +26,9 @@ from vk.kube.client import (
     resource_path,
 )
 from vk.kube.controller import Result
-from vk.kube.informer import Informer, shared_informer, split_key
+from vk.kube.informer import DELETED, Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
-from vk.reflection.forge.pods import uses_home_tokens
+from vk.reflection.forge.pods import API_SERVER_SUPPORT_ANNOTATION, uses_home_tokens
 from vk.reflection.forge.tokens import (
     Token,
     TokenSource,
@@ -64,6 +64,22 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+def token_inputs(local_pod: JSON) -> tuple[object, ...]:
+    """All that a pod's tokens depend on (the reconcile reads nothing else of it): a pod event
+    that changes none of it brings no reconcile."""
+    metadata = local_pod["metadata"]
+    spec = local_pod.get("spec") or {}
+    return (
+        metadata.get("uid"),
+        bool(metadata.get("deletionTimestamp")),
+        (local_pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES,
+        (metadata.get("annotations") or {}).get(API_SERVER_SUPPORT_ANNOTATION),
+        spec.get("serviceAccountName"),
+        spec.get("serviceAccount"),
+        spec.get("volumes"),
+    )
+
+
 class ServiceAccountTokenReflector(NamespacedReflector):
     name = "serviceaccounts"
     liqo_resource = "serviceaccount"
@@ -94,8 +110,10 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         return [shared_informer(client, "v1", "secrets", namespace=remote_namespace)]
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
-        self.recent.observe(f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj)
-        super().on_event(state, side, event, obj)
+        if not self.recent.observe(
+            f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj
+        ):
+            super().on_event(state, side, event, obj)  # not our own write coming back
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         # Whoever's it is: another node's token Secret of the same pod name going lets this
@@ -124,12 +142,14 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 self.controller.enqueue(f"{local}/{pod['metadata']['name']}")
 
     async def run(self) -> None:
-        self.pods.add_handler(
-            lambda _, pod, __: self.controller.enqueue(
-                f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            )
-        )
+        self.pods.add_handler(self._on_pod)
         await super().run()
+
+    def _on_pod(self, event: str, pod: JSON, old: JSON | None) -> None:
+        # Most of a pod's changes are its status written (by this very virtual kubelet), which
+        # its tokens do not depend on: only what they do brings a reconcile.
+        if event == DELETED or old is None or token_inputs(pod) != token_inputs(old):
+            self.controller.enqueue(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)

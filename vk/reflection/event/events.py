@@ -27,6 +27,7 @@ from vk.reflection.generic import (
     REMOTE,
     NamespacedReflector,
     NamespaceReflection,
+    RecentWrites,
     ReflectorOptions,
 )
 
@@ -64,6 +65,7 @@ class EventReflector(NamespacedReflector):
         self.offloaded_pod = offloaded_pod
         # remote involved object UID -> the local object it stands for (None: not ours)
         self._local_objects: dict[str, JSON | None] = {}
+        self.recent = RecentWrites()  # the local Events written, until their informer shows them
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -85,6 +87,11 @@ class EventReflector(NamespacedReflector):
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         return [f"{state.local_namespace}/{obj['metadata']['name']}"]
 
+    def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        if side == LOCAL and self.recent.observe(self.keys_of(state, side, obj)[0], event, obj):
+            return  # our own write coming back
+        super().on_event(state, side, event, obj)
+
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
         assert namespace is not None
@@ -95,13 +102,14 @@ class EventReflector(NamespacedReflector):
             return Result()  # enqueued again once it is
         local_events, remote_events = state.informers[LOCAL], state.informers[REMOTE]
         remote = remote_events.store.get(f"{state.remote_namespace}/{name}")
-        local = local_events.store.get(key)
+        local = self.recent.current(key, local_events.store.get(key))
         if remote is None or not should_reflect(remote, self.policy):
             if local is not None:
                 with contextlib.suppress(NotFound):
                     await self.home.delete(
                         resource_path("v1", "events", namespace=namespace, name=name)
                     )
+                self.recent.deleted(key, local)
             return Result()
         involved = await self._local_object(state, remote)
         if involved is None:
@@ -115,16 +123,22 @@ class EventReflector(NamespacedReflector):
         )
         if local is None:
             with contextlib.suppress(AlreadyExists):  # someone else's Event of that name
-                await self.home.create(resource_path("v1", "events", namespace=namespace), desired)
+                self.recent.wrote(
+                    key,
+                    await self.home.create(
+                        resource_path("v1", "events", namespace=namespace), desired
+                    ),
+                )
                 REFLECTION_ITEMS.labels(self.name, "created").inc()
         elif event_needs_update(desired, local):
-            await self.home.merge_patch(
+            patched = await self.home.merge_patch(
                 resource_path("v1", "events", namespace=namespace, name=name),
                 {
-                    key: desired.get(key)
-                    for key in ("count", "lastTimestamp", "message", "type", "metadata")
+                    field: desired.get(field)
+                    for field in ("count", "lastTimestamp", "message", "type", "metadata")
                 },
             )
+            self.recent.wrote(key, patched)
             REFLECTION_ITEMS.labels(self.name, "updated").inc()
         return Result()
 
