@@ -25,6 +25,7 @@ from typing import Any
 from vk.api.constants import POD_TERMINAL_PHASES
 from vk.api.offloading import ShadowPodConditionType
 from vk.api.quantity import format_quantity, parse_quantity
+from vk.api.timestamps import kube_time
 
 JSON = dict[str, Any]
 Resources = dict[str, Decimal]
@@ -134,10 +135,6 @@ def sum_usage(usages: Iterable[Mapping[str, Decimal]]) -> Resources:
 # --- The ledger in the Quota's status --------------------------------------------------------
 
 
-def format_time(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _expired(reservation: Mapping[str, Any], now: datetime) -> bool:
     try:
         expires = datetime.fromisoformat(str(reservation.get("expires")))
@@ -211,7 +208,7 @@ def _reservation(uid: str, usage: Mapping[str, Decimal], now: datetime) -> JSON:
     return {
         "uid": uid,
         "resources": format_resources(usage),
-        "expires": format_time(now + timedelta(seconds=RESERVATION_SECONDS)),
+        "expires": kube_time(now + timedelta(seconds=RESERVATION_SECONDS)),
     }
 
 

@@ -25,6 +25,7 @@ from vk.api.constants import (
     virtual_kubelet_service_account,
 )
 from vk.api.offloading import VirtualNode
+from vk.api.timestamps import kube_time
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import shared_informer
@@ -98,7 +99,7 @@ def forge_approval(csr: JSON, reason: str, message: str, now: datetime.datetime)
             "status": "True",
             "reason": reason,
             "message": message,
-            "lastUpdateTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastUpdateTime": kube_time(now),
         },
     ]
     approved["status"] = status

@@ -42,6 +42,7 @@ from vk.api.constants import (
     SHADOW_POD_OWNED_LABEL,
 )
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
+from vk.api.timestamps import kube_time
 from vk.api.usage import holds_reservation, is_accounted
 from vk.controllers.provider_quotas import CREATOR_INDEX
 from vk.kube.client import (
@@ -237,7 +238,7 @@ def _condition(
         "message": message,
         "lastTransitionTime": previous.get("lastTransitionTime")
         if previous.get("status") == status
-        else datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        else kube_time(datetime.now(UTC)),
     }
 
 

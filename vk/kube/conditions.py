@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from vk.api.timestamps import kube_time
 from vk.kube.client import JSON
 
 
@@ -20,7 +21,7 @@ def forge_condition(
     reason: str | None = None,
 ) -> JSON:
     """The condition `kind` as it is now, given the one it replaces (None: none before)."""
-    since = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    since = kube_time(now)
     if previous and previous.get("status") == status and previous.get("lastTransitionTime"):
         since = previous["lastTransitionTime"]
     condition: JSON = {

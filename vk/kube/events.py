@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import structlog
 
+from vk.api.timestamps import kube_time
 from vk.kube.client import ApiError, KubeClient, NotFound, resource_path
 
 log = structlog.get_logger("vk.kube.events")
@@ -48,7 +49,7 @@ def forge_event(
         message = message[: MAX_EVENT_MESSAGE - 1] + "…"
     reference = object_reference(involved)
     digest = hashlib.sha256(f"{reference.get('uid')}/{reason}/{message}".encode()).hexdigest()
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = kube_time(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",

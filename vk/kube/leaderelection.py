@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import structlog
 
+from vk.api.timestamps import kube_micro_time
 from vk.kube.client import (
     JSON,
     AlreadyExists,
@@ -31,11 +32,6 @@ from vk.kube.client import (
 )
 
 log = structlog.get_logger("vk.kube.leaderelection")
-
-
-def micro_time(now: datetime.datetime) -> str:
-    """metav1.MicroTime's wire format."""
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def forge_lease_spec(
@@ -50,8 +46,8 @@ def forge_lease_spec(
     return {
         "holderIdentity": identity,
         "leaseDurationSeconds": duration,
-        "acquireTime": micro_time(now) if holder_changes else previous.get("acquireTime"),
-        "renewTime": micro_time(now),
+        "acquireTime": kube_micro_time(now) if holder_changes else previous.get("acquireTime"),
+        "renewTime": kube_micro_time(now),
         "leaseTransitions": transitions,
     }
 
@@ -162,7 +158,7 @@ class LeaderElector:
             lease = await self.client.get(self.path)
             if lease.get("spec", {}).get("holderIdentity") != self.identity:
                 return
-            now = micro_time(datetime.datetime.now(datetime.UTC))
+            now = kube_micro_time(datetime.datetime.now(datetime.UTC))
             lease["spec"].update(
                 {
                     "holderIdentity": None,

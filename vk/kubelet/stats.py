@@ -32,6 +32,7 @@ import structlog
 
 from vk.api.duration import parse_go_duration
 from vk.api.quantity import parse_quantity
+from vk.api.timestamps import kube_time
 from vk.kube.client import JSON, ApiError, KubeClient, NotFound
 
 log = structlog.get_logger("vk.kubelet.stats")
@@ -510,8 +511,7 @@ def _cadvisor_labels(container: str, cgroup: str, image: str, namespace: str, po
 
 
 def _rfc3339(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return kube_time(datetime.datetime.fromtimestamp(timestamp, datetime.UTC))
 
 
 def _cpu_stats(timestamp: float, cores: float, seconds: float) -> JSON:

@@ -20,6 +20,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_VALUE,
 )
 from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.api.timestamps import kube_micro_time, kube_time
 
 JSON = dict[str, Any]
 
@@ -185,7 +186,7 @@ def forge_node_conditions(
 ) -> list[JSON]:
     """The Node's conditions. `not_ready` says why the virtual kubelet cannot work at all (as
     a kubelet whose runtime is broken says so in its Ready condition)."""
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = kube_time(now)
     before = {c.get("type", ""): c for c in previous}
     usable = resources_ready(capacity)
     pressure = "False" if usable else "True"
@@ -315,6 +316,6 @@ def forge_node_lease(node_name: str, node_uid: str, duration: int, now: datetime
         "spec": {
             "holderIdentity": node_name,
             "leaseDurationSeconds": duration,
-            "renewTime": now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "renewTime": kube_micro_time(now),
         },
     }

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vk.api.constants import SERVICE_ACCOUNT_NAME_LABEL
+from vk.api.timestamps import kube_time
 from vk.reflection.forge.meta import metadata_differs, ownership_labels
 
 JSON = dict[str, Any]
@@ -209,9 +210,7 @@ def forge_token_secret(
     }
     if tokens:
         earliest = min(token.expires_at for token in tokens.values())
-        annotations[EXPIRATION_ANNOTATION] = earliest.astimezone(datetime.UTC).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
+        annotations[EXPIRATION_ANNOTATION] = kube_time(earliest)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
