@@ -12,8 +12,10 @@ reflects and the ServiceAccount token path counted apart, each said why), the in
 process runs (one watch each), and, apart from them, the provider's own writes (its controller
 manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods running, a new
 one started, the time until it has converged and the number of remote pods re-created (must
-be 0). `--heap` and `--profile`: where the virtual kubelet's bytes and CPU per pod go
-(bench/probe.py).
+be 0); then the throughput of one virtual kubelet (pods bound while none runs, then one
+started). Last, what its requests and watch events per pod cost alone, at the price of vk's API
+client timed in the bench's own process (`client_costs`): the floor under its CPU per pod.
+`--heap` and `--profile`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import os
 import time
 from dataclasses import dataclass
@@ -337,6 +340,10 @@ def main() -> None:
             f"wrote their ShadowPods in {backlog.offloaded:.1f} s after it started "
             f"(first to last: {backlog.first_to_last:.1f} s)"
         )
+        # Last: its namespace's deletion must not be in the way of what is timed before.
+        costs = asyncio.run(
+            client_costs(scene.home, max(3 * CREATE_CONCURRENCY, min(n, COSTS_PODS)))
+        )
 
     throughput = n / backlog.first_to_last if backlog.first_to_last > 0 else float("inf")
     ratio = remote_time / local_time
@@ -384,6 +391,7 @@ def main() -> None:
     print_breakdown(breakdown, n)
     print_watch_events(before, after, n)
     print_reconciles(before, after, n)
+    print_io_floor(before, after, n, costs, cpu)
     print(
         "informers (one watch each): "
         + ", ".join(f"{name} {count:.0f}" for name, count in informers.items())
@@ -494,6 +502,99 @@ def print_heap(before: dict[str, Any], after: dict[str, Any], n: int) -> None:
     for size, blocks, where in sorted(grown, reverse=True)[:20]:
         if size > 0:
             print(f"    {size / n / 1024:6.1f} KiB  {blocks:8d} blocks  {where}")
+
+
+# Pods created to time vk's client (at most: the bench's own size if smaller, and at least
+# three times as many as it creates at a time).
+COSTS_PODS = 300
+COSTS_NAMESPACE = "bench-client-costs"
+
+
+@dataclass(frozen=True)
+class ClientCosts:
+    request: float  # CPU seconds of one request of vk's client (a pod created)
+    watch_event: float  # CPU seconds of one watch event of a pod taken into an informer
+
+
+async def client_costs(kubeconfig: str, n: int) -> ClientCosts:
+    """What vk's API client costs this process's CPU (the same code as the virtual kubelet's),
+    in a namespace of its own: first an informer following it while another process creates
+    `n` pods there, one watch event each as they come (decoded, compacted, cached, handed to a
+    handler); then `n` pods created here, a request each (once as many as it creates at a time
+    have opened their connections). The pods are bound to no node there is, so nothing else
+    acts on them; the namespace goes with them."""
+    namespace = f"{COSTS_NAMESPACE}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    async with KubeClient(load_kubeconfig_file(kubeconfig)) as client:
+        await client.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+        pods = Informer(client, "v1", "pods", namespace=namespace)
+        all_seen = asyncio.Event()
+        pods.add_handler(lambda *_: all_seen.set() if len(pods.store) >= n else None)
+        following = asyncio.create_task(pods.run())
+        await pods.synced.wait()
+        began = time.process_time()
+        with concurrent.futures.ProcessPoolExecutor(1) as other:
+            await asyncio.get_running_loop().run_in_executor(
+                other, create_costs_pods, kubeconfig, namespace, range(n)
+            )
+        await asyncio.wait_for(all_seen.wait(), 300)
+        watch_event = (time.process_time() - began) / n
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+
+        await create_pods(client, namespace, range(n, n + 2 * CREATE_CONCURRENCY))
+        began = time.process_time()
+        await create_pods(client, namespace, range(n + 2 * CREATE_CONCURRENCY, 2 * n))
+        request = (time.process_time() - began) / (n - 2 * CREATE_CONCURRENCY)
+        await client.delete(f"/api/v1/namespaces/{namespace}")
+    return ClientCosts(request=request, watch_event=watch_event)
+
+
+async def create_pods(client: KubeClient, namespace: str, indexes: range) -> None:
+    """Pods `costs-<index>`, bound to a node there is not, CREATE_CONCURRENCY at a time."""
+    path = resource_path("v1", "pods", namespace=namespace)
+    limit = asyncio.Semaphore(CREATE_CONCURRENCY)
+    template = bound_pod(0)
+
+    async def create(index: int) -> None:
+        pod = {
+            **template,
+            "metadata": {"name": f"costs-{index}"},
+            "spec": {**template["spec"], "nodeName": "bench-no-such-node"},
+        }
+        async with limit:
+            await client.create(path, pod)
+
+    await asyncio.gather(*(create(i) for i in indexes))
+
+
+def create_costs_pods(kubeconfig: str, namespace: str, indexes: range) -> None:
+    """`create_pods` in a process of its own."""
+
+    async def creating() -> None:
+        async with KubeClient(load_kubeconfig_file(kubeconfig)) as client:
+            await create_pods(client, namespace, indexes)
+
+    asyncio.run(creating())
+
+
+def print_io_floor(before: Sample, after: Sample, n: int, costs: ClientCosts, cpu: float) -> None:
+    """What the virtual kubelet's requests and watch events per pod cost at vk's client's price
+    (`client_costs`): the floor under its CPU per pod that no reconcile can go below."""
+    requests = (
+        sum(
+            counted_between(before, after, "vk_api_requests_total", ("verb",)).get((verb,), 0.0)
+            for verb in ("GET", "POST", "PUT", "PATCH", "DELETE")
+        )
+        / n
+    )
+    events = sum(counted_between(before, after, "vk_watch_events_total", ()).values()) / n
+    floor = requests * costs.request + events * costs.watch_event
+    print(
+        f"its requests and watch events alone:   {floor * 1000:7.1f} ms per pod, of its "
+        f"{cpu / n * 1000:.1f}   ({requests:.2f} requests at {costs.request * 1000:.2f} ms, "
+        f"{events:.2f} watch events at {costs.watch_event * 1000:.2f} ms: vk's client timed "
+        "in this process against home's API server)"
+    )
 
 
 @dataclass(frozen=True)

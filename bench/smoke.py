@@ -30,6 +30,7 @@ BENCHES = [
             "API writes per offloaded pod:",
             "watch events per offloaded pod:",
             "reconciles per offloaded pod:",
+            "its requests and watch events alone:",
             "informers (one watch each):",
             "far's controller-manager API writes per pod:",
             "far's webhook API writes per pod:",
