@@ -54,6 +54,7 @@ from vk.webhooks.admission import (
     ShadowPodAdmission,
     forge_review_response,
     quota_as_read,
+    quota_informer,
     quota_path,
     quota_user_index,
 )
@@ -1286,3 +1287,38 @@ def test_the_command_takes_liqos_enforcement_flag() -> None:
         "--enable-resource-enforcement",
     ):
         assert flag in result.output
+
+
+class QuotaLister:
+    """An API server with one Quota, its ledger in its status; its watch quiet."""
+
+    name = "provider"  # the `client` label of its metrics
+
+    def __init__(self, quota: Any) -> None:
+        self.quota = quota
+
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        yield [json.loads(json.dumps(self.quota))], "1"
+
+    async def watch(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        await asyncio.Event().wait()
+        yield {}
+
+
+def test_the_webhooks_quota_informer_caches_quotas_by_user_without_their_ledger() -> None:
+    """As the webhook starts it (`quota_informer`): listed through it, a Quota is found by the
+    user it limits, and what the cache holds has no ledger to judge on."""
+    quota = quota_json(GRANTED)
+    quota["status"] = {"used": {"cpu": "1", "pods": "1"}, "reserved": [{"uid": "u-1"}]}
+
+    async def scenario() -> None:
+        quotas = quota_informer(QuotaLister(quota))  # type: ignore[arg-type]
+        following = asyncio.create_task(quotas.run())
+        await asyncio.wait_for(quotas.synced.wait(), 2)
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        (cached,) = quotas.store.by_index(USER_INDEX, USER)
+        assert "status" not in cached
+        assert cached["spec"] == quota["spec"]
+
+    asyncio.run(scenario())

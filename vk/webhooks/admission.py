@@ -34,8 +34,8 @@ from vk.api.constants import (
 from vk.api.offloading import Quota
 from vk.api.quantity import InvalidQuantity
 from vk.api.usage import Ledger, Resources, pod_usage
-from vk.kube.client import Conflict, NotFound, resource_path
-from vk.kube.informer import Store
+from vk.kube.client import Conflict, KubeClient, NotFound, resource_path
+from vk.kube.informer import Informer, Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
 from vk.webhooks.podsecurity import parse_level, pod_security_message, pod_security_violations
@@ -93,6 +93,18 @@ def quota_user_index(quota: JSON) -> list[str]:
     """Quotas by the user they limit (the Quota informer's index)."""
     user = (quota.get("spec") or {}).get("user")
     return [str(user)] if user else []
+
+
+def quota_informer(client: KubeClient) -> Informer:
+    """The webhook's Quota cache: every Quota, by the user it limits (USER_INDEX), each kept
+    as `quota_as_read`: never its ledger."""
+    return Informer(
+        client,
+        Quota.group_version(),
+        Quota.PLURAL,
+        indexers={USER_INDEX: quota_user_index},
+        keep=quota_as_read,
+    )
 
 
 @dataclass(frozen=True)

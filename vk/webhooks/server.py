@@ -29,7 +29,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
-from vk.api.offloading import NamespaceOffloading, Quota
+from vk.api.offloading import NamespaceOffloading
 from vk.kube import daemon
 from vk.kube.client import JSON, ApiError, KubeClient
 from vk.kube.informer import Informer, Store
@@ -37,13 +37,11 @@ from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
 from vk.kube.supervision import supervise
 from vk.webhooks.admission import (
-    USER_INDEX,
     Answer,
     OffloadingAdmission,
     ShadowPodAdmission,
     forge_review_response,
-    quota_as_read,
-    quota_user_index,
+    quota_informer,
 )
 from vk.webhooks.certificates import (
     CertificateError,
@@ -329,13 +327,7 @@ async def run_webhook(options: WebhookOptions) -> int:
             "the webhook needs --tls-cert-file and --tls-private-key-file, or --certificate-secret"
         )
     context = serving_ssl_context(cert_file, key_file, options.caller_ca_file)
-    quotas = Informer(
-        client,
-        Quota.group_version(),
-        Quota.PLURAL,
-        indexers={USER_INDEX: quota_user_index},
-        keep=quota_as_read,
-    )
+    quotas = quota_informer(client)
     # Tenant and twin namespaces: whose they are, and their Pod Security level.
     namespaces = Informer(client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL)
     offloadings = Informer(client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL)
