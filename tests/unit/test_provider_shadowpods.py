@@ -382,13 +382,20 @@ class StatusWrites:
         return self.stored
 
 
-def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> None:
-    shadow = shadow_pod()
+def status_writing_controller(shadow: JSON) -> tuple[StatusWrites, ProviderShadowPods]:
+    """The ShadowPod controller with `shadow` (version 1, with our finalizer) cached and stored
+    by an API server that records its status writes."""
     shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
     api = StatusWrites(shadow)
     quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
     the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
     the_controller.shadow_pods.store.upsert(shadow)
+    return api, the_controller
+
+
+def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> None:
+    shadow = shadow_pod()
+    api, the_controller = status_writing_controller(shadow)
     key = "shop-venice/web"
 
     async def reconcile_with(made: JSON) -> None:
@@ -413,12 +420,7 @@ def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> Non
 
 
 def test_a_status_written_never_stands_in_for_a_shadow_pod_deleted_since() -> None:
-    shadow = shadow_pod()
-    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
-    api = StatusWrites(shadow)
-    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
-    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
-    the_controller.shadow_pods.store.upsert(shadow)
+    api, the_controller = status_writing_controller(shadow_pod())
     made = pod("Pending")
     made["metadata"]["uid"] = "pod-uid"
     the_controller.pods.store.upsert(made)
