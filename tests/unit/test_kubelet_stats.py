@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from typing import Any, cast
 
-import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from vk.api.duration import parse_go_duration
 from vk.kube.client import ApiError, KubeClient, NotFound
+from vk.kube.transport import ProtocolError
 from vk.kubelet import stats
 from vk.kubelet.stats import (
     ContainerSample,
@@ -536,7 +536,8 @@ async def test_a_provider_without_the_agent_is_read_from_metrics_k8s_io_and_aske
         ApiError(503, "ServiceUnavailable", "the agent is not ready"),
         ApiError(403, "Forbidden", "no"),
         TimeoutError(),
-        aiohttp.ServerDisconnectedError(),
+        ProtocolError("not an HTTP/1.1 status line"),  # what vk's transport refuses
+        ConnectionResetError("the server closed the connection"),
         ValueError("unexpected character"),  # an answer that is not JSON, as orjson says it
     ],
 )

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import click
 from click.core import ParameterSource
 
@@ -477,7 +476,7 @@ async def remove_peering(
                     f"{provider_id} no longer lets {consumer_id}'s identity in: it has ended the "
                     "peering on its side already"
                 )
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        except (TimeoutError, OSError) as error:
             unreachable = str(error) or type(error).__name__
     if unreachable is not None:
         progress.info(

@@ -52,7 +52,7 @@ class Vkctl(click.Group):
             raise click.ClickException(
                 f"{error}; pass --kubeconfig (and --context) for the cluster to use"
             ) from error
-        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+        except (ApiError, ConnectionError, aiohttp.ClientError, TimeoutError) as error:
             raise click.ClickException(
                 f"talking to the cluster failed: {error}; check that --kubeconfig and --context "
                 "reach the right cluster, as a user allowed to do this, and run the command again"

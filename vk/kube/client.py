@@ -12,14 +12,14 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
-import aiohttp
 import orjson
 import structlog
 from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection
+from vk.kube.transport import Endpoint
 
 log = structlog.get_logger("vk.kube.client")
 
@@ -168,6 +168,13 @@ def resource_path(
     return "/".join(parts)
 
 
+def request_target(path: str, params: Mapping[str, str] | None) -> str:
+    """The target of a request: `path` (quoted again where it holds what a path may not, so
+    that no name can end the request line), and `params` as its query."""
+    target = quote(path, safe="/%:@!$&'()*+,;=-._~")
+    return f"{target}?{urlencode(params)}" if params else target
+
+
 def plural_of(kind: str) -> str:
     """The resource name of a kind, as the API server derives it for built-in kinds and for
     CRDs that do not choose their own (Quota -> quotas, Ingress -> ingresses,
@@ -216,9 +223,8 @@ class KubeClient:
     ) -> None:
         self.connection = connection
         self.name = name  # the `client` label of vk_api_requests_total
-        self._ssl = connection.ssl_context() if connection.server.startswith("https") else False
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
-        self._session: aiohttp.ClientSession | None = None
+        self._timeout = timeout
+        self._endpoint: Endpoint | None = None
         # Whether the API server streams lists (a watch that sends the objects there are
         # first): None until asked, False once it refused.
         self._streams_lists: bool | None = None
@@ -235,9 +241,9 @@ class KubeClient:
         await self.close()
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._endpoint is not None:
+            await self._endpoint.close()
+            self._endpoint = None
 
     def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": "vk"}
@@ -248,25 +254,18 @@ class KubeClient:
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
-    def _routing(self) -> dict[str, Any]:
-        """The kubeconfig's tls-server-name and proxy-url, as aiohttp takes them."""
-        routing: dict[str, Any] = {}
-        if self.connection.tls_server_name:
-            routing["server_hostname"] = self.connection.tls_server_name
-        if self.connection.proxy_url:
-            routing["proxy"] = self.connection.proxy_url
-        return routing
-
-    def _session_or_new(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            # No cookie jar, as client-go has none: an API server sets no cookies, and a jar
-            # costs every request of every pod a look (a sixth of aiohttp's own CPU).
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(ssl=self._ssl),
-                timeout=self._timeout,
-                cookie_jar=aiohttp.DummyCookieJar(),
+    def _endpoint_or_new(self) -> Endpoint:
+        """The connections to the server (vk/kube/transport.py), opened as requests need them,
+        with the kubeconfig's TLS, tls-server-name and proxy-url."""
+        if self._endpoint is None:
+            https = self.connection.server.startswith("https")
+            self._endpoint = Endpoint(
+                self.connection.server,
+                ssl_context=self.connection.ssl_context() if https else None,
+                server_hostname=self.connection.tls_server_name,
+                proxy_url=self.connection.proxy_url,
             )
-        return self._session
+        return self._endpoint
 
     async def request(
         self,
@@ -303,18 +302,16 @@ class KubeClient:
         attempt = 0
         refreshed = False
         while True:
-            async with self._session_or_new().request(
-                method,
-                self.connection.server + path,
-                params=params,
-                data=data,
-                headers=self._headers(content_type if data is not None else None, accept),
-                **self._routing(),
-            ) as response:
-                status = response.status
-                API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
-                raw = await response.read()
-                retry_after = response.headers.get("Retry-After", "1")
+            async with asyncio.timeout(self._timeout):
+                answer, raw = await self._endpoint_or_new().request(
+                    method,
+                    request_target(path, params),
+                    self._headers(content_type if data is not None else None, accept),
+                    data,
+                )
+            status = answer.status
+            API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
+            retry_after = answer.headers.get("retry-after", "1")
             # 429 (priority and fairness, or a watch cache still initializing, as right after
             # a CRD is created) asks the client to come back: client-go does, after Retry-After.
             if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
@@ -413,21 +410,21 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
-        async with self._session_or_new().get(
-            self.connection.server + path,
-            params=query,
-            headers=self._headers(None, "application/json"),
-            timeout=timeout,
-            **self._routing(),
+        async with self._endpoint_or_new().stream(
+            "GET",
+            request_target(path, query),
+            self._headers(None, "application/json"),
+            connect_timeout=10,
+            read_timeout=timeout_seconds + 30,
         ) as response:
             API_REQUESTS.labels(self.name, "WATCH", resource_of(path), str(response.status)).inc()
             if response.status >= 400:
-                raise _typed_error(response.status, await response.text())
-            # One event per line; split by hand, since aiohttp refuses lines over ~128 KiB and
-            # an event carries a whole object (a ConfigMap may hold 1 MiB).
+                body = await response.read()
+                raise _typed_error(response.status, body.decode("utf-8", errors="replace"))
+            # One event per line, split here as chunks come: an event carries a whole object
+            # (a ConfigMap may hold 1 MiB), bounded by MAX_WATCH_EVENT_BYTES.
             pending = bytearray()
-            async for chunk in response.content.iter_any():
+            async for chunk in response.chunks():
                 pending += chunk
                 while (end := pending.find(b"\n")) >= 0:
                     line = bytes(pending[:end])

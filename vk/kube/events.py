@@ -8,7 +8,6 @@ import datetime
 import hashlib
 from typing import Any
 
-import aiohttp
 import structlog
 
 from vk.api.timestamps import kube_time
@@ -108,5 +107,5 @@ class EventRecorder:
                     "lastTimestamp": event["lastTimestamp"],
                 },
             )
-        except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+        except (ApiError, OSError, TimeoutError) as error:
             log.warning("cannot record event", reason=reason, error=str(error))

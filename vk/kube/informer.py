@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
-import aiohttp
 import structlog
 from prometheus_client import Counter, Gauge
 
@@ -329,7 +328,7 @@ class Informer:
                 except Gone:
                     self._log.info("watch expired, listing again")
                     resume_from = None
-                except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as error:
+                except (TimeoutError, ApiError, OSError, ValueError) as error:
                     if opened is not None and time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                         backoff = MIN_BACKOFF  # it watched a while: a new failure, not the last
                     if resume_from is not None:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-import aiohttp
 import structlog
 
 from vk.api.timestamps import kube_micro_time
@@ -108,7 +107,7 @@ class LeaderElector:
             lease = await self.client.get(self.path)
         except NotFound:
             return await self._create()
-        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
+        except (TimeoutError, ApiError, OSError) as error:
             self._log.warning("cannot read the lease", error=str(error))
             return False
         spec = lease.get("spec", {})
@@ -125,7 +124,7 @@ class LeaderElector:
             updated = await self.client.replace(self.path, lease)
         except (Conflict, NotFound):
             return False  # someone else moved first; look again next round
-        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
+        except (TimeoutError, ApiError, OSError) as error:
             self._log.warning("cannot renew the lease", error=str(error))
             return False
         self._observed, self._observed_at = updated.get("spec", {}), time.monotonic()
@@ -143,7 +142,7 @@ class LeaderElector:
             created = await self.client.create(self.collection, lease)
         except (AlreadyExists, Conflict):
             return False
-        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
+        except (TimeoutError, ApiError, OSError) as error:
             self._log.warning("cannot create the lease", error=str(error))
             return False
         self._observed, self._observed_at = created.get("spec", {}), time.monotonic()
@@ -169,7 +168,7 @@ class LeaderElector:
             )
             await self.client.replace(self.path, lease)
             self._log.info("released the lease")
-        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
+        except (TimeoutError, ApiError, OSError) as error:
             self._log.warning("cannot release the lease", error=str(error))
 
 

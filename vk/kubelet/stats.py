@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import structlog
 
 from vk.api.duration import parse_go_duration
@@ -53,7 +52,7 @@ MAX_COUNT = 2**63
 _TIMES = (0.0, datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC).timestamp())
 _CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
 # A failed request for usage: the provider is away, refuses, or answers what is not JSON.
-FETCH_ERRORS = (ApiError, aiohttp.ClientError, OSError, TimeoutError, ValueError)
+FETCH_ERRORS = (ApiError, OSError, TimeoutError, ValueError)
 
 
 @dataclass(frozen=True)

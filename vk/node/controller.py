@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import structlog
 from prometheus_client import Gauge
 
@@ -135,7 +134,7 @@ class NodeController:
             try:
                 await self.sync()
                 backoff = 0.5
-            except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+            except (ApiError, OSError, TimeoutError) as error:
                 self._log.warning("node sync failed, retrying", error=str(error), retry_in=backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30)
@@ -194,7 +193,7 @@ class NodeController:
                 )
                 try:
                     await self.home.apply(path, lease)
-                except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as error:
+                except (ApiError, OSError, TimeoutError) as error:
                     self._log.warning("cannot renew the node lease", error=str(error))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._renew_now.wait(), interval)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import aiohttp
 import structlog
 
 from vk.kube.client import ApiError, KubeClient
@@ -117,7 +116,7 @@ class ProviderConnection:
             return self.problem
         try:
             await asyncio.wait_for(self.client.get_text("/livez"), within)
-        except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        except (OSError, TimeoutError) as error:
             return f"provider API server {self.client.connection.server} unreachable: {error!r}"
         except ApiError as error:  # it answered, but not healthy (or not to this identity)
             return f"provider API server {self.client.connection.server}: {error}"

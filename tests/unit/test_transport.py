@@ -1,0 +1,445 @@
+"""vk's HTTP/1.1 transport (vk/kube/transport.py): the response parser on bytes cut every way,
+and the connections against small local servers, hostile ones among them."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from vk.kube import transport
+from vk.kube.client import request_target
+from vk.kube.transport import Endpoint, ProtocolError, ResponseParser, parse_head
+
+# --- the parser --------------------------------------------------------------------------
+
+
+def parsed(data: bytes, *, piece: int = 0, eof: bool = False) -> ResponseParser:
+    """`data` fed whole, or `piece` bytes at a time."""
+    parser = ResponseParser()
+    step = piece or len(data) or 1
+    for start in range(0, len(data), step):
+        parser.feed(data[start : start + step])
+    if eof:
+        parser.feed_eof()
+    return parser
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    b"5;name=value\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-Trailer: t\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("piece", [0, 1, 2, 7])
+def test_a_chunked_body_is_unframed_however_its_bytes_are_cut(piece: int) -> None:
+    parser = parsed(CHUNKED, piece=piece)
+    assert parser.done
+    assert parser.keep_alive
+    assert parser.head is not None
+    assert parser.head.status == 200
+    assert parser.take_body() == b"hello world"
+
+
+@pytest.mark.parametrize("piece", [0, 1, 3])
+def test_a_content_length_body_ends_at_its_length(piece: int) -> None:
+    parser = parsed(b"HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\n{}\r\n", piece=piece)
+    assert parser.done
+    assert parser.take_body() == b"{}\r\n"
+
+
+def test_a_body_without_length_ends_with_the_connection_which_is_not_used_again() -> None:
+    parser = parsed(b"HTTP/1.1 200 OK\r\n\r\nall of it", eof=True)
+    assert parser.done
+    assert parser.take_body() == b"all of it"
+    assert not parser.keep_alive
+
+
+def test_an_interim_answer_is_passed_over_and_a_204_has_no_body() -> None:
+    parser = parsed(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n")
+    assert parser.head is not None
+    assert parser.head.status == 204
+    assert parser.done
+    assert parser.take_body() == b""
+
+
+@pytest.mark.parametrize(
+    ("head", "keep_alive"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 0", True),
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0", False),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 0", False),
+        (b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0", True),
+    ],
+)
+def test_a_connection_is_kept_only_where_the_server_keeps_it(head: bytes, keep_alive: bool) -> None:
+    assert parsed(head + b"\r\n\r\n").keep_alive is keep_alive
+
+
+def test_header_names_are_lower_cased_and_repeated_ones_joined() -> None:
+    head = parse_head(
+        b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nWarning: a\r\nwarning: b"
+    )
+    assert head.status == 429
+    assert head.headers == {"retry-after": "2", "warning": "a, b"}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 2000 OK\r\n\r\n",
+        b"HTTP/1.1 abc OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n Folded: header\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-5\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n",  # smuggled
+    ],
+)
+def test_what_is_not_http_is_refused(data: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        parsed(data)
+
+
+def test_a_head_without_end_is_refused_past_its_bound_before_it_is_held() -> None:
+    parser = ResponseParser()
+    parser.feed(b"HTTP/1.1 200 OK\r\n")
+    filler = b"X-Filler: " + b"x" * 1014 + b"\r\n"
+    for _ in range(transport.MAX_HEAD_BYTES // 1024 - 1):
+        parser.feed(filler)  # not whole yet, and under the bound: kept
+    with pytest.raises(ProtocolError, match="head over"):
+        parser.feed(filler * 2)
+
+
+def test_an_endless_chunk_size_line_is_refused() -> None:
+    parser = parsed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    with pytest.raises(ProtocolError, match="framing line"):
+        parser.feed(b"1" * (transport.MAX_LINE_BYTES + 1))
+
+
+def test_an_answer_cut_short_by_the_connection_is_an_error() -> None:
+    with pytest.raises(ProtocolError, match="before the answer ended"):
+        parsed(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", eof=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "target"),
+    [
+        ("/api/v1/pods", None, "/api/v1/pods"),
+        (
+            "/api/v1/pods",
+            {"labelSelector": "a=b,c!=d"},
+            "/api/v1/pods?labelSelector=a%3Db%2Cc%21%3Dd",
+        ),
+        ("/api/v1/namespaces/a%2Fb/pods", None, "/api/v1/namespaces/a%2Fb/pods"),
+        ("/x y\r\nHost: evil", None, "/x%20y%0D%0AHost:%20evil"),
+    ],
+)
+def test_a_request_target_cannot_end_its_request_line(
+    path: str, params: dict[str, str] | None, target: str
+) -> None:
+    assert request_target(path, params) == target
+
+
+# --- connections, against local servers ----------------------------------------------------
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+async def read_request(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One request: its head and its body (vk sends Content-Length)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    return head, await reader.readexactly(length)
+
+
+class Server:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.connections = 0
+        self.requests: list[bytes] = []
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.handler(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+def answers(*responses: bytes) -> Callable[[Server], Handler]:
+    """A handler answering each request with the next of `responses`, on whichever
+    connection it comes."""
+
+    def handler_of(server: Server) -> Handler:
+        remaining = iter(responses)
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                head, body = await read_request(reader)
+                server.requests.append(head + body)
+                response = next(remaining, None)
+                if response is None:
+                    return
+                writer.write(response)
+                await writer.drain()
+
+        return handle
+
+    return handler_of
+
+
+async def start(make: Callable[[Server], Handler]) -> tuple[Server, str, asyncio.Server]:
+    server = Server(lambda r, w: asyncio.sleep(0))
+    server.handler = make(server)
+    listening = await asyncio.start_server(server._serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}", listening
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def test_requests_share_one_kept_alive_connection() -> None:
+    server, base, listening = await start(answers(OK, OK, OK))
+    endpoint = Endpoint(base, ssl_context=None)
+    for _ in range(3):
+        answer, body = await endpoint.request("GET", "/api", {"Accept": "application/json"}, None)
+        assert (answer.status, body) == (200, b"{}")
+    assert server.connections == 1
+    assert server.requests[0].startswith(b"GET /api HTTP/1.1\r\nHost: 127.0.0.1:")
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_body_is_sent_with_its_length_and_a_prefix_of_the_servers_url_kept() -> None:
+    server, base, listening = await start(answers(OK))
+    endpoint = Endpoint(base + "/k8s/clusters/c-1/", ssl_context=None)
+    await endpoint.request("POST", "/api/v1/pods", {}, b'{"a":1}')
+    request = server.requests[0]
+    assert request.startswith(b"POST /k8s/clusters/c-1/api/v1/pods HTTP/1.1\r\n")
+    assert b"\r\nContent-Length: 7\r\n" in request
+    assert request.endswith(b'\r\n\r\n{"a":1}')
+    await endpoint.close()
+    listening.close()
+
+
+@pytest.mark.parametrize(("method", "sent_again"), [("GET", True), ("POST", False)])
+async def test_a_kept_alive_connection_closed_by_the_server_is_retried_only_if_idempotent(
+    method: str, sent_again: bool
+) -> None:
+    """The server answers once, then closes the connection on the next request unanswered,
+    as an API server does with one idle past its timeout, just as vk sends on it."""
+
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head, body = await read_request(reader)
+            server.requests.append(head + body)
+            writer.write(OK)
+            await writer.drain()
+            if server.connections == 1:
+                head, body = await read_request(reader)  # and closes, unanswered
+                server.requests.append(head + body)
+            else:
+                await reader.read()
+
+        return handle
+
+    server, base, listening = await start(make)
+    endpoint = Endpoint(base, ssl_context=None)
+    await endpoint.request(method, "/first", {}, b"" if method == "POST" else None)
+    if sent_again:
+        answer, _ = await endpoint.request(method, "/second", {}, None)
+        assert answer.status == 200
+        assert server.connections == 2
+    else:
+        with pytest.raises(ConnectionError):
+            await endpoint.request(method, "/second", {}, b"")
+        assert [r.split(b" ")[1] for r in server.requests] == [b"/first", b"/second"]
+    await endpoint.close()
+    listening.close()
+
+
+async def test_an_answer_that_breaks_the_protocol_closes_its_connection() -> None:
+    server, base, listening = await start(
+        answers(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}EXTRA", OK)
+    )
+    endpoint = Endpoint(base, ssl_context=None)
+    with pytest.raises(ProtocolError):
+        await endpoint.request("GET", "/a", {}, None)
+    answer, _ = await endpoint.request("GET", "/b", {}, None)
+    assert answer.status == 200
+    assert server.connections == 2
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_gzipped_answer_is_inflated_and_a_bomb_or_an_endless_body_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    packed = gzip.compress(b"{" + b" " * 100_000 + b"}")
+    response = (
+        b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed)
+        + packed
+    )
+    plain = b"HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n" + b" " * 20_000
+    server, base, listening = await start(answers(response, response, plain))
+    endpoint = Endpoint(base, ssl_context=None)
+    _, body = await endpoint.request("GET", "/list", {}, None)
+    assert len(body) == 100_002
+    assert b"\r\nAccept-Encoding: gzip\r\n" in server.requests[0]
+    monkeypatch.setattr(transport, "MAX_BODY_BYTES", 10_000)
+    with pytest.raises(ProtocolError, match="inflated"):
+        await endpoint.request("GET", "/list", {}, None)
+    with pytest.raises(ProtocolError, match="over 10000 bytes"):
+        await endpoint.request("GET", "/list", {}, None)
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_header_value_with_a_line_break_is_never_sent() -> None:
+    server, base, listening = await start(answers(OK))
+    endpoint = Endpoint(base, ssl_context=None)
+    with pytest.raises(ValueError, match="line break"):
+        await endpoint.request("GET", "/", {"Authorization": "Bearer x\r\nX-Evil: 1"}, None)
+    assert server.requests == []
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_stream_comes_as_it_is_written_and_ends_when_the_server_goes_quiet() -> None:
+    release = asyncio.Event()
+
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(b"6\r\nfirst\n\r\n")
+            await writer.drain()
+            await release.wait()
+            writer.write(b"7\r\nsecond\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(10)  # then nothing
+
+        return handle
+
+    _, base, listening = await start(make)
+    endpoint = Endpoint(base, ssl_context=None)
+    received = []
+
+    async def follow() -> None:
+        async with endpoint.stream(
+            "GET", "/watch", {}, connect_timeout=5, read_timeout=0.3
+        ) as answer:
+            async for chunk in answer.chunks():
+                received.append(chunk)
+                release.set()
+
+    with pytest.raises(TimeoutError):
+        await follow()
+    assert received == [b"first\n", b"second\n"]
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_stream_that_ends_leaves_its_connection_for_the_next_request() -> None:
+    stream = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab\n\r\n0\r\n\r\n"
+    server, base, listening = await start(answers(stream, OK))
+    endpoint = Endpoint(base, ssl_context=None)
+    async with endpoint.stream("GET", "/w", {}, connect_timeout=5, read_timeout=5) as answer:
+        assert [chunk async for chunk in answer.chunks()] == [b"ab\n"]
+    await endpoint.request("GET", "/next", {}, None)
+    assert server.connections == 1
+    await endpoint.close()
+    listening.close()
+
+
+async def test_requests_go_through_a_proxy_by_connect_with_its_credentials() -> None:
+    target, target_base, target_listening = await start(answers(OK))
+    tunnels: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        tunnels.append(await reader.readuntil(b"\r\n\r\n"))
+        host, port = target_base.removeprefix("http://").split(":")
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            while data := await source.read(65536):
+                sink.write(data)
+            sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    proxy_listening = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    proxy_port = proxy_listening.sockets[0].getsockname()[1]
+    endpoint = Endpoint(
+        target_base, ssl_context=None, proxy_url=f"http://vk:s%40cret@127.0.0.1:{proxy_port}"
+    )
+    answer, body = await endpoint.request("GET", "/api", {}, None)
+    assert (answer.status, body) == (200, b"{}")
+    authority = target_base.removeprefix("http://").encode()
+    assert tunnels[0].startswith(b"CONNECT " + authority + b" HTTP/1.1\r\n")
+    credentials = base64.b64encode(b"vk:s@cret")
+    assert b"\r\nProxy-Authorization: Basic " + credentials + b"\r\n" in tunnels[0]
+    assert target.requests[0].startswith(b"GET /api HTTP/1.1\r\n")
+    await endpoint.close()
+    proxy_listening.close()
+    target_listening.close()
+
+
+async def test_a_proxy_that_refuses_is_said_to_have_refused() -> None:
+    _, proxy_base, proxy_listening = await start(
+        answers(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+    )
+    endpoint = Endpoint("https://10.0.0.1:6443", ssl_context=None, proxy_url=proxy_base)
+    with pytest.raises(ConnectionError, match=r"refused to connect to 10\.0\.0\.1:6443: 407"):
+        await endpoint.request("GET", "/api", {}, None)
+    await endpoint.close()
+    proxy_listening.close()
+
+
+async def test_a_server_that_cannot_be_reached_is_named_in_the_error() -> None:
+    listening = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = listening.sockets[0].getsockname()[1]
+    listening.close()
+    await listening.wait_closed()
+    endpoint = Endpoint(f"http://127.0.0.1:{port}", ssl_context=None)
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
+        await endpoint.request("GET", "/", {}, None)
+
+
+async def test_a_watch_held_open_keeps_no_request_waiting() -> None:
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head, _ = await read_request(reader)
+            if b"/watch" in head:
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                await writer.drain()
+                await reader.read()  # held open
+            else:
+                writer.write(OK)
+                await writer.drain()
+
+        return handle
+
+    _, base, listening = await start(make)
+    endpoint = Endpoint(base, ssl_context=None, max_requests_in_flight=1)
+    async with endpoint.stream("GET", "/watch", {}, connect_timeout=5, read_timeout=30):
+        answer, _ = await asyncio.wait_for(endpoint.request("GET", "/api", {}, None), 5)
+        assert answer.status == 200
+    await endpoint.close()
+    listening.close()
