@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vk.kube import kubeconfig as kubeconfig_module
 from vk.kube.kubeconfig import (
+    ClusterConnection,
     InvalidKubeconfig,
     default_connection,
     load_kubeconfig_file,
@@ -315,3 +317,24 @@ def test_a_proxy_url_is_kept_and_only_http_ones_are_taken() -> None:
     document["clusters"][0]["cluster"]["proxy-url"] = "socks5://proxy.example:1080"
     with pytest.raises(InvalidKubeconfig, match="not socks5"):
         parse_kubeconfig(yaml.safe_dump(document))
+
+
+def test_a_token_file_is_read_again_each_minute_and_after_a_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    connection = ClusterConnection(server="https://127.0.0.1:6443", token_file=token)
+    clock = [1000.0]
+    monkeypatch.setattr(kubeconfig_module.time, "monotonic", lambda: clock[0])
+    assert connection.bearer_token() == "first"
+    token.write_text("second")  # rotated
+    clock[0] += kubeconfig_module.TOKEN_FILE_REREAD_SECONDS - 1
+    assert connection.bearer_token() == "first"  # not read for every request
+    clock[0] += 1
+    assert connection.bearer_token() == "second"
+    token.write_text("third")
+    assert connection.renewable
+    connection.forget_credential()  # what a 401 does
+    assert connection.bearer_token() == "third"
+    assert not ClusterConnection(server="https://127.0.0.1:6443", token="static").renewable

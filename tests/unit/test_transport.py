@@ -7,11 +7,13 @@ import asyncio
 import base64
 import gzip
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
 from vk.kube import transport
-from vk.kube.client import request_target
+from vk.kube.client import KubeClient, request_target
+from vk.kube.kubeconfig import ClusterConnection
 from vk.kube.transport import Endpoint, ProtocolError, ResponseParser, parse_head
 
 # --- the parser --------------------------------------------------------------------------
@@ -211,6 +213,7 @@ async def start(make: Callable[[Server], Handler]) -> tuple[Server, str, asyncio
 
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+UNAUTHORIZED = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\n{}"
 
 
 async def test_requests_share_one_kept_alive_connection() -> None:
@@ -442,4 +445,34 @@ async def test_a_watch_held_open_keeps_no_request_waiting() -> None:
         answer, _ = await asyncio.wait_for(endpoint.request("GET", "/api", {}, None), 5)
         assert answer.status == 200
     await endpoint.close()
+    listening.close()
+
+
+async def test_a_refused_token_is_read_again_from_its_file_and_the_request_sent_once_more(
+    tmp_path: Path,
+) -> None:
+    """The token file rotated, and the old token revoked, within the minute its content is
+    kept: one 401, then the new token."""
+    accepted = [b"Bearer old\r\n"]
+
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                head, body = await read_request(reader)
+                server.requests.append(head + body)
+                writer.write(OK if accepted[0] in head else UNAUTHORIZED)
+                await writer.drain()
+
+        return handle
+
+    server, base, listening = await start(make)
+    token = tmp_path / "token"
+    token.write_text("old")
+    async with KubeClient(ClusterConnection(server=base, token_file=token)) as client:
+        assert await client.get("/api") == {}
+        token.write_text("new")
+        accepted[0] = b"Bearer new\r\n"
+        assert await client.get("/api") == {}
+    sent = [request.split(b"Authorization: Bearer ")[1][:3] for request in server.requests]
+    assert sent == [b"old", b"old", b"new"]
     listening.close()

@@ -318,8 +318,9 @@ class KubeClient:
                 attempt += 1
                 await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 5.0))
                 continue
-            if status == 401 and self.connection.exec_plugin is not None and not refreshed:
-                # The plugin's credential was revoked or expired early: asked for once more.
+            if status == 401 and self.connection.renewable and not refreshed:
+                # The credential was revoked, or expired early, or its file was rotated since
+                # it was read: taken afresh, once.
                 refreshed = True
                 self.connection.forget_credential()
                 continue

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,10 @@ IN_CLUSTER_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 
 
 SECRET_KUBECONFIG_KEY = "kubeconfig"  # where a kubeconfig Secret holds it, as in Liqo
+# A token file is read again after this long, and at once after a 401 (client-go's cached file
+# token source reads it each minute too): a kubelet rotates a projected token at 80 % of its
+# life, an hour at least, and reading it for every request cost every request a file opened.
+TOKEN_FILE_REREAD_SECONDS = 60.0
 
 
 class InvalidKubeconfig(ValueError):
@@ -55,12 +60,14 @@ class ClusterConnection:
     client_cert_pem: bytes | None = None
     client_key_pem: bytes | None = None
     token: str | None = None
-    token_file: Path | None = None  # re-read on use: projected tokens rotate
+    token_file: Path | None = None  # re-read (TOKEN_FILE_REREAD_SECONDS): projected tokens rotate
     # The name the server's certificate must carry, when not the URL's host (kubectl's
     # tls-server-name): also sent as SNI.
     tls_server_name: str | None = None
     proxy_url: str | None = None  # an http(s) proxy to reach the server through
     exec_plugin: ExecPlugin | None = None  # credentials from a command, when it is needed
+    # The token file's content, and when it was read: [monotonic time, token], or empty.
+    _token_file_read: list[Any] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context()
@@ -79,14 +86,25 @@ class ClusterConnection:
 
     def bearer_token(self) -> str | None:
         if self.token_file is not None:
-            return self.token_file.read_text().strip()
+            read = self._token_file_read
+            now = time.monotonic()
+            if not read or now - read[0] >= TOKEN_FILE_REREAD_SECONDS:
+                read[:] = [now, self.token_file.read_text().strip()]
+            token: str = read[1]
+            return token
         if self.token is None and self.exec_plugin is not None:
             return self.exec_plugin.credential().token
         return self.token
 
+    @property
+    def renewable(self) -> bool:
+        """Whether a credential the server refused may be taken afresh (`forget_credential`)."""
+        return self.exec_plugin is not None or self.token_file is not None
+
     def forget_credential(self) -> None:
         """The server refused the credential (401): an exec plugin is asked again next time,
-        as kubectl does."""
+        as kubectl does, and a token file read again."""
+        self._token_file_read.clear()
         if self.exec_plugin is not None:
             self.exec_plugin.forget()
 
