@@ -98,6 +98,8 @@ def test_header_names_are_lower_cased_and_repeated_ones_joined() -> None:
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\n Folded: header\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: \u00b2\r\n\r\n".encode("latin-1"),  # a digit to Python
+        "HTTP/1.1 \u00b200 OK\r\n\r\n".encode("latin-1"),
         b"HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
@@ -276,6 +278,39 @@ async def test_a_kept_alive_connection_closed_by_the_server_is_retried_only_if_i
     listening.close()
 
 
+async def test_a_watch_on_a_kept_alive_connection_the_server_closed_goes_on_a_new_one() -> None:
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head, _ = await read_request(reader)
+            server.requests.append(head)
+            if server.connections == 1:
+                writer.write(OK)
+                await writer.drain()
+                server.requests.append((await read_request(reader))[0])  # closes, unanswered
+                return
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nev\n\r\n0\r\n\r\n"
+            )
+            await writer.drain()
+            await reader.read()
+
+        return handle
+
+    server, base, listening = await start(make)
+    endpoint = Endpoint(base, ssl_context=None)
+    await endpoint.request("GET", "/api", {}, None)
+    async with endpoint.stream("GET", "/watch", {}, connect_timeout=5, read_timeout=5) as answer:
+        assert [chunk async for chunk in answer.chunks()] == [b"ev\n"]
+    assert server.connections == 2
+    assert [request.split(b" ")[1] for request in server.requests] == [
+        b"/api",
+        b"/watch",
+        b"/watch",
+    ]
+    await endpoint.close()
+    listening.close()
+
+
 async def test_an_answer_that_breaks_the_protocol_closes_its_connection() -> None:
     server, base, listening = await start(
         answers(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}EXTRA", OK)
@@ -308,6 +343,17 @@ async def test_a_gzipped_answer_is_inflated_and_a_bomb_or_an_endless_body_refuse
     with pytest.raises(ProtocolError, match="inflated"):
         await endpoint.request("GET", "/list", {}, None)
     with pytest.raises(ProtocolError, match="over 10000 bytes"):
+        await endpoint.request("GET", "/list", {}, None)
+    await endpoint.close()
+    listening.close()
+
+
+async def test_an_answer_said_gzipped_that_is_not_is_a_protocol_error() -> None:
+    _, base, listening = await start(
+        answers(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nnope")
+    )
+    endpoint = Endpoint(base, ssl_context=None)
+    with pytest.raises(ProtocolError, match="said gzipped"):
         await endpoint.request("GET", "/list", {}, None)
     await endpoint.close()
     listening.close()

@@ -65,7 +65,11 @@ def parse_head(raw: bytes) -> Head:
     status_line, *lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = status_line.partition(" ")
     code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit() or rest[3:4] not in ("", " "):
+    if (
+        not version.startswith("HTTP/1.")
+        or not (code.isascii() and code.isdigit())
+        or rest[3:4] not in ("", " ")
+    ):
         raise ProtocolError(f"not an HTTP/1.1 status line: {status_line[:100]!r}")
     headers: dict[str, str] = {}
     for line in lines:
@@ -92,6 +96,7 @@ class ResponseParser:
         self.body = bytearray()
         self.done = False
         self._bodiless = bodiless
+        self._started = False
         self._buffer = bytearray()
         self._state = "head"
         self._remaining = 0  # of the body (Content-Length) or of the chunk being read
@@ -101,6 +106,7 @@ class ResponseParser:
             if data:
                 raise ProtocolError("bytes after the end of the answer")
             return
+        self._started = self._started or bool(data)
         self._buffer += data
         while self._step():
             pass
@@ -114,6 +120,11 @@ class ResponseParser:
             self._finish()
         elif not self.done:
             raise ProtocolError("the connection closed before the answer ended")
+
+    @property
+    def started(self) -> bool:
+        """Whether any byte of the answer came."""
+        return self._started
 
     def take_body(self) -> bytes:
         body = bytes(self.body)
@@ -207,7 +218,7 @@ class ResponseParser:
                 raise ProtocolError(f"a transfer encoding vk does not read: {encoding[:100]!r}")
             self._state = "chunk-size"
         elif length is not None:
-            if not length.isdigit():
+            if not (length.isascii() and length.isdigit()):  # "²" is a digit to Python
                 raise ProtocolError(f"not a Content-Length: {length[:100]!r}")
             self._remaining = int(length)
             self._state = "length"
@@ -409,7 +420,10 @@ class Answer:
         size = 0
         while (chunk := await self._connection.chunk()) is not None:
             if self._inflate is not None:
-                chunk = self._inflate.decompress(chunk, MAX_BODY_BYTES + 1 - size)
+                try:
+                    chunk = self._inflate.decompress(chunk, MAX_BODY_BYTES + 1 - size)
+                except zlib.error as error:
+                    raise ProtocolError(f"an answer said gzipped is not: {error}") from None
                 if self._inflate.unconsumed_tail:
                     raise ProtocolError(f"an answer over {MAX_BODY_BYTES} bytes, inflated")
             size += len(chunk)
@@ -486,25 +500,16 @@ class Endpoint:
         async with self._slots:
             data = self._encode(method, target, headers, body, gzip=True)
             for attempt in range(2):
-                connection = await self._connection()
+                connection = await self._connection(fresh=attempt > 0)
                 try:
                     connection.send(data, bodiless=method == "HEAD")
                     head = await connection.head()
                     answer = self._answer(head, connection, gzip=True)
                     content = await answer.read()
-                except ConnectionError:
-                    connection.close()
-                    self._open.discard(connection)
-                    # A kept-alive connection the server had closed just before: nothing was
-                    # read, so nothing was done if the method may be sent again.
-                    if attempt == 0 and connection.reused and method in IDEMPOTENT:
-                        parser = connection.parser
-                        if parser is None or parser.head is None:
-                            continue
-                    raise
-                except BaseException:
-                    connection.close()
-                    self._open.discard(connection)
+                except BaseException as error:
+                    self._drop(connection)
+                    if attempt == 0 and self._may_send_again(method, connection, error):
+                        continue
                     raise
                 self._release(connection)
                 return answer, content
@@ -521,18 +526,28 @@ class Endpoint:
         read_timeout: float,
     ) -> AsyncIterator[Answer]:
         """An answer read as it comes (a watch), on a connection of its own until it ends.
-        Not counted against `max_requests_in_flight`: a process has as many watches as informers,
-        and a watch held must never keep a request waiting for a connection."""
-        async with asyncio.timeout(connect_timeout):
-            connection = await self._connection()
-            connection.send(self._encode(method, target, headers, None, gzip=False))
-        connection.watch_reads(read_timeout)
+        Not counted against `max_requests_in_flight`: a process has as many watches as
+        informers, and a watch held must never keep a request waiting for a connection."""
+        data = self._encode(method, target, headers, None, gzip=False)
+        for attempt in range(2):
+            async with asyncio.timeout(connect_timeout):
+                connection = await self._connection(fresh=attempt > 0)
+            connection.watch_reads(read_timeout)
+            try:
+                connection.send(data)
+                head = await connection.head()
+                answer = self._answer(head, connection, gzip=False)
+            except BaseException as error:
+                connection.watch_reads(None)
+                self._drop(connection)
+                if attempt == 0 and self._may_send_again(method, connection, error):
+                    continue
+                raise
+            break
         try:
-            head = await connection.head()
-            yield self._answer(head, connection, gzip=False)
+            yield answer
         except BaseException:
-            connection.close()
-            self._open.discard(connection)
+            self._drop(connection)
             raise
         finally:
             connection.watch_reads(None)
@@ -540,8 +555,20 @@ class Endpoint:
         if parser is not None and parser.done:
             self._release(connection)
         else:  # left before its end
-            connection.close()
-            self._open.discard(connection)
+            self._drop(connection)
+
+    @staticmethod
+    def _may_send_again(method: str, connection: _Connection, error: BaseException) -> bool:
+        """Whether a request that failed may be sent again on a new connection: a kept-alive
+        connection the server had closed just before, with nothing read back, so nothing
+        done if the method may be sent twice (RFC 9110 §9.2.2)."""
+        parser = connection.parser
+        return (
+            isinstance(error, ConnectionError)
+            and connection.reused
+            and method in IDEMPOTENT
+            and (parser is None or not parser.started)
+        )
 
     def _answer(self, head: Head, connection: _Connection, *, gzip: bool) -> Answer:
         inflate = None
@@ -567,14 +594,14 @@ class Endpoint:
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         return head + body if body else head
 
-    async def _connection(self) -> _Connection:
-        while self._idle:
+    async def _connection(self, *, fresh: bool = False) -> _Connection:
+        """An idle connection still usable, or a new one (`fresh`: a new one)."""
+        while self._idle and not fresh:
             connection = self._idle.pop()
             if connection.usable:
                 connection.reused = True
                 return connection
-            connection.close()
-            self._open.discard(connection)
+            self._drop(connection)
         connection = await self._connect()
         self._open.add(connection)
         return connection
@@ -585,8 +612,11 @@ class Endpoint:
             connection.idle_since = time.monotonic()
             self._idle.append(connection)
         else:
-            connection.close()
-            self._open.discard(connection)
+            self._drop(connection)
+
+    def _drop(self, connection: _Connection) -> None:
+        connection.close()
+        self._open.discard(connection)
 
     async def _connect(self) -> _Connection:
         """A new connection, or a ConnectionError that says where it could not go (a name
