@@ -15,9 +15,11 @@ from vk.kube.controller import Controller, Reconciler, Result, TerminalError
 from vk.kube.informer import (
     FAILING_FOR_SECONDS,
     Informer,
+    Store,
     informer_problems,
     informer_scope,
     namespace_index,
+    object_key,
     retry_informers_now,
     shared_informer,
 )
@@ -367,3 +369,87 @@ async def test_an_informer_keeps_what_its_users_read_of_each_object() -> None:
         {"metadata": {"name": "a"}},
         {"metadata": {"name": "b"}},
     ]
+
+
+class ScriptedApiServer:
+    """Lists `listed`, then watches `watched` (each an event), then holds the watch open."""
+
+    name = "fake"
+
+    def __init__(self, listed: list[JSON], watched: list[JSON]) -> None:
+        self.listed, self.watched = listed, watched
+
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        yield self.listed, "1"
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        for event in self.watched:
+            yield event
+        await asyncio.sleep(3600)
+
+
+def named(name: str, version: str, **fields: str) -> JSON:
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": version}, **fields}
+
+
+async def test_an_informer_holds_only_what_it_admits_and_tells_only_of_that() -> None:
+    """An admission sees each object with the cache as it is; an object refused is neither held
+    nor heard of, and one held that comes back refused is gone, as if deleted."""
+    server = ScriptedApiServer(
+        [named("a", "1"), named("b", "1"), named("c", "1", bad="yes")],
+        [
+            {"type": "ADDED", "object": named("d", "2")},  # over the bound of two
+            {"type": "MODIFIED", "object": named("a", "3", bad="yes")},
+            {"type": "ADDED", "object": named("e", "4")},  # room again: a is gone
+        ],
+    )
+    judged: list[tuple[str, int]] = []
+
+    def at_most_two_good_ones(obj: JSON, cached: Store) -> bool:
+        judged.append((obj["metadata"]["name"], len(cached)))
+        held = cached.get(object_key(obj)) is not None
+        return "bad" not in obj and (held or len(cached) < 2)
+
+    refused_before = refused_count()
+    informer = Informer(server, "v1", "configmaps", admit=at_most_two_good_ones)  # type: ignore[arg-type]
+    heard: list[tuple[str, str]] = []
+    informer.add_handler(lambda event, obj, _: heard.append((event, obj["metadata"]["name"])))
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while ("ADDED", "e") not in heard:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert heard == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a"), ("ADDED", "e")]
+    assert sorted(informer.store.keys()) == ["ns/b", "ns/e"]
+    assert judged == [("a", 0), ("b", 1), ("c", 2), ("d", 2), ("a", 2), ("e", 1)]
+    assert refused_count() - refused_before == 3  # c, d, and a as changed
+
+
+def refused_count() -> float:
+    value = REGISTRY.get_sample_value(
+        "vk_informer_refused_total", {"client": "fake", "resource": "configmaps"}
+    )
+    return value or 0.0
+
+
+async def test_a_relist_lets_go_of_what_is_gone_before_it_admits_what_is_new() -> None:
+    """A bound judged against objects the server no longer holds would refuse what replaced
+    them until the next list."""
+    informer = Informer(
+        ScriptedApiServer([named("c", "5")], []),  # type: ignore[arg-type]
+        "v1",
+        "configmaps",
+        admit=lambda obj, cached: cached.get(object_key(obj)) is not None or len(cached) < 2,
+    )
+    informer.store.upsert(named("a", "1"))
+    informer.store.upsert(named("b", "1"))
+    await informer._relist()
+    assert informer.store.keys() == ["ns/c"]

@@ -35,6 +35,8 @@ EventHandler = Callable[[str, JSON, JSON | None], None]
 """(event type, the object — for DELETED its last known state —, the previous object)."""
 
 Indexer = Callable[[JSON], list[str]]
+Admission = Callable[[JSON, "Store"], bool]
+"""(an object as kept, the cache as it is) -> whether the cache takes that object in."""
 
 log = structlog.get_logger("vk.kube.informer")
 
@@ -54,6 +56,12 @@ WATCH_EVENTS = Counter(
     "Watch events informers took in, by client (home or provider), resource and event type: "
     "each is decoded, compacted and handed to every handler",
     ["client", "resource", "type"],
+)
+REFUSED = Counter(
+    "vk_informer_refused_total",
+    "Objects an informer's cache did not take in, by client (home or provider) and resource: "
+    "its admission bounds what a server that is not trusted can make the process hold",
+    ["client", "resource"],
 )
 # Failing for this long, an informer makes its process not ready: a blip is not an outage.
 FAILING_FOR_SECONDS = 30.0
@@ -236,11 +244,16 @@ class Informer:
         indexers: dict[str, Indexer] | None = None,
         watch_timeout: int = 300,
         keep: Callable[[JSON], JSON] | None = None,
+        admit: Admission | None = None,
     ) -> None:
         """`keep`: what of each object (just decoded) the cache keeps, when its users read only
-        part of it (client-go's transform)."""
+        part of it (client-go's transform). `admit`: whether the cache takes an object in (as
+        kept), asked before each one it would hold; one refused is not held, and its handlers
+        hear of it as deleted if the cache held an earlier version of it. A bound on what a
+        server that is not trusted can make a process hold."""
         self.client = client
         self._keep = keep
+        self._admit = admit
         self.path = resource_path(api_version, plural, namespace=namespace)
         self.params: dict[str, str] = {}
         if label_selector:
@@ -398,21 +411,31 @@ class Informer:
             kept.extend(map(self._kept, page))
             version = page_version
         self.lists += 1
-        seen = set()
-        for obj in kept:
-            key = object_key(obj)
-            seen.add(key)
-            old = self.store.upsert(obj)
-            if old is None:
-                self._notify(ADDED, obj, None)
-            elif resource_version(old) != resource_version(obj):
-                self._notify(MODIFIED, obj, old)
-        for key in set(self.store.keys()) - seen:
+        # What is gone goes first: an admission then judges against what the server holds.
+        for key in set(self.store.keys()) - {object_key(obj) for obj in kept}:
             gone = self.store.delete(key)
             if gone is not None:
                 self._notify(DELETED, gone, gone)
+        for obj in kept:
+            self._take(obj, relisted=True)
         self.synced.set()
         return version
+
+    def _take(self, obj: JSON, *, relisted: bool = False) -> None:
+        """`obj` into the cache if admitted, and its handlers told (of a relisted object, only
+        if it changed). One refused is not held: if the cache held an earlier version of it,
+        that is gone, as for a DELETED event."""
+        if self._admit is not None and not self._admit(obj, self.store):
+            REFUSED.labels(self.client.name, resource_of(self.path)).inc()
+            gone = self.store.delete(object_key(obj))
+            if gone is not None:
+                self._notify(DELETED, gone, gone)
+            return
+        old = self.store.upsert(obj)
+        if old is None:
+            self._notify(ADDED, obj, None)
+        elif not relisted or resource_version(old) != resource_version(obj):
+            self._notify(MODIFIED, obj, old)
 
     async def _watch(self, version: str) -> str:
         """Watches from `version` until the server closes the stream; returns the last
@@ -433,8 +456,6 @@ class Informer:
                 old = self.store.delete(object_key(obj))
                 self._notify(DELETED, obj, old)
             elif event_type != BOOKMARK:
-                obj = self._kept(obj)
-                old = self.store.upsert(obj)
-                self._notify(ADDED if old is None else MODIFIED, obj, old)
+                self._take(self._kept(obj))
             self._watched_to = version
         return version
