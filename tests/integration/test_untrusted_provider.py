@@ -223,3 +223,76 @@ def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
     )["status"]
     assert reflected.get("podIP") != hijack
     assert hijack not in [entry.get("ip") for entry in reflected.get("podIPs") or []]
+
+
+def test_a_provider_flooding_events_about_a_pod_gets_25_copied_home_and_no_more(
+    naples_peered: Clusters, offloaded: str
+) -> None:
+    """The provider makes Events about an offloaded pod without end, one of them a megabyte
+    long: venice gets 25 about the pod at most (the provider's own among them), each no longer
+    than an Event may be, and a Warning on the virtual node."""
+    clusters = naples_peered
+    apply(clusters, offloaded, deployment("web", 1))
+
+    def running() -> dict[str, Any] | None:
+        pods = items(clusters, PROVIDER, "pods", "-n", offloaded, "-l", "app=web")
+        return pods[0] if pods and pods[0]["status"].get("phase") == "Running" else None
+
+    remote = wait_until(running, "the offloaded pod Running on naples", timeout=60)
+    name = remote["metadata"]["name"]
+
+    def reflected() -> list[dict[str, Any]]:
+        selector = f"--field-selector=involvedObject.name={name}"
+        return [
+            event
+            for event in items(clusters, CONSUMER, "events", "-n", offloaded, selector)
+            if event["source"].get("component", "").endswith("(remote)")
+        ]
+
+    # The provider's own Events about the pod (its scheduler's) copied home first.
+    wait_until(lambda: reflected() or None, "the provider's own Events copied to venice")
+    flood_size = 40
+    flood = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": f"{name}.flood{i:03}", "namespace": offloaded},
+                "involvedObject": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": name,
+                    "namespace": offloaded,
+                    "uid": remote["metadata"]["uid"],
+                },
+                "reason": "Flood",
+                "message": ("m" * 1_000_000) if i == 0 else f"flood {i}",
+                "type": "Warning",
+                "source": {"component": "attacker"},
+                "firstTimestamp": "2026-11-27T00:00:00Z",
+                "lastTimestamp": "2026-11-27T00:00:00Z",
+                "count": 1,
+            }
+            for i in range(flood_size)
+        ],
+    }
+    clusters.kubectl(PROVIDER, "create", "-f", "-", input=json.dumps(flood))
+
+    def refusal_said() -> str | None:
+        events = items(
+            clusters, CONSUMER, "events", "-n", "default",
+            "--field-selector=reason=ProviderEventsRefused,involvedObject.name=" + PROVIDER,
+        )  # fmt: skip
+        said = [event["message"] for event in events if offloaded in event["message"]]
+        return said[0] if said else None
+
+    message = wait_until(refusal_said, "venice's ProviderEventsRefused Event on the virtual node")
+    assert "more than 25 Events about one object" in message
+    wait_until(lambda: len(reflected()) >= 25 or None, "25 Events about the pod at venice")
+    time.sleep(3)  # room for any more to come: none may
+    copied = reflected()
+    assert len(copied) == 25, [event["metadata"]["name"] for event in copied]
+    longest = max(copied, key=lambda event: len(event.get("message", "")))
+    assert longest["message"] == "m" * 1024

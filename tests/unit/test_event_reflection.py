@@ -4,12 +4,16 @@ they know it, and reads both pods only when they do not."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import types
 from typing import Any
+
+import pytest
 
 from tests.unit.reflectors import reflector_options
 from vk.kube.client import JSON, NotFound
 from vk.kube.informer import Informer
-from vk.reflection.event.events import EventReflector
+from vk.reflection.event.events import MAX_EVENTS_PER_OBJECT, EventReflector
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.generic import LOCAL as LOCAL_SIDE
 from vk.reflection.generic import NamespaceReflection
@@ -137,3 +141,83 @@ def test_a_reflected_event_is_written_once_and_its_echo_wakes_nothing() -> None:
     assert len(events.controller.queue) == 0, "our own write coming back"
     events.on_event(state, LOCAL_SIDE, "DELETED", home.created[0])
     assert len(events.controller.queue) == 1, "deleted by another: made again"
+
+
+class Recorder:
+    """The Events the reflector says, as (involved kind/name, type, reason, message)."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str, str]] = []
+
+    async def record(self, involved: JSON, event_type: str, reason: str, message: str) -> None:
+        self.said.append(
+            (f"{involved['kind']}/{involved['metadata']['name']}", event_type, reason, message)
+        )
+
+
+def provider_event(name: str, about: str, kind: str = "Pod") -> JSON:
+    return {
+        "metadata": {"name": name, "namespace": REMOTE, "resourceVersion": "1"},
+        "involvedObject": {"apiVersion": "v1", "kind": kind, "name": about, "namespace": REMOTE},
+        "reason": "Pulled",
+        "message": "pulled",
+    }
+
+
+async def held_of(events: list[JSON], recorder: Recorder) -> list[str]:
+    """The names of `events` the remote Events' cache holds once each came to it."""
+    reflector = EventReflector(
+        dataclasses.replace(reflector_options(None), events=recorder),  # type: ignore[arg-type]
+        ReflectionPolicy.DENY_LIST,
+    )
+    provider: Any = types.SimpleNamespace(name="provider")
+    _, remote_events = reflector.informers(LOCAL, REMOTE, provider)
+    for remote_event in events:
+        remote_events._take(remote_events._kept(remote_event))
+    await asyncio.sleep(0)  # the Events said
+    return sorted(obj["metadata"]["name"] for obj in remote_events.store.objects())
+
+
+async def test_a_provider_holds_no_more_than_25_events_about_one_object_in_a_consumer() -> None:
+    """A provider that makes Events about an offloaded pod without end makes the virtual
+    kubelet hold 25 of them, and copy no more home; it is said once, on the virtual node."""
+    recorder = Recorder()
+    flood = [provider_event(f"web.{i:03}", "web") for i in range(MAX_EVENTS_PER_OBJECT + 10)]
+    updated = {**flood[0], "metadata": {**flood[0]["metadata"], "resourceVersion": "2"}}
+    held = await held_of([*flood, updated, provider_event("db.1", "db")], recorder)
+    assert held == sorted(["db.1", *(f"web.{i:03}" for i in range(MAX_EVENTS_PER_OBJECT))])
+    assert recorder.said == [
+        (
+            "Node/far",
+            "Warning",
+            "ProviderEventsRefused",
+            f"Events of {REMOTE} not copied home: the provider made more than "
+            f"{MAX_EVENTS_PER_OBJECT} Events about one object",
+        )
+    ]
+
+
+async def test_a_twin_namespace_holds_a_bounded_number_of_provider_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("vk.reflection.event.events.MAX_EVENTS_PER_NAMESPACE", 3)
+    recorder = Recorder()
+    held = await held_of([provider_event(f"e{i}", f"pod-{i}") for i in range(5)], recorder)
+    assert held == ["e0", "e1", "e2"]
+    assert [said[2:] for said in recorder.said] == [
+        (
+            "ProviderEventsRefused",
+            f"Events of {REMOTE} not copied home: the provider holds more than 3 Events there",
+        )
+    ]
+
+
+async def test_events_about_objects_vk_does_not_reflect_are_not_held_nor_complained_of() -> None:
+    recorder = Recorder()
+    events = [
+        provider_event("quota.1", "quota", kind="ResourceQuota"),
+        provider_event("ns.1", REMOTE, kind="Namespace"),
+        {**provider_event("odd.1", "web"), "involvedObject": "not an object"},
+    ]
+    assert await held_of(events, recorder) == []
+    assert recorder.said == []

@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 
-from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
+from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, SKIP_REFLECTION_ANNOTATION
 from vk.reflection.forge.events import (
+    MAX_MESSAGE_CHARS,
+    MAX_SHORT_FIELD_CHARS,
     REFLECTED_EVENT_KINDS,
     event_needs_update,
     forge_local_event,
     involved_local_name,
+    involved_object_key,
+    involved_remote_name,
+    remote_event_as_read,
 )
 
 JSON = dict[str, Any]
@@ -375,3 +380,65 @@ def test_local_event_with_changed_labels_needs_update() -> None:
     current = as_home_returns(desired)
     current["metadata"]["labels"] = {ORIGIN_LABEL: HOME}
     assert event_needs_update(desired, current)
+
+
+@pytest.mark.parametrize("remote_event", [kubelet_event(), scheduler_event()])
+def test_what_a_cache_keeps_of_a_provider_event_is_all_the_forge_reads(remote_event: JSON) -> None:
+    kept = remote_event_as_read(copy.deepcopy(remote_event))
+    assert forge(kept) == forge(remote_event)
+    assert involved_local_name(kept, HOME) == involved_local_name(remote_event, HOME)
+    assert "reportingInstance" not in kept
+    assert "creationTimestamp" not in kept["metadata"]
+
+
+def test_a_provider_event_is_kept_no_longer_than_an_event_may_be_copied_home() -> None:
+    """A provider writes its Events as it likes: what a virtual kubelet holds of one, and copies
+    home, is bounded whatever it wrote."""
+    hostile = kubelet_event()
+    hostile["message"] = "m" * 1_000_000
+    hostile["reason"] = "r" * 10_000
+    hostile["reportingController"] = "c" * 10_000
+    hostile["source"] = {"component": "k" * 10_000, "host": "h", "junk": "j" * 10_000}
+    hostile["metadata"]["annotations"] = {
+        SKIP_REFLECTION_ANNOTATION: "true",
+        "padding": "p" * 1_000_000,
+    }
+    hostile["metadata"]["labels"] = {"padding": "p" * 60}
+    hostile["involvedObject"]["fieldPath"] = "f" * 100_000
+    hostile["involvedObject"]["resourceVersion"] = ["not", "a", "string"]
+    hostile["managedFields"] = [{"padding": "p" * 100_000}]
+    kept = remote_event_as_read(hostile)
+    assert len(kept["message"]) == MAX_MESSAGE_CHARS
+    assert len(kept["reason"]) == len(kept["reportingController"]) == MAX_SHORT_FIELD_CHARS
+    assert kept["source"] == {"component": "k" * MAX_SHORT_FIELD_CHARS, "host": "h"}
+    assert kept["metadata"]["annotations"] == {SKIP_REFLECTION_ANNOTATION: "true"}
+    assert "labels" not in kept["metadata"]
+    assert "managedFields" not in kept
+    assert set(kept["involvedObject"]) == {"apiVersion", "kind", "name", "uid"}
+    assert len(repr(kept)) < 2 * MAX_MESSAGE_CHARS + 5 * MAX_SHORT_FIELD_CHARS + 1024
+    forged = forge(kept)
+    assert len(forged["message"]) == MAX_MESSAGE_CHARS
+    assert "fieldPath" not in forged["involvedObject"]
+
+
+@pytest.mark.parametrize(
+    "involved",
+    [
+        None,
+        "a string",
+        {"kind": ["Pod"], "name": POD},
+        {"kind": "Pod", "name": {"not": "a name"}},
+        {"kind": "Pod", "apiVersion": 1, "name": ""},
+        {"kind": "Namespace", "name": "demo"},
+    ],
+)
+def test_a_provider_event_about_nothing_vk_reflects_names_no_object(involved: Any) -> None:
+    remote_event = {**kubelet_event(), "involvedObject": involved}
+    kept = remote_event_as_read(remote_event)
+    assert involved_remote_name(kept) is None
+    assert involved_local_name(kept, HOME) is None
+
+
+def test_the_events_about_one_object_are_found_by_its_kind_and_name() -> None:
+    assert involved_object_key(kubelet_event()) == f"Pod/{POD}"
+    assert involved_object_key(scheduler_event()) == involved_object_key(kubelet_event())

@@ -4,21 +4,30 @@ object (Liqo's `event/event.go`). Local Events never go to the provider.
 
 Each remote Event becomes a local Event of the same name about the local object, labelled as
 ours, kept up to date while the remote one changes (its count grows) and deleted with it.
+The provider writes its Events as it likes: the cache of a twin namespace's Events holds only
+those about an object vk reflects, as the reflector reads them, within bounds (below).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable
+
+import structlog
 
 from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
-from vk.kube.informer import Informer, split_key
+from vk.kube.events import WARNING
+from vk.kube.informer import Informer, Store, object_key, split_key
 from vk.reflection.forge.events import (
     event_needs_update,
     forge_local_event,
     involved_local_name,
+    involved_object_key,
+    involved_remote_name,
+    remote_event_as_read,
 )
 from vk.reflection.forge.meta import ReflectionPolicy, is_owned_by_us, should_reflect
 from vk.reflection.generic import (
@@ -31,6 +40,8 @@ from vk.reflection.generic import (
     ReflectorOptions,
 )
 
+log = structlog.get_logger("vk.reflection.events")
+
 # Where the local object an Event is about is read from.
 _API = {
     "Pod": ("v1", "pods"),
@@ -41,6 +52,16 @@ _API = {
     "Ingress": ("networking.k8s.io/v1", "ingresses"),
 }
 _LOCAL_OBJECTS_KEPT = 4096  # local objects remembered by the UID of their remote copy
+
+# How many of a provider's Events a virtual kubelet holds (and so copies home), at most: about
+# one object, as many as client-go's recorder lets a component make about one object at once
+# (its spam filter's burst); in one twin namespace, enough for every Event in the hour an Event
+# lives of a few thousand pods started. A provider that makes more (it writes these Events as
+# it likes) has the rest ignored: the virtual kubelet's memory, and what it writes home, stay
+# bounded, at about 1.5 KiB an Event kept (remote_event_as_read).
+MAX_EVENTS_PER_OBJECT = 25
+MAX_EVENTS_PER_NAMESPACE = 20_000
+_INVOLVED_INDEX = "involved"
 
 OffloadedPod = Callable[[str, str, str, str, str], JSON | None]
 """(local namespace, local name, remote namespace, remote name, remote UID or "") -> the local
@@ -66,6 +87,8 @@ class EventReflector(NamespacedReflector):
         # remote involved object UID -> the local object it stands for (None: not ours)
         self._local_objects: dict[str, JSON | None] = {}
         self.recent = RecentWrites()  # the local Events written, until their informer shows them
+        self._refusals_said: set[tuple[str, str]] = set()  # (twin namespace, why), said once
+        self._saying: set[asyncio.Task[None]] = set()
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -81,8 +104,49 @@ class EventReflector(NamespacedReflector):
                 label_selector=f"{ORIGIN_LABEL}={self.home_cluster_id},"
                 f"{DESTINATION_LABEL}={self.remote_cluster_id}",
             ),
-            Informer(client, "v1", "events", namespace=remote_namespace),
+            Informer(
+                client,
+                "v1",
+                "events",
+                namespace=remote_namespace,
+                indexers={_INVOLVED_INDEX: lambda event: [involved_object_key(event)]},
+                keep=remote_event_as_read,
+                admit=self._admit_remote_event,
+            ),
         ]
+
+    def _admit_remote_event(self, event: JSON, cached: Store) -> bool:
+        """Whether the cache of a twin namespace's Events takes in `event` (as kept): one about
+        an object vk reflects, within the bounds above. One it holds already stays."""
+        if involved_remote_name(event) is None:
+            return False
+        if cached.get(object_key(event)) is not None:
+            return True
+        if len(cached) >= MAX_EVENTS_PER_NAMESPACE:
+            refusal = f"the provider holds more than {MAX_EVENTS_PER_NAMESPACE} Events there"
+        elif len(cached.by_index(_INVOLVED_INDEX, involved_object_key(event))) >= (
+            MAX_EVENTS_PER_OBJECT
+        ):
+            refusal = f"the provider made more than {MAX_EVENTS_PER_OBJECT} Events about one object"
+        else:
+            return True
+        self._say_refused(event["metadata"].get("namespace") or "", refusal)
+        return False
+
+    def _say_refused(self, remote_namespace: str, refusal: str) -> None:
+        """Once per twin namespace and reason in a process's life: a Warning Event on the
+        virtual node (the provider is the one to blame, not a pod) and a log line."""
+        if (remote_namespace, refusal) in self._refusals_said:
+            return
+        self._refusals_said.add((remote_namespace, refusal))
+        message = f"Events of {remote_namespace} not copied home: {refusal}"
+        log.warning("provider events refused", namespace=remote_namespace, refusal=refusal)
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node_name}}
+        task = asyncio.get_running_loop().create_task(
+            self.events.record(node, WARNING, "ProviderEventsRefused", message)
+        )
+        self._saying.add(task)
+        task.add_done_callback(self._saying.discard)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         return [f"{state.local_namespace}/{obj['metadata']['name']}"]

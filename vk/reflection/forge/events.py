@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from vk.api.constants import ALLOW_REFLECTION_ANNOTATION, SKIP_REFLECTION_ANNOTATION
 from vk.reflection.forge.configuration import local_configmap_name
 from vk.reflection.forge.meta import JSON, ownership_labels
 
@@ -25,23 +26,101 @@ _KIND_GROUPS = {kind: "" for kind in REFLECTED_EVENT_KINDS} | {"Ingress": "netwo
 # What changes as the provider's Event repeats.
 _UPDATED_FIELDS = ("count", "lastTimestamp", "message", "type")
 
+# What of a provider's Event is copied home, at most: the provider writes it, and a consumer
+# keeps and copies no more of it than an Event of the events.k8s.io API may hold (its note is
+# at most 1 KiB; its reason and the reporting component 128 characters).
+MAX_MESSAGE_CHARS = 1024
+MAX_SHORT_FIELD_CHARS = 128
+MAX_REFERENCE_CHARS = 512  # a name, a UID, a field path (`spec.containers{app}`): longer, none
 
-def involved_local_name(remote_event: Mapping[str, Any], local_cluster_id: str) -> str | None:
-    """The name of the local object a provider Event is about, or None if it is about no
-    object vk reflects. Only the ConfigMap of the consumer's CA has another name remotely."""
+# The fields of a provider's Event that the Event reflector reads: all a cache keeps of one.
+_READ_FIELDS = (
+    "involvedObject",
+    "source",
+    "reportingComponent",
+    "reportingController",
+    "series",
+    "eventTime",
+    "firstTimestamp",
+    "lastTimestamp",
+    "count",
+    "type",
+    "reason",
+    "message",
+)
+_READ_METADATA = ("name", "namespace", "uid", "resourceVersion")
+_READ_ANNOTATIONS = (SKIP_REFLECTION_ANNOTATION, ALLOW_REFLECTION_ANNOTATION)
+_READ_INVOLVED = ("apiVersion", "kind", "name", "uid", "fieldPath")
+
+
+def involved_remote_name(remote_event: Mapping[str, Any]) -> str | None:
+    """The name of the provider's object a provider Event is about, if it is of a kind vk
+    reflects (of that kind's API group); None if it is about no such object."""
     involved = remote_event.get("involvedObject") or {}
     kind = involved.get("kind")
     if kind not in REFLECTED_EVENT_KINDS:
         return None
     api_version = involved.get("apiVersion")
     # An absent apiVersion is the core group's, as kubectl reads it.
-    group = api_version.rpartition("/")[0] if api_version else ""
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
     if group != _KIND_GROUPS[kind]:
         return None
-    name: str = involved.get("name") or ""
-    if not name:
+    name = involved.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def involved_local_name(remote_event: Mapping[str, Any], local_cluster_id: str) -> str | None:
+    """The name of the local object a provider Event is about, or None if it is about no
+    object vk reflects. Only the ConfigMap of the consumer's CA has another name remotely."""
+    name = involved_remote_name(remote_event)
+    if name is None:
         return None
+    kind = remote_event["involvedObject"]["kind"]
     return local_configmap_name(name, local_cluster_id) if kind == "ConfigMap" else name
+
+
+def involved_object_key(remote_event: Mapping[str, Any]) -> str:
+    """`Kind/name` of the object a provider Event is about (an index of the Events cached)."""
+    involved = remote_event.get("involvedObject") or {}
+    return f"{involved.get('kind')}/{involved.get('name')}"
+
+
+def remote_event_as_read(remote_event: JSON) -> JSON:
+    """What a cache keeps of a provider's Event: the fields the Event reflector reads, each
+    text no longer than an Event may be copied home with. A provider writes these Events as
+    it likes: a message of a megabyte is kept, and copied home, as its first KiB."""
+    metadata = remote_event.get("metadata") or {}
+    kept_metadata = {key: metadata[key] for key in _READ_METADATA if key in metadata}
+    annotations = metadata.get("annotations") or {}
+    if reflection := {key: annotations[key] for key in _READ_ANNOTATIONS if key in annotations}:
+        kept_metadata["annotations"] = reflection
+    kept: JSON = {"metadata": kept_metadata}
+    for field in _READ_FIELDS:
+        if field in remote_event:
+            kept[field] = remote_event[field]
+    involved = remote_event.get("involvedObject")
+    involved = involved if isinstance(involved, dict) else {}
+    kept["involvedObject"] = {
+        key: involved[key]
+        for key in _READ_INVOLVED
+        if isinstance(involved.get(key), str) and len(involved[key]) <= MAX_REFERENCE_CHARS
+    }
+    for field, limit in (
+        ("message", MAX_MESSAGE_CHARS),
+        ("reason", MAX_SHORT_FIELD_CHARS),
+        ("reportingComponent", MAX_SHORT_FIELD_CHARS),
+        ("reportingController", MAX_SHORT_FIELD_CHARS),
+    ):
+        if isinstance(kept.get(field), str):
+            kept[field] = kept[field][:limit]
+    source = kept.get("source")
+    if isinstance(source, dict):
+        kept["source"] = {
+            key: value[:MAX_SHORT_FIELD_CHARS]
+            for key, value in source.items()
+            if key in ("component", "host") and isinstance(value, str)
+        }
+    return kept
 
 
 def forge_local_event(
