@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import datetime
 import gzip
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
-from vk.kube import transport
+from vk.kube import pki, transport
 from vk.kube.client import KubeClient, request_target
 from vk.kube.kubeconfig import ClusterConnection
 from vk.kube.transport import Endpoint, ProtocolError, ResponseParser, parse_head
@@ -207,13 +213,17 @@ def answers(*responses: bytes) -> Callable[[Server], Handler]:
     return handler_of
 
 
-async def start(make: Callable[[Server], Handler]) -> tuple[Server, str, asyncio.Server]:
+async def start(
+    make: Callable[[Server], Handler], *, tls: ssl.SSLContext | None = None
+) -> tuple[Server, str, asyncio.Server]:
     server = Server(lambda r, w: asyncio.sleep(0))
     server.handler = make(server)
-    listening = await asyncio.start_server(server._serve, "127.0.0.1", 0)
-    return server, f"http://127.0.0.1:{listening.sockets[0].getsockname()[1]}", listening
+    listening = await asyncio.start_server(server._serve, "127.0.0.1", 0, ssl=tls)
+    scheme = "https" if tls else "http"
+    return server, f"{scheme}://127.0.0.1:{listening.sockets[0].getsockname()[1]}", listening
 
 
+NOW = datetime.datetime.now(datetime.UTC)
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 UNAUTHORIZED = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\n{}"
 
@@ -416,24 +426,32 @@ async def test_a_stream_that_ends_leaves_its_connection_for_the_next_request() -
     listening.close()
 
 
-async def test_requests_go_through_a_proxy_by_connect_with_its_credentials() -> None:
-    target, target_base, target_listening = await start(answers(OK))
-    tunnels: list[bytes] = []
+def tunnelling_proxy(target_base: str, tunnels: list[bytes]) -> Handler:
+    """A proxy that takes any CONNECT (each one's head kept in `tunnels`) to `target_base`."""
 
     async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         tunnels.append(await reader.readuntil(b"\r\n\r\n"))
-        host, port = target_base.removeprefix("http://").split(":")
+        host, port = target_base.partition("://")[2].split(":")
         upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
 
         async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            while data := await source.read(65536):
-                sink.write(data)
+            with contextlib.suppress(ConnectionError):
+                while data := await source.read(65536):
+                    sink.write(data)
             sink.close()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
-    proxy_listening = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    return proxy
+
+
+async def test_requests_go_through_a_proxy_by_connect_with_its_credentials() -> None:
+    target, target_base, target_listening = await start(answers(OK))
+    tunnels: list[bytes] = []
+    proxy_listening = await asyncio.start_server(
+        tunnelling_proxy(target_base, tunnels), "127.0.0.1", 0
+    )
     proxy_port = proxy_listening.sockets[0].getsockname()[1]
     endpoint = Endpoint(
         target_base, ssl_context=None, proxy_url=f"http://vk:s%40cret@127.0.0.1:{proxy_port}"
@@ -448,6 +466,75 @@ async def test_requests_go_through_a_proxy_by_connect_with_its_credentials() -> 
     await endpoint.close()
     proxy_listening.close()
     target_listening.close()
+
+
+def serving_context(ca: x509.Certificate, ca_key: Any, name: str, where: Path) -> ssl.SSLContext:
+    """A server's TLS context, its certificate for 127.0.0.1 issued by `ca`."""
+    issued = pki.issue(ca, ca_key, name, NOW, ip_addresses=("127.0.0.1",), server=True)
+    (where / f"{name}.crt").write_bytes(issued.cert_pem)
+    (where / f"{name}.key").write_bytes(issued.key_pem)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(where / f"{name}.crt", where / f"{name}.key")
+    return context
+
+
+async def test_an_https_proxy_carries_tls_to_the_server_inside_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS to the proxy, then TLS to the API server inside the tunnel (the proxy sees none of
+    it), on one connection kept alive; the proxy is trusted as the machine's CAs are."""
+    ca, ca_key = pki.build_ca("test-ca", NOW)
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))  # the machine's CAs, for the proxy
+    target, target_base, target_listening = await start(
+        answers(OK, OK), tls=serving_context(ca, ca_key, "target", tmp_path)
+    )
+    tunnels: list[bytes] = []
+    proxy_listening = await asyncio.start_server(
+        tunnelling_proxy(target_base, tunnels),
+        "127.0.0.1",
+        0,
+        ssl=serving_context(ca, ca_key, "proxy", tmp_path),
+    )
+    proxy_port = proxy_listening.sockets[0].getsockname()[1]
+    endpoint = Endpoint(
+        target_base,
+        ssl_context=ssl.create_default_context(cafile=ca_file),
+        proxy_url=f"https://127.0.0.1:{proxy_port}",
+    )
+    for _ in range(2):
+        answer, body = await endpoint.request("GET", "/api", {}, None)
+        assert (answer.status, body) == (200, b"{}")
+    assert len(tunnels) == 1
+    assert target.connections == 1
+    assert [request.split(b"\r\n")[0] for request in target.requests] == [b"GET /api HTTP/1.1"] * 2
+    await endpoint.close()
+    proxy_listening.close()
+    target_listening.close()
+
+
+async def test_an_https_proxy_whose_certificate_is_not_trusted_is_not_used(
+    tmp_path: Path,
+) -> None:
+    """A proxy in the middle with a certificate of its own making gets no request through it."""
+    ca, ca_key = pki.build_ca("not-trusted", NOW)
+    tunnels: list[bytes] = []
+    proxy_listening = await asyncio.start_server(
+        tunnelling_proxy("http://127.0.0.1:1", tunnels),
+        "127.0.0.1",
+        0,
+        ssl=serving_context(ca, ca_key, "proxy", tmp_path),
+    )
+    proxy_port = proxy_listening.sockets[0].getsockname()[1]
+    endpoint = Endpoint(
+        "https://10.0.0.1:6443", ssl_context=None, proxy_url=f"https://127.0.0.1:{proxy_port}"
+    )
+    with pytest.raises(ConnectionError, match="certificate verify failed"):
+        await endpoint.request("GET", "/api", {}, None)
+    assert tunnels == []
+    await endpoint.close()
+    proxy_listening.close()
 
 
 async def test_a_proxy_that_refuses_is_said_to_have_refused() -> None:
