@@ -453,3 +453,15 @@ async def test_a_relist_lets_go_of_what_is_gone_before_it_admits_what_is_new() -
     informer.store.upsert(named("b", "1"))
     await informer._relist()
     assert informer.store.keys() == ["ns/c"]
+
+
+def test_a_shared_informer_keeps_one_thing_of_each_object() -> None:
+    def names(obj: JSON) -> JSON:
+        return {"metadata": {"name": obj["metadata"]["name"]}}
+
+    client = CountingApiServer()
+    with informer_scope():
+        informer = shared_informer(client, "v1", "secrets", keep=names)  # type: ignore[arg-type]
+        assert shared_informer(client, "v1", "secrets", keep=names) is informer  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="keeps something else"):
+            shared_informer(client, "v1", "secrets")  # type: ignore[arg-type]

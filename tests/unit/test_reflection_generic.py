@@ -3,15 +3,16 @@ that replaces a remote object with the local truth."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from tests.unit.reflectors import reflector_options
-from vk.api.constants import SERVICE_ACCOUNT_NAME_LABEL
+from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, SERVICE_ACCOUNT_NAME_LABEL
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from vk.reflection.configuration.secrets import SecretReflector
-from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.forge.meta import ReflectionPolicy, RemoteObjectAsRead, is_owned_by_us
 from vk.reflection.generic import REMOTE, NamespaceReflection, RecentWrites, replacement, rv_newer
 
 
@@ -183,3 +184,69 @@ def test_a_remote_object_reflected_here_wakes_its_key_but_our_echo_and_anothers_
         {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}},
     )
     assert woken() == ["shop/settings"], "changed by someone else"
+
+
+def test_a_cache_keeps_of_a_providers_own_object_only_whose_it_is() -> None:
+    """A provider may fill a twin namespace with objects of a megabyte: of one vk did not write,
+    its reflector reads only whose it is (to leave it alone and say so), and that is all kept;
+    one of ours is kept whole, to be compared with the local object."""
+    as_read = RemoteObjectAsRead("home", "far")
+    assert as_read == RemoteObjectAsRead("home", "far"), "one cache for every reflector"
+    ours = {
+        "metadata": {
+            "name": "settings",
+            "labels": {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far"},
+        },
+        "data": {"big": "x" * 1_000_000},
+    }
+    assert as_read(ours) is ours
+    theirs = {
+        "metadata": {
+            "name": "settings",
+            "namespace": "shop-far",
+            "uid": "u",
+            "resourceVersion": "5",
+            "labels": {ORIGIN_LABEL: "elsewhere", "app": "x" * 60},
+            "annotations": {"padding": "p" * 200_000},
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "data": {"big": "x" * 1_000_000},
+    }
+    kept = as_read(theirs)
+    assert kept == {
+        "metadata": {
+            "name": "settings",
+            "namespace": "shop-far",
+            "uid": "u",
+            "resourceVersion": "5",
+            "labels": {ORIGIN_LABEL: "elsewhere"},
+        }
+    }
+    assert not is_owned_by_us(kept, "home", "far")
+    token = {"metadata": {"name": "t", "labels": {SERVICE_ACCOUNT_NAME_LABEL: "default"}}}
+    assert as_read(token) == token, "what tells a token Secret apart is kept"
+
+
+async def test_a_foreign_object_as_kept_is_still_reported_as_a_conflict() -> None:
+    reported: list[str] = []
+
+    class Events:
+        async def record(self, involved: Any, event_type: str, reason: str, message: str) -> None:
+            reported.append(message)
+
+    client: Any = object()
+    options = dataclasses.replace(reflector_options(client), events=Events())
+    secrets = SecretReflector(options, ReflectionPolicy.DENY_LIST)
+    local, remote = Informer(client, "v1", "secrets"), Informer(client, "v1", "secrets")
+    local.store.upsert({"metadata": {"name": "settings", "namespace": "shop", "uid": "l"}})
+    foreign = {
+        "metadata": {"name": "settings", "namespace": "shop-far", "uid": "r"},
+        "data": {"big": "eA=="},
+    }
+    remote.store.upsert(secrets.remote_as_read(foreign))
+    for informer in (local, remote):
+        informer.synced.set()
+    secrets.namespaces["shop"] = NamespaceReflection("shop", "shop-far", client, [local, remote])
+    await secrets.reconcile("shop/settings")
+    assert len(reported) == 1
+    assert "was not created by vk: it is left untouched" in reported[0]

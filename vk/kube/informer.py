@@ -200,11 +200,13 @@ def shared_informer(
     label_selector: str | None = None,
     field_selector: str | None = None,
     indexers: dict[str, Indexer] | None = None,
+    keep: Callable[[JSON], JSON] | None = None,
 ) -> Informer:
     """The informer of `plural` in that scope through `client` shared in this informer_scope():
     made on first use, the same one after (with `indexers` added). Each user runs it (`run()`
     is shared) and adds its own handlers, removing them if it stops before the scope ends.
-    Outside any scope, a new informer of its own each time."""
+    Every user of one asks for the same `keep` (equal), or gets a ValueError: a cache keeps one
+    thing of each object. Outside any scope, a new informer of its own each time."""
     shared = _SHARED.get()
     path = resource_path(api_version, plural, namespace=namespace)
     scope = (id(client), path, label_selector, field_selector)
@@ -217,9 +219,12 @@ def shared_informer(
             namespace=namespace,
             label_selector=label_selector,
             field_selector=field_selector,
+            keep=keep,
         )
         if shared is not None:
             shared[scope] = informer
+    elif informer._keep != keep:
+        raise ValueError(f"the informer of {informer.describe()} keeps something else already")
     informer.store.add_indexers(indexers or {})
     return informer
 

@@ -44,7 +44,7 @@ from vk.kube.informer import (
     shared_informer,
     split_key,
 )
-from vk.reflection.forge.meta import is_owned_by_us, without_not_reflected
+from vk.reflection.forge.meta import RemoteObjectAsRead, is_owned_by_us, without_not_reflected
 
 log = structlog.get_logger("vk.reflection")
 
@@ -240,6 +240,8 @@ class NamespacedReflector(Reconciler):
         self.node_name = options.node_name
         self.events = options.events
         self.offloading_patch = options.offloading_patch
+        # What a cache of a twin namespace keeps of each provider object (ours whole).
+        self.remote_as_read = RemoteObjectAsRead(self.home_cluster_id, self.remote_cluster_id)
         # key -> (local uid, message) last reported, so a resync does not repeat an Event.
         self._reported: dict[str, tuple[str, str]] = {}
 
@@ -420,7 +422,7 @@ class LocalToRemoteReflector(NamespacedReflector):
         self, local_namespace: str, remote_namespace: str, client: KubeClient
     ) -> list[Informer]:
         # The remote informer is not filtered by our labels: a foreign object of the same
-        # name must be seen to be left alone and reported.
+        # name must be seen to be left alone and reported (and no more of it is kept).
         return [
             shared_informer(self.home, self.api_version, self.plural, namespace=local_namespace),
             shared_informer(
@@ -428,6 +430,7 @@ class LocalToRemoteReflector(NamespacedReflector):
                 self.remote_api_version or self.api_version,
                 self.remote_plural or self.plural,
                 namespace=remote_namespace,
+                keep=self.remote_as_read,
             ),
         ]
 

@@ -107,7 +107,11 @@ class ServiceAccountTokenReflector(NamespacedReflector):
     ) -> list[Informer]:
         # The remote namespace's Secrets as the Secret reflector keeps them too (one cache
         # and one watch for both): ours are told apart by their labels.
-        return [shared_informer(client, "v1", "secrets", namespace=remote_namespace)]
+        return [
+            shared_informer(
+                client, "v1", "secrets", namespace=remote_namespace, keep=self.remote_as_read
+            )
+        ]
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
         if not self.recent.observe(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vk.api.constants import (
@@ -16,6 +17,7 @@ from vk.api.constants import (
     DESTINATION_LABEL,
     NODENAME_LABEL,
     ORIGIN_LABEL,
+    SERVICE_ACCOUNT_NAME_LABEL,
     SKIP_REFLECTION_ANNOTATION,
 )
 
@@ -52,6 +54,35 @@ def is_owned_by_us(
         labels.get(ORIGIN_LABEL) == local_cluster_id
         and labels.get(DESTINATION_LABEL) == remote_cluster_id
     )
+
+
+# What says whose a provider object is, and which reflector it is for: all a reflector reads of
+# an object in a twin namespace that it did not write.
+_FOREIGN_LABELS = (ORIGIN_LABEL, DESTINATION_LABEL, NODENAME_LABEL, SERVICE_ACCOUNT_NAME_LABEL)
+_FOREIGN_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+
+
+@dataclass(frozen=True)
+class RemoteObjectAsRead:
+    """What a cache of a twin namespace keeps of each provider object (an informer's `keep`;
+    equal for equal clusters, so one cache serves every reflector of a resource). One of ours
+    is kept whole: its reflector compares it with the local object. Of another's, the reflector
+    reads only whose it is (to leave it alone and say so), so no more is kept: a provider can
+    fill its namespace with ConfigMaps and Secrets of a megabyte each, and a virtual kubelet
+    holds a few hundred bytes of each."""
+
+    local_cluster_id: str
+    remote_cluster_id: str
+
+    def __call__(self, remote_obj: JSON) -> JSON:
+        if is_owned_by_us(remote_obj, self.local_cluster_id, self.remote_cluster_id):
+            return remote_obj
+        metadata = remote_obj.get("metadata") or {}
+        kept = {key: metadata[key] for key in _FOREIGN_METADATA if key in metadata}
+        labels = metadata.get("labels") or {}
+        if whose := {key: labels[key] for key in _FOREIGN_LABELS if key in labels}:
+            kept["labels"] = whose
+        return {"metadata": kept}
 
 
 def should_reflect(local_obj: Mapping[str, Any], policy: ReflectionPolicy) -> bool:
