@@ -47,6 +47,30 @@ def items(clusters: Clusters, cluster: str, *args: str) -> list[dict[str, Any]]:
     return found
 
 
+def web_running(clusters: Clusters, namespace: str, cluster: str) -> dict[str, Any]:
+    """The Deployment `web`'s one pod, once Running (and with its IP) in `cluster`."""
+
+    def running() -> dict[str, Any] | None:
+        pods = items(clusters, cluster, "pods", "-n", namespace, "-l", "app=web")
+        status = pods[0]["status"] if pods else {}
+        return pods[0] if status.get("phase") == "Running" and status.get("podIP") else None
+
+    found: dict[str, Any] = wait_until(running, f"the offloaded pod Running at {cluster}", 60)
+    return found
+
+
+def pod_warning(clusters: Clusters, namespace: str, pod: str, reason: str) -> str:
+    """The message of venice's Warning `reason` about `pod`, once there is one."""
+
+    def said() -> str | None:
+        selector = f"--field-selector=reason={reason},involvedObject.name={pod}"
+        events = items(clusters, CONSUMER, "events", "-n", namespace, selector)
+        return events[0]["message"] if events else None
+
+    message: str = wait_until(said, f"venice's {reason} Event")
+    return message
+
+
 def controller_manager_metrics(clusters: Clusters, cluster: str) -> str:
     ports = json.loads(clusters.playground.paths(cluster).ports_file.read_text())
     url = f"http://127.0.0.1:{ports['vk-controller-manager']}/metrics"
@@ -193,12 +217,7 @@ def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
     clusters = naples_peered
     apply(clusters, offloaded, deployment("web", 1))
 
-    def running() -> dict[str, Any] | None:
-        pods = items(clusters, CONSUMER, "pods", "-n", offloaded, "-l", "app=web")
-        ok = pods and pods[0]["status"].get("phase") == "Running" and pods[0]["status"].get("podIP")
-        return pods[0] if ok else None
-
-    local = wait_until(running, "the offloaded pod Running with its IP", timeout=60)
+    local = web_running(clusters, offloaded, CONSUMER)
     name = local["metadata"]["name"]
     # venice's API server's ClusterIP: what naples would have venice's Services route to it.
     hijack = json.loads(
@@ -211,12 +230,7 @@ def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
         "-p", json.dumps({"status": {"podIP": hijack, "podIPs": [{"ip": hijack}]}}),
     )  # fmt: skip
 
-    def said() -> str | None:
-        selector = f"--field-selector=reason=PodIPRefused,involvedObject.name={name}"
-        events = items(clusters, CONSUMER, "events", "-n", offloaded, selector)
-        return events[0]["message"] if events else None
-
-    message = wait_until(said, "venice's PodIPRefused Event")
+    message = pod_warning(clusters, offloaded, name, "PodIPRefused")
     assert hijack in message
     assert "service range" in message
     reflected = json.loads(
@@ -235,11 +249,7 @@ def test_a_provider_flooding_events_about_a_pod_gets_25_copied_home_and_no_more(
     clusters = naples_peered
     apply(clusters, offloaded, deployment("web", 1))
 
-    def running() -> dict[str, Any] | None:
-        pods = items(clusters, PROVIDER, "pods", "-n", offloaded, "-l", "app=web")
-        return pods[0] if pods and pods[0]["status"].get("phase") == "Running" else None
-
-    remote = wait_until(running, "the offloaded pod Running on naples", timeout=60)
+    remote = web_running(clusters, offloaded, PROVIDER)
     name = remote["metadata"]["name"]
 
     def reflected() -> list[dict[str, Any]]:
@@ -340,3 +350,30 @@ def test_a_provider_filling_the_twin_namespace_with_big_objects_grows_no_virtual
     grown = virtual_kubelet_rss_mib(clusters, PROVIDER) - before
     print(f"the virtual kubelet's RSS grew {grown:.1f} MiB for {count * size / 2**20:.0f} MiB")
     assert grown < 25, f"{grown:.1f} MiB more for the provider's {count} ConfigMaps"
+
+
+def test_a_pod_status_the_provider_makes_huge_is_not_reflected(
+    naples_peered: Clusters, offloaded: str, tmp_path: Path
+) -> None:
+    """The provider writes a status of 200 KiB on an offloaded pod (no kubelet writes more than
+    a few): venice's pod keeps the status it had, and says why."""
+    clusters = naples_peered
+    apply(clusters, offloaded, deployment("web", 1))
+
+    local = web_running(clusters, offloaded, CONSUMER)
+    name = local["metadata"]["name"]
+    bloated = {"type": "Bloated", "status": "True", "message": "m" * 200 * 1024}
+    patch = tmp_path / "status.json"
+    patch.write_text(json.dumps({"status": {"conditions": [bloated]}}))
+    clusters.kubectl(
+        PROVIDER, "patch", "pod", name, "-n", offloaded, "--subresource=status",
+        "--type=strategic", f"--patch-file={patch}",
+    )  # fmt: skip
+
+    message = pod_warning(clusters, offloaded, name, "PodStatusRefused")
+    assert "over the 32 KiB a virtual kubelet reflects" in message
+    local = json.loads(
+        clusters.kubectl(CONSUMER, "get", "pod", name, "-n", offloaded, "-o", "json").stdout
+    )
+    assert local["status"]["phase"] == "Running"
+    assert "Bloated" not in [c["type"] for c in local["status"].get("conditions") or []]

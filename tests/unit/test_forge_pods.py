@@ -32,7 +32,7 @@ from vk.reflection.forge.pods import (
     status_worth_reporting,
     uses_home_tokens,
 )
-from vk.reflection.workload.pods import remote_pod_as_read
+from vk.reflection.workload.pods import STATUS_REFUSED, remote_pod_as_read
 
 JSON = dict[str, Any]
 
@@ -1622,3 +1622,42 @@ def test_a_remote_pod_as_cached_gives_the_local_status_the_whole_one_gives() -> 
     assert forge_local_pod_status(cached, local_pod(), node_ip=NODE_IP) == forge_local_pod_status(
         remote, local_pod(), node_ip=NODE_IP
     )
+    assert STATUS_REFUSED not in cached
+
+
+def test_a_remote_pod_status_too_large_to_be_a_kubelets_is_kept_as_its_size_alone() -> None:
+    """A provider writes its pods' status as it likes: one of a megabyte is neither held by the
+    virtual kubelet nor copied home, and says how large it was."""
+    remote = running_remote_pod()
+    remote["status"]["conditions"][0]["message"] = "m" * 1_000_000
+    cached = remote_pod_as_read(remote)
+    assert cached["status"] == {}
+    assert cached[STATUS_REFUSED] > 1_000_000
+    assert cached["metadata"]["uid"] == remote["metadata"]["uid"]  # still the same pod
+
+
+def test_a_kubelets_status_of_twenty_containers_at_their_longest_is_kept() -> None:
+    """The longest termination messages a kubelet keeps (12 KiB for a pod in all) over twenty
+    containers stay under the bound."""
+    remote = running_remote_pod()
+    template = remote["status"]["containerStatuses"][0]
+    remote["status"]["containerStatuses"] = [
+        {
+            **template,
+            "name": f"container-{i:02}",
+            "lastState": {
+                "terminated": {
+                    "exitCode": 1,
+                    "reason": "Error",
+                    "message": "t" * (12 * 1024 // 20),
+                    "startedAt": "2026-11-27T06:00:00Z",
+                    "finishedAt": "2026-11-27T06:01:00Z",
+                    "containerID": "containerd://" + "c" * 64,
+                }
+            },
+        }
+        for i in range(20)
+    ]
+    cached = remote_pod_as_read(remote)
+    assert STATUS_REFUSED not in cached
+    assert cached["status"] == remote["status"]

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
 from prometheus_client import REGISTRY, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -182,16 +183,31 @@ _REMOTE_POD_METADATA_READ = (
 )
 
 
+# A remote Pod's status larger than this is not kept, nor reflected: a kubelet's status of a
+# pod of a few containers is 1 to 3 KiB, and one of twenty, each with the longest termination
+# message a kubelet keeps (its 12 KiB for a pod in all), under 30. A provider writes its pods'
+# status as it likes, up to the 1.5 MiB of an object: ten thousand of those would be 15 GiB in
+# the virtual kubelet, and as much written home.
+MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
+# Where the cache's copy of a remote Pod whose status was not kept says how large it was.
+STATUS_REFUSED = "statusBytesRefused"
+
+
 def remote_pod_as_read(pod: JSON) -> JSON:
     """What the virtual kubelet reads of a remote Pod, all its cache keeps: its status, and of
     its metadata what says which pod it is. Its spec is the ShadowPod's, its labels and
     annotations the local pod's, read from there (ten thousand times over, they were half of
-    what the cache kept of it)."""
+    what the cache kept of it). A status over MAX_REMOTE_POD_STATUS_BYTES is kept as its size
+    (STATUS_REFUSED), with no status."""
     metadata = pod.get("metadata") or {}
-    return {
+    kept: JSON = {
         "metadata": {key: metadata[key] for key in _REMOTE_POD_METADATA_READ if key in metadata},
         "status": pod.get("status") or {},
     }
+    if (size := len(orjson.dumps(kept["status"]))) > MAX_REMOTE_POD_STATUS_BYTES:
+        kept["status"] = {}
+        kept[STATUS_REFUSED] = size
+    return kept
 
 
 class PodReflector(Reconciler):
@@ -242,7 +258,9 @@ class PodReflector(Reconciler):
         self.home_network = home_network
         self.offloading_patch = offloading_patch
         # key -> (local uid, IPs refused): a refusal is told once per pod and IPs.
-        self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._refused_ips: dict[str, Any] = {}
+        # key -> local uid: a pod whose remote status was refused as too large, told once.
+        self._refused_statuses: dict[str, Any] = {}
         # local namespace -> (remote namespace, provider client): where it reflects now.
         self.reflected: dict[str, tuple[str, KubeClient]] = {}
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
@@ -489,6 +507,8 @@ class PodReflector(Reconciler):
             self._offload_observed.discard(key)
             self._remote_uids.pop(key, None)
             self._reported.pop(key, None)
+            self._refused_ips.pop(key, None)
+            self._refused_statuses.pop(key, None)
             self._awaiting_admission.discard(key)
             if client and shadows and shadows.synced.is_set():
                 await self._delete_orphan(client, shadows, remote_namespace or "", name)
@@ -762,13 +782,17 @@ class PodReflector(Reconciler):
             self._remote_uids[key] = (uid, seen[1] + 1)
 
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
+        if remote.get(STATUS_REFUSED):
+            await self._refuse_status(local, remote[STATUS_REFUSED])
+            return  # the local pod says what it said before
+        self._refused_statuses.pop(key, None)  # said again if it comes again
         if not status_worth_reporting(remote):
             return
         if self.pod_forging.reflect_ips:
             home = self.home_network.current() if self.home_network else HomeAddresses()
             remote_status, refused = trusted_pod_ips(remote.get("status") or {}, home)
             if refused:
-                await self._refuse_ips(key, local, refused)
+                await self._refuse_ips(local, refused)
         else:
             remote_status = without_pod_ips(remote.get("status") or {})
         desired = forge_local_pod_status(
@@ -796,21 +820,41 @@ class PodReflector(Reconciler):
                 time.monotonic() - self._first_seen[key]
             )
 
-    async def _refuse_ips(self, key: str, local: JSON, refused: list[tuple[str, str]]) -> None:
-        """Says once per pod and IPs which pod IPs the provider reported were left out."""
-        said = (local["metadata"].get("uid", ""), tuple(ip for ip, _ in refused))
-        if self._refused_ips.get(key) == said:
-            return
-        self._refused_ips[key] = said
-        detail = "; ".join(f"{ip[:64]} ({why})" for ip, why in refused)
-        self._log.warning("pod IPs refused", pod=key, refused=detail)
-        await self.events.record(
+    async def _refuse_status(self, local: JSON, size: int) -> None:
+        """Says, once per pod, that the provider's status of it is too large to reflect."""
+        await self._warn_once(
+            self._refused_statuses,
             local,
-            WARNING,
+            local["metadata"].get("uid", ""),
+            "PodStatusRefused",
+            f"cluster {self.remote_cluster_id} reported a status of {size // 1024} KiB for this "
+            f"pod, over the {MAX_REMOTE_POD_STATUS_BYTES // 1024} KiB a virtual kubelet "
+            "reflects: its status here is left as it was until the provider reports a smaller one",
+        )
+
+    async def _refuse_ips(self, local: JSON, refused: list[tuple[str, str]]) -> None:
+        """Says once per pod and IPs which pod IPs the provider reported were left out."""
+        detail = "; ".join(f"{ip[:64]} ({why})" for ip, why in refused)
+        await self._warn_once(
+            self._refused_ips,
+            local,
+            (local["metadata"].get("uid", ""), tuple(ip for ip, _ in refused)),
             "PodIPRefused",
             f"cluster {self.remote_cluster_id} reported pod IPs that are this cluster's own, not "
             f"reflected (Services here would route there): {detail}",
         )
+
+    async def _warn_once(
+        self, said_of: dict[str, Any], local: JSON, said: Any, reason: str, message: str
+    ) -> None:
+        """A Warning Event on the local pod, and a log line, unless `said` (what the refusal
+        is about: the pod's UID, and what was refused) was said of this pod last."""
+        key = _key(local)
+        if said_of.get(key) == said:
+            return
+        said_of[key] = said
+        self._log.warning("provider's report refused", pod=key, reason=reason, message=message)
+        await self.events.record(local, WARNING, reason, message)
 
     async def _report(self, local: JSON, reason: str, message: str) -> None:
         """Why a pod cannot be offloaded: in its status (STATUS in `kubectl get pod`) and as a
