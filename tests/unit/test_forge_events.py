@@ -406,12 +406,23 @@ def test_a_provider_event_is_kept_no_longer_than_an_event_may_be_copied_home() -
     hostile["metadata"]["labels"] = {"padding": "p" * 60}
     hostile["involvedObject"]["fieldPath"] = "f" * 100_000
     hostile["involvedObject"]["resourceVersion"] = ["not", "a", "string"]
+    hostile["type"] = "t" * 10_000
+    hostile["lastTimestamp"] = "2" * 10_000
+    hostile["count"] = ["c"] * 100_000
+    hostile["series"] = {"count": 3, "lastObservedTime": "2026-11-27T06:00:00.000001Z", "x": "y"}
+    hostile["metadata"]["annotations"][SKIP_REFLECTION_ANNOTATION] = "true" + "e" * 10_000
     hostile["managedFields"] = [{"padding": "p" * 100_000}]
     kept = remote_event_as_read(hostile)
     assert len(kept["message"]) == MAX_MESSAGE_CHARS
     assert len(kept["reason"]) == len(kept["reportingController"]) == MAX_SHORT_FIELD_CHARS
     assert kept["source"] == {"component": "k" * MAX_SHORT_FIELD_CHARS, "host": "h"}
-    assert kept["metadata"]["annotations"] == {SKIP_REFLECTION_ANNOTATION: "true"}
+    assert kept["metadata"]["annotations"] == {
+        SKIP_REFLECTION_ANNOTATION: ("true" + "e" * 10_000)[:MAX_SHORT_FIELD_CHARS]
+    }
+    assert len(kept["type"]) == MAX_SHORT_FIELD_CHARS
+    assert "lastTimestamp" not in kept
+    assert "count" not in kept
+    assert kept["series"] == {"count": 3, "lastObservedTime": "2026-11-27T06:00:00.000001Z"}
     assert "labels" not in kept["metadata"]
     assert "managedFields" not in kept
     assert set(kept["involvedObject"]) == {"apiVersion", "kind", "name", "uid"}
@@ -442,3 +453,25 @@ def test_a_provider_event_about_nothing_vk_reflects_names_no_object(involved: An
 def test_the_events_about_one_object_are_found_by_its_kind_and_name() -> None:
     assert involved_object_key(kubelet_event()) == f"Pod/{POD}"
     assert involved_object_key(scheduler_event()) == involved_object_key(kubelet_event())
+
+
+def test_a_provider_event_of_the_wrong_shapes_is_kept_as_one_the_forge_can_read() -> None:
+    """Every field of another type than the API's is left out: the forge of the local Event
+    never fails on what a provider wrote (a reconcile failing on it would be retried for ever)."""
+    odd = {
+        **kubelet_event(),
+        "source": "a string",
+        "series": ["a", "list"],
+        "count": "many",
+        "firstTimestamp": {"a": "map"},
+        "message": 42,
+    }
+    kept = remote_event_as_read(odd)
+    assert kept["source"] == {}
+    assert kept["series"] == {}
+    assert "count" not in kept
+    assert "firstTimestamp" not in kept
+    assert "message" not in kept
+    forged = forge(kept)
+    assert forged["count"] == 1
+    assert forged["source"] == {"component": "kubelet (remote)"}

@@ -92,7 +92,11 @@ def remote_event_as_read(remote_event: JSON) -> JSON:
     metadata = remote_event.get("metadata") or {}
     kept_metadata = {key: metadata[key] for key in _READ_METADATA if key in metadata}
     annotations = metadata.get("annotations") or {}
-    if reflection := {key: annotations[key] for key in _READ_ANNOTATIONS if key in annotations}:
+    if reflection := {
+        key: annotations[key][:MAX_SHORT_FIELD_CHARS]
+        for key in _READ_ANNOTATIONS
+        if isinstance(annotations.get(key), str)
+    }:
         kept_metadata["annotations"] = reflection
     kept: JSON = {"metadata": kept_metadata}
     for field in _READ_FIELDS:
@@ -108,13 +112,29 @@ def remote_event_as_read(remote_event: JSON) -> JSON:
     for field, limit in (
         ("message", MAX_MESSAGE_CHARS),
         ("reason", MAX_SHORT_FIELD_CHARS),
+        ("type", MAX_SHORT_FIELD_CHARS),
         ("reportingComponent", MAX_SHORT_FIELD_CHARS),
         ("reportingController", MAX_SHORT_FIELD_CHARS),
     ):
         if isinstance(kept.get(field), str):
             kept[field] = kept[field][:limit]
-    source = kept.get("source")
-    if isinstance(source, dict):
+        else:
+            kept.pop(field, None)
+    for field in ("eventTime", "firstTimestamp", "lastTimestamp"):
+        if not _is_time(kept.get(field)):
+            kept.pop(field, None)
+    if not _is_count(kept.get("count")):
+        kept.pop("count", None)
+    if "series" in kept:
+        series = kept["series"] if isinstance(kept["series"], dict) else {}
+        kept["series"] = {
+            key: value
+            for key, value in series.items()
+            if (key == "count" and _is_count(value))
+            or (key == "lastObservedTime" and _is_time(value))
+        }
+    if "source" in kept:
+        source = kept["source"] if isinstance(kept["source"], dict) else {}
         kept["source"] = {
             key: value[:MAX_SHORT_FIELD_CHARS]
             for key, value in source.items()
@@ -186,6 +206,15 @@ def forge_local_event(
     if last:
         event["lastTimestamp"] = last
     return event
+
+
+def _is_time(value: Any) -> bool:
+    """A time as the API writes one (`2026-11-27T06:00:00Z`, or with microseconds)."""
+    return isinstance(value, str) and len(value) <= 40
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def event_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
