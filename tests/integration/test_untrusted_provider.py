@@ -377,3 +377,79 @@ def test_a_pod_status_the_provider_makes_huge_is_not_reflected(
     )
     assert local["status"]["phase"] == "Running"
     assert "Bloated" not in [c["type"] for c in local["status"].get("conditions") or []]
+
+
+def watch_events(clusters: Clusters, node: str, resource: str, event_type: str) -> float:
+    """The watch events of `resource` the virtual kubelet of `node` at venice has taken in."""
+    (ports_file,) = clusters.playground.paths(CONSUMER).virtual_kubelets.glob(
+        f"*/{node}/ports.json"
+    )
+    port = json.loads(ports_file.read_text())["metrics"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        metrics = response.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("vk_watch_events_total{")
+        and f'resource="{resource}"' in line
+        and f'type="{event_type}"' in line
+    )
+
+
+def test_a_provider_bloating_its_shadow_pods_grows_no_virtual_kubelet(
+    naples_peered: Clusters, offloaded: str, tmp_path: Path
+) -> None:
+    """The provider rewrites the ShadowPod of each of 40 offloaded pods with 750 KB of labels
+    and annotations of its own: the virtual kubelet keeps of each only what its local pod asks
+    of it, and its memory does not grow by what they hold. Home's pods stay Running; a label
+    added at home still reaches the provider, which keeps its own. (Measured: it grows about
+    20 MiB, what decoding those events, and their Pods' as naples copies the labels there,
+    leaves with the allocator, whether 20 or 40 come; keeping them whole, it grew 37 MiB for
+    20 and 57 MiB for 40.)"""
+    clusters = naples_peered
+    count = 40
+    apply(clusters, offloaded, deployment("web", count))
+
+    def all_running() -> bool:
+        pods = items(clusters, CONSUMER, "pods", "-n", offloaded, "-l", "app=web")
+        return len(pods) == count and all(p["status"].get("phase") == "Running" for p in pods)
+
+    wait_until(all_running, f"{count} offloaded pods Running at venice", 120)
+    before = virtual_kubelet_rss_mib(clusters, PROVIDER)
+    modified = watch_events(clusters, PROVIDER, "shadowpods", "MODIFIED")
+    shadow_pods = items(clusters, PROVIDER, "shadowpods", "-n", offloaded)
+    assert len(shadow_pods) == count
+    for i, shadow_pod in enumerate(shadow_pods):
+        ballast = {
+            "metadata": {
+                # Each its own, so that no cache could share them.
+                "labels": {f"ballast.example/{n}": f"{i:02}" + "x" * 61 for n in range(6000)},
+                "annotations": {"ballast.example/annotation": f"{i:02}" + "x" * 250_000},
+            }
+        }
+        patch = tmp_path / "ballast.json"
+        patch.write_text(json.dumps(ballast))
+        name = shadow_pod["metadata"]["name"]
+        clusters.kubectl(
+            PROVIDER, "patch", "shadowpod", name, "-n", offloaded,
+            "--type=merge", f"--patch-file={patch}",
+        )  # fmt: skip
+
+    wait_until(
+        lambda: watch_events(clusters, PROVIDER, "shadowpods", "MODIFIED") >= modified + count,
+        "the virtual kubelet to take in every ShadowPod the provider rewrote",
+    )
+    grown = virtual_kubelet_rss_mib(clusters, PROVIDER) - before
+    print(f"the virtual kubelet's RSS grew {grown:.1f} MiB for {count} bloated ShadowPods")
+    assert grown < 30, f"{grown:.1f} MiB more for the provider's {count} bloated ShadowPods"
+    assert all_running()
+    clusters.kubectl(CONSUMER, "label", "pods", "-n", offloaded, "-l", "app=web", "tier=gold")
+
+    def labelled_at_the_provider() -> bool:
+        found = items(clusters, PROVIDER, "shadowpods", "-n", offloaded)
+        return all(s["metadata"]["labels"].get("tier") == "gold" for s in found)
+
+    # Each a write of a ShadowPod of 750 KB at naples, and its Pod's by naples' controller.
+    wait_until(labelled_at_the_provider, "the label added at venice on naples' ShadowPods", 120)
+    for shadow_pod in items(clusters, PROVIDER, "shadowpods", "-n", offloaded):
+        assert len(shadow_pod["metadata"]["labels"]) > 6000  # the provider's own are left alone

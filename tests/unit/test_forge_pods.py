@@ -10,6 +10,7 @@ import pytest
 
 from vk.api.constants import (
     DESTINATION_LABEL,
+    LOCAL_POD_UID_ANNOTATION,
     NODENAME_LABEL,
     ORIGIN_LABEL,
     VIRTUAL_NODE_TAINT_KEY,
@@ -18,6 +19,7 @@ from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     REMOTE_UNAVAILABLE_LABEL,
     deletion_grace_period,
+    desired_remote_pod,
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
@@ -887,17 +889,29 @@ def shadow_of(remote: JSON) -> JSON:
     }
 
 
+def desired(local: JSON) -> JSON:
+    return desired_remote_pod(
+        local, local_cluster_id=HOME, remote_cluster_id=PROVIDER, node_name=NODE
+    )
+
+
 def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> None:
     """The cache keeps a ShadowPod's metadata, status and the spec fields a live pod may
-    change: every decision taken on it is the one the whole ShadowPod gives, but for a
-    container patch, which is flagged to be built on the whole one."""
+    change, as compared with its local pod: every decision taken on it is the one the whole
+    ShadowPod gives, but for a container patch, which is flagged to be built on the whole
+    one."""
     pod = local_pod()
     pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1.36"}]
     pod["spec"]["activeDeadlineSeconds"] = 600
     whole = shadow_of(as_created_by_provider(forge(pod)))
-    cached = shadow_pod_as_read(whole)
+    cached = shadow_pod_as_read(whole, desired(pod))
 
-    assert cached["metadata"] is whole["metadata"]
+    metadata = whole["metadata"]
+    assert cached["metadata"] == {
+        **{key: metadata[key] for key in ("name", "namespace", "uid", "resourceVersion")},
+        "labels": desired(pod)["metadata"]["labels"],
+        "annotations": desired(pod)["metadata"]["annotations"],
+    }
     assert cached["status"] == whole["status"]
     assert set(cached["spec"]["pod"]) == {
         "containers",
@@ -911,6 +925,8 @@ def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> 
     ]
     changed = copy.deepcopy(pod)
     changed["metadata"]["labels"]["tier"] = "gold"
+    changed["metadata"]["labels"]["app"] = "web-canary-of-a-longer-name"
+    changed["metadata"]["annotations"]["note"] = "hello"
     changed["spec"]["activeDeadlineSeconds"] = 300
     changed["spec"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
     for local in (pod, changed):
@@ -928,22 +944,122 @@ def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> 
     }
 
 
-@pytest.mark.parametrize("containers", [["app", 3, None], "app", 7, None])
-def test_a_shadow_pod_whose_containers_a_provider_mangled_is_cached_without_raising(
-    containers: Any,
+def bloated_by_the_provider(shadow: JSON) -> JSON:
+    """`shadow` as a provider turned attacker rewrites it: a megabyte and more of labels,
+    annotations, status and spec of its own, and the pod's own label and image made huge."""
+    bloated = copy.deepcopy(shadow)
+    metadata, spec = bloated["metadata"], bloated["spec"]["pod"]
+    metadata["labels"].update({f"ballast.example/{i}": "x" * 63 for i in range(2000)})
+    metadata["labels"]["app"] = "web" + "x" * 100_000
+    metadata["annotations"]["ballast"] = "x" * 250 * 1024
+    spec["containers"][0]["image"] += "x" * 100_000
+    spec["containers"] += [{"name": f"extra-{i}", "image": "x" * 1000} for i in range(100)]
+    spec["tolerations"] += [{"key": f"k{i}", "operator": "Exists"} for i in range(1000)]
+    spec["tolerations"].append({"key": "x" * 100_000, "operator": "Exists"})
+    spec["terminationGracePeriodSeconds"] = "x" * 100_000
+    bloated["status"] = {
+        "phase": "Running",
+        "ballast": "x" * 100_000,
+        "conditions": [
+            {
+                "type": "PodCreated",
+                "status": "False",
+                "reason": "Refused" + "x" * 100_000,
+                "message": "m" * 500_000,
+                "ballast": "x" * 100_000,
+            },
+            *({"type": f"Ballast{i}", "status": "True"} for i in range(1000)),
+        ],
+    }
+    return bloated
+
+
+def test_what_a_provider_writes_into_a_shadow_pod_is_kept_no_larger_than_its_local_pod() -> None:
+    """Ten thousand ShadowPods, each rewritten by the provider to a megabyte and a half, would
+    be 15 GiB in a virtual kubelet: kept, each is what its local pod asks of it, and a few
+    bounded words of the provider's, whatever the provider wrote. The decisions taken on it
+    stay those the whole one gives."""
+    pod = local_pod()
+    clean = shadow_of(as_created_by_provider(forge(pod)))
+    whole = bloated_by_the_provider(clean)
+
+    cached = shadow_pod_as_read(whole, desired(pod))
+
+    assert len(json.dumps(whole)) > 1_500_000
+    assert len(json.dumps(cached)) < len(json.dumps(shadow_pod_as_read(clean, desired(pod)))) + 3000
+    assert cached["metadata"]["labels"]["app"] == "webx"  # told apart from "web", no more
+    assert (
+        cached["spec"]["pod"]["containers"][0]["image"]
+        == pod["spec"]["containers"][0]["image"] + "x"
+    )
+    assert "terminationGracePeriodSeconds" not in cached["spec"]["pod"]
+    assert cached["status"] == {
+        "phase": "Running",
+        "conditions": [
+            {
+                "type": "PodCreated",
+                "status": "False",
+                "reason": ("Refused" + "x" * 200)[:128],
+                "message": "m" * 2048,
+            }
+        ],
+    }
+    # The local pod's label is put back, as on the whole one, and its image flagged to be,
+    # on the whole one read afresh; the provider's own keys and tolerations are left alone.
+    on_cached = shadow_pod_patch(update(pod, shadow_pod_as_pod(cached)))
+    on_whole = shadow_pod_patch(update(pod, shadow_pod_as_pod(whole)))
+    assert on_cached is not None
+    assert on_whole is not None
+    assert on_cached["metadata"] == on_whole["metadata"] == {"labels": {"app": "web"}}
+    assert patches_containers(on_cached)
+    assert patches_containers(on_whole)
+    assert set(on_cached["spec"]["pod"]) == set(on_whole["spec"]["pod"]) == {"containers"}
+
+
+def test_a_shadow_pod_of_no_known_local_pod_is_kept_as_whose_it_is() -> None:
+    """Its local pod gone (an orphan to delete) or not seen yet: what says whose it is and
+    which pod it stood for is kept, and nothing else of its metadata."""
+    whole = bloated_by_the_provider(shadow_of(as_created_by_provider(forge())))
+    whole["metadata"]["annotations"][LOCAL_POD_UID_ANNOTATION] = "u" * 100_000
+
+    cached = shadow_pod_as_read(
+        whole, {"metadata": {"labels": ownership_labels(HOME, PROVIDER, NODE)}}
+    )
+
+    assert is_owned_by_us(cached, HOME, PROVIDER)
+    assert cached["metadata"]["labels"] == ownership_labels(HOME, PROVIDER, NODE)
+    assert cached["metadata"]["annotations"] == {LOCAL_POD_UID_ANNOTATION: "u" * 64}
+    assert cached["spec"]["pod"]["containers"] == []
+    assert len(cached["spec"]["pod"]["tolerations"]) == 16
+
+
+@pytest.mark.parametrize("containers", [["app", 3, None, {"name": ["app"]}], "app", 7, None])
+@pytest.mark.parametrize("metadata", [{"labels": "junk", "annotations": ["junk"]}, {}])
+def test_a_shadow_pod_a_provider_mangled_is_cached_without_raising(
+    containers: Any, metadata: JSON
 ) -> None:
-    """The provider may write anything in `spec.pod` (the CRD checks nothing there): the
-    cache's keep function runs in the informer, where a raise would stop the whole twin
-    namespace's cache."""
+    """The provider may write anything in `spec.pod` (the CRD checks nothing there), and any
+    metadata and status its own API server lets through: the cache's keep function runs in the
+    informer, where a raise would stop the whole twin namespace's cache."""
     whole = shadow_of(as_created_by_provider(forge()))
+    whole["metadata"].update(metadata)
     whole["spec"]["pod"]["containers"] = containers
     whole["spec"]["pod"]["initContainers"] = [{"name": "init", "image": "busybox"}, "junk"]
+    whole["spec"]["pod"]["tolerations"] = ["junk", {"key": ["k"]}, {"key": "k"}]
+    whole["status"] = {"phase": ["Running"], "conditions": ["junk", {"type": ["PodCreated"]}]}
+    pod = local_pod()
+    pod["spec"]["initContainers"] = [{"name": "init", "image": "busybox"}]
 
-    cached = shadow_pod_as_read(whole)
+    cached = shadow_pod_as_read(whole, desired(pod))
 
-    expected = [] if isinstance(containers, list) else containers
-    assert cached["spec"]["pod"]["containers"] == expected
+    if isinstance(containers, list):
+        assert cached["spec"]["pod"]["containers"] == []
+    else:
+        assert "containers" not in cached["spec"]["pod"]
     assert cached["spec"]["pod"]["initContainers"] == [{"name": "init", "image": "busybox"}]
+    assert cached["spec"]["pod"]["tolerations"] == [{"key": "k"}]
+    assert cached["status"] == {"conditions": []}
+    assert shadow_pod_patch(update(pod, shadow_pod_as_pod(cached))) is not None
 
 
 def test_init_container_image_change_is_patched() -> None:

@@ -9,7 +9,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    LOCAL_POD_UID_ANNOTATION,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+)
 from vk.kube.client import JSON, NotFound
 from vk.kube.events import EventRecorder
 from vk.reflection.workload.pods import PodReflector
@@ -123,15 +128,21 @@ class Provider:
         return {**body, "metadata": {**body["metadata"], "uid": "s", "resourceVersion": "2"}}
 
 
+def offloading_shop(home: Home, provider: Provider) -> PodReflector:
+    """The pod reflector of node far, namespace shop offloaded to shop-home in `provider`."""
+    mapped = asyncio.Event()
+    mapped.set()
+    pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
+    pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
+    return pods
+
+
 async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_goes_then() -> None:
     """Before the provider's caches are whole the pod is not reconciled, nor retried every
     0.2 s (ten thousand of them, after a restart, took more CPU so than their reconciles); it
     is reconciled once they are."""
-    home: Any = Home()
     provider = Provider()
-    mapped = asyncio.Event()
-    mapped.set()
-    pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
+    pods = offloading_shop(Home(), provider)
     reconciles = 0
     reconcile = pods.reconcile
 
@@ -141,7 +152,6 @@ async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_go
         return await reconcile(key)
 
     pods.reconcile = counted  # type: ignore[method-assign]
-    pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
     async with reflecting(pods):
         await asyncio.wait_for(pods.local.synced.wait(), 1)
         await asyncio.sleep(0.7)
@@ -167,15 +177,71 @@ async def test_an_orphan_shadow_pod_found_once_the_twin_caches_are_whole_is_dele
         },
         "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
     }
-    home: Any = Home()
     provider = Provider([orphan])
-    mapped = asyncio.Event()
-    mapped.set()
-    pods = pod_reflector(home, lambda: {"shop": "shop-home"}, mapped)
-    pods.start_namespace("shop", "shop-home", provider)  # type: ignore[arg-type]
+    pods = offloading_shop(Home(), provider)
     async with reflecting(pods):
         provider.listed.set()
         await until_some(provider.deleted)
         assert provider.deleted == [
             "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods/gone"
         ]
+
+
+class SlowHome(Home):
+    """Home, its pod labelled app=web, listed once `listed` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listed = asyncio.Event()
+
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        await self.listed.wait()
+        async for page, version in super().current_objects(path, params):
+            for pod in page:
+                pod["metadata"]["labels"] = {"app": "web"}
+            yield page, version
+
+
+class PatchedProvider(Provider):
+    def __init__(self, shadows: list[JSON]) -> None:
+        super().__init__(shadows)
+        self.patched: list[JSON] = []
+
+    async def merge_patch(self, path: str, body: JSON) -> JSON:
+        self.patched.append(body)
+        return {}
+
+
+async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_nothing() -> None:
+    """The provider added 2000 labels and a long annotation to a ShadowPod: the cache keeps
+    what the local pod asks of it and no more. Its local pod listed late (a restart), it is
+    judged once the local pods are known: kept as of no pod, it would lack the pod's labels,
+    patched back again on every reconcile for nothing."""
+    ours = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+    shadow = {
+        "metadata": {
+            "name": "web",
+            "namespace": "shop-home",
+            "uid": "s",
+            "resourceVersion": "1",
+            "labels": {**ours, "app": "web", **{f"ballast/{i}": "x" * 63 for i in range(2000)}},
+            "annotations": {LOCAL_POD_UID_ANNOTATION: "u", "ballast": "x" * 100_000},
+        },
+        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+        "status": {"phase": "Running"},
+    }
+    home = SlowHome()
+    provider = PatchedProvider([shadow])
+    pods = offloading_shop(home, provider)
+    async with reflecting(pods):
+        provider.listed.set()
+        await asyncio.sleep(0.2)
+        home.listed.set()
+        await asyncio.wait_for(pods.shadows["shop-home"].synced.wait(), 1)
+        await asyncio.sleep(0.3)  # the pod reconciled meanwhile
+        kept = pods.shadows["shop-home"].store.get("shop-home/web")
+        assert kept is not None
+        assert kept["metadata"]["labels"] == {**ours, "app": "web"}
+        assert kept["metadata"]["annotations"] == {LOCAL_POD_UID_ANNOTATION: "u"}
+        assert provider.patched == []
+        assert provider.created == []

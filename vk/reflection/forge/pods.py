@@ -22,7 +22,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_KEY,
 )
 from vk.api.jsondata import json_copy
-from vk.api.offloading import ShadowPod
+from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
 
@@ -224,6 +224,34 @@ def forge_remote_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": remote_metadata, "spec": spec}
 
 
+def desired_remote_pod(
+    local_pod: Mapping[str, Any],
+    *,
+    local_cluster_id: str,
+    remote_cluster_id: str,
+    node_name: str,
+    offloading_patch: Mapping[str, Any] | None = None,
+) -> JSON:
+    """What the remote pod of a live local pod is to be, in what a live pod may change (its
+    labels, annotations, images, activeDeadlineSeconds, tolerations): what `live_pod_patch`
+    brings a live pod in line with, and what `shadow_pod_as_read` keeps of a ShadowPod."""
+    patch = offloading_patch or {}
+    local_metadata = local_pod.get("metadata") or {}
+    local_spec = local_pod.get("spec") or {}
+    return {
+        "metadata": {
+            "labels": _remote_labels(
+                local_metadata, local_cluster_id, remote_cluster_id, node_name, patch
+            ),
+            "annotations": _remote_annotations(local_metadata, patch),
+        },
+        "spec": {
+            **{key: local_spec[key] for key in _LIVE_SPEC_FIELDS if key in local_spec},
+            "tolerations": _remote_tolerations(local_spec, patch),
+        },
+    }
+
+
 def remote_pod_needs_update(
     local_pod: Mapping[str, Any],
     remote_pod: Mapping[str, Any],
@@ -237,21 +265,13 @@ def remote_pod_needs_update(
     `shadow_pod_as_pod`) in line with a changed local pod, or None: `live_pod_patch` of what
     the local pod now asks for. Liqo forges the spec only at creation and so ignores such
     changes (reference §8); vk propagates them."""
-    patch = offloading_patch or {}
-    local_metadata = local_pod.get("metadata") or {}
-    local_spec = local_pod.get("spec") or {}
-    desired: JSON = {
-        "metadata": {
-            "labels": _remote_labels(
-                local_metadata, local_cluster_id, remote_cluster_id, node_name, patch
-            ),
-            "annotations": _remote_annotations(local_metadata, patch),
-        },
-        "spec": {
-            **{key: local_spec[key] for key in _LIVE_SPEC_FIELDS if key in local_spec},
-            "tolerations": _remote_tolerations(local_spec, patch),
-        },
-    }
+    desired = desired_remote_pod(
+        local_pod,
+        local_cluster_id=local_cluster_id,
+        remote_cluster_id=remote_cluster_id,
+        node_name=node_name,
+        offloading_patch=offloading_patch,
+    )
     return live_pod_patch(desired, remote_pod)
 
 
@@ -339,38 +359,144 @@ def shadow_pod_as_pod(shadow_pod: Mapping[str, Any]) -> JSON:
     return pod
 
 
-# What of a ShadowPod's pod spec the virtual kubelet reads once it exists: what a live pod may
-# change (`live_pod_patch`: images, activeDeadlineSeconds, tolerations) and the grace period.
-_SHADOW_SPEC_READ = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+# The provider's words shown at home (why it made no Pod: a ShadowPod condition's, an API
+# error's) are cut to this length, its reasons to this one: input from the other side.
+MAX_PROVIDER_MESSAGE = 2048
+MAX_PROVIDER_REASON = 128
+# What of a ShadowPod's metadata the virtual kubelet reads besides its labels and annotations:
+# which one it is, whether it is going.
+_SHADOW_METADATA_READ = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+# The local pod's UID a ShadowPod records is kept up to this length (a UID has 36 characters):
+# a longer one is not the pod's, and still read as another pod's.
+_MAX_UID = 64
+# Tolerations of a ShadowPod beyond those its pod asks for, kept (and left on it when a
+# toleration is patched, as a live pod keeps its own): more are the provider's doing, and a
+# toleration patch leaves them out.
+_EXTRA_TOLERATIONS = 16
+_TOLERATION_FIELDS = 5  # key, operator, value, effect, tolerationSeconds
+_MAX_TOLERATION_FIELD = 320  # a toleration's key: a 253-character prefix and a 63-character name
+_SHADOW_SPEC_COUNTS = ("activeDeadlineSeconds", "terminationGracePeriodSeconds")
 _CONTAINER_LISTS = ("containers", "initContainers")
+_POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
-def shadow_pod_as_read(shadow_pod: Mapping[str, Any]) -> JSON:
-    """What the virtual kubelet's cache keeps of a ShadowPod: its metadata, its status, and of
-    `spec.pod` only what `remote_pod_needs_update` and the deletion read, containers reduced to
-    their names and images. The rest of its spec was forged from the local pod, which the
-    cache keeps whole already (the two specs were a quarter of a pod's cached bytes, ten
-    thousand times). A patch of its containers is built from the whole ShadowPod, read afresh:
-    `patches_containers`."""
-    spec = (shadow_pod.get("spec") or {}).get("pod") or {}
-    kept: JSON = {key: spec[key] for key in _SHADOW_SPEC_READ if key in spec}
+def shadow_pod_as_read(shadow_pod: Mapping[str, Any], desired: Mapping[str, Any]) -> JSON:
+    """What the virtual kubelet's cache keeps of a ShadowPod: what it reads, no more. `desired`
+    is what its local pod asks of it now (`desired_remote_pod`; of no known pod, the ownership
+    labels alone).
+
+    A ShadowPod is the consumer's, but the provider writes its status, and may write its
+    labels, annotations and `spec.pod` (the CRD checks nothing there) up to the 1.5 MiB of an
+    object, ten thousand times. So of its labels, annotations and containers' images only those
+    `desired` has a value for are kept, each at most one character longer than that value:
+    enough to tell that it differs, and never more than the local pod holds itself. Of its
+    status, the phase and its conditions' type, status, reason and message (bounded): all that
+    `provider_refusal` and a finished pod's report read. Of its spec, besides the images,
+    what `live_pod_patch` and the deletion read: the tolerations (a few beyond those asked for)
+    and two numbers. A patch of its containers is built from the whole ShadowPod, read afresh
+    (`patches_containers`). Nothing here raises on what the provider wrote: the keep runs in
+    the informer, where a raise would stop the cache of the whole twin namespace."""
+    metadata = _as_mapping(shadow_pod.get("metadata"))
+    desired_metadata = desired.get("metadata") or {}
+    desired_spec = desired.get("spec") or {}
+    kept_metadata: JSON = {key: metadata[key] for key in _SHADOW_METADATA_READ if key in metadata}
+    kept_metadata["labels"] = _values_as_compared(
+        metadata.get("labels"), desired_metadata.get("labels") or {}
+    )
+    annotations = _as_mapping(metadata.get("annotations"))
+    kept_metadata["annotations"] = _values_as_compared(
+        annotations, desired_metadata.get("annotations") or {}
+    )
+    if isinstance(uid := annotations.get(LOCAL_POD_UID_ANNOTATION), str):
+        kept_metadata["annotations"][LOCAL_POD_UID_ANNOTATION] = uid[:_MAX_UID]
+
+    spec = _as_mapping(_as_mapping(shadow_pod.get("spec")).get("pod"))
+    kept_spec: JSON = {key: spec[key] for key in _SHADOW_SPEC_COUNTS if _is_count(spec.get(key))}
     for key in _CONTAINER_LISTS:
-        containers = spec.get(key)
-        if isinstance(containers, list):
-            # The provider can write anything in `spec.pod` (the CRD leaves it unchecked): an
-            # entry that is no container is left out here, never raised on in the informer,
-            # which would stop the cache of the whole twin namespace.
-            kept[key] = [
-                {"name": container.get("name"), "image": container.get("image")}
+        images = {c["name"]: c.get("image") or "" for c in desired_spec.get(key) or []}
+        if isinstance(containers := spec.get(key), list):
+            kept_spec[key] = [
+                {"name": name, "image": _as_compared(container.get("image"), images[name])}
                 for container in containers
                 if isinstance(container, dict)
+                and isinstance(name := container.get("name"), str)
+                and name in images
             ]
-        elif key in spec:
-            kept[key] = containers
-    read: JSON = {"metadata": shadow_pod.get("metadata") or {}, "spec": {"pod": kept}}
+    if isinstance(tolerations := spec.get("tolerations"), list):
+        asked = len(desired_spec.get("tolerations") or [])
+        kept_spec["tolerations"] = [t for t in tolerations if _is_toleration(t)][
+            : asked + _EXTRA_TOLERATIONS
+        ]
+
+    read: JSON = {"metadata": kept_metadata, "spec": {"pod": kept_spec}}
     if "status" in shadow_pod:
-        read["status"] = shadow_pod["status"]
+        read["status"] = _shadow_pod_status_as_read(_as_mapping(shadow_pod["status"]))
     return read
+
+
+def _shadow_pod_status_as_read(status: Mapping[str, Any]) -> JSON:
+    kept: JSON = {}
+    if (phase := status.get("phase")) in _POD_PHASES:
+        kept["phase"] = phase
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        kept["conditions"] = [
+            {
+                "type": condition["type"],
+                "status": condition.get("status") if condition.get("status") in _BOOLS else "",
+                "reason": _text(condition.get("reason"), MAX_PROVIDER_REASON),
+                "message": _text(condition.get("message"), MAX_PROVIDER_MESSAGE),
+            }
+            for condition in conditions
+            if isinstance(condition, dict) and condition.get("type") in _SHADOW_CONDITIONS
+        ][: len(_SHADOW_CONDITIONS)]
+    return kept
+
+
+_SHADOW_CONDITIONS = tuple(ShadowPodConditionType)
+_BOOLS = ("True", "False", "Unknown")
+
+
+def _values_as_compared(written: Any, desired: Mapping[str, str]) -> dict[str, str]:
+    """Of the labels or annotations a provider wrote, those `desired` has, each as compared."""
+    written = _as_mapping(written)
+    kept = {}
+    for key, like in desired.items():
+        value = _as_compared(written.get(key), like)
+        if value is not None:
+            kept[key] = value
+    return kept
+
+
+def _as_compared(value: Any, like: str) -> str | None:
+    """A string the provider wrote, compared with `like`: whole when it is no longer than
+    `like` and a character, else cut to that (it differs either way); None if no string."""
+    if not isinstance(value, str):
+        return None
+    return value if len(value) <= len(like) + 1 else value[: len(like) + 1]
+
+
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_toleration(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) <= _TOLERATION_FIELDS
+        and all(
+            _is_count(field) or (isinstance(field, str) and len(field) <= _MAX_TOLERATION_FIELD)
+            for field in value.values()
+        )
+    )
+
+
+def _text(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
 
 
 def patches_containers(shadow_patch: JSON | None) -> bool:

@@ -48,17 +48,19 @@ from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import Informer, namespace_index, split_key
 from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips, without_pod_ips
-from vk.reflection.forge.meta import is_owned_by_us
+from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
+    MAX_PROVIDER_MESSAGE,
     deletion_grace_period,
+    desired_remote_pod,
     forge_local_pod_status,
     forge_remote_pod,
     forge_shadow_pod,
     forge_status_patch,
+    live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
     patches_containers,
-    remote_pod_needs_update,
     shadow_pod_as_pod,
     shadow_pod_as_read,
     shadow_pod_patch,
@@ -91,9 +93,6 @@ REFUSED_RETRY = 10.0
 # (429) a ShadowPod: said at home, and asked again after this long, not after the work queue's
 # back-off (which reaches 1000 s).
 PROVIDER_FAILURE_RETRY = 5.0
-# The provider's word on why it made no Pod is shown at home, cut to this length: it is input
-# from the other side.
-MAX_PROVIDER_MESSAGE = 2048
 # What the API server gives a pod that sets no terminationGracePeriodSeconds.
 DEFAULT_TERMINATION_GRACE_SECONDS = 30
 
@@ -291,6 +290,10 @@ class PodReflector(Reconciler):
             f"{NODENAME_LABEL}={node_name}"
         )
         self._log = log.bind(node=node_name)
+        # What a ShadowPod of no local pod known is compared with: whose it is.
+        self._of_no_pod: JSON = {
+            "metadata": {"labels": ownership_labels(home_cluster_id, remote_cluster_id, node_name)}
+        }
 
     leader_only = False  # each virtual kubelet offloads its own node's pods
 
@@ -398,7 +401,7 @@ class PodReflector(Reconciler):
                 )
                 for api_version, plural, keep in (
                     ("v1", "pods", remote_pod_as_read),
-                    (ShadowPod.group_version(), ShadowPod.PLURAL, shadow_pod_as_read),
+                    (ShadowPod.group_version(), ShadowPod.PLURAL, self._shadow_pod_as_read),
                 )
             )
             pods.add_handler(self._on_remote_pod)
@@ -414,6 +417,9 @@ class PodReflector(Reconciler):
         (an orphan's too: its local pod is gone). Before, they were left: judged on half the
         objects, a pod would look not offloaded yet."""
         pods, shadows = self.remote[remote], self.shadows[remote]
+        # A ShadowPod is kept as compared with its local pod (`_shadow_pod_as_read`): one
+        # listed before the local pods would be kept as of no pod, and patched for nothing.
+        await self.local.synced.wait()
 
         async def reconcile_once_synced() -> None:
             await pods.synced.wait()
@@ -468,6 +474,21 @@ class PodReflector(Reconciler):
             if twin == remote_namespace
         ]
 
+    def _shadow_pod_as_read(self, shadow: JSON) -> JSON:
+        """What the cache keeps of a ShadowPod: what is compared with its local pod's, if the
+        cache has one, and bounded by it (`shadow_pod_as_read`)."""
+        local = next(filter(None, map(self.local.store.get, self._local_keys(shadow))), None)
+        return shadow_pod_as_read(shadow, self._desired(local) if local else self._of_no_pod)
+
+    def _desired(self, local: JSON) -> JSON:
+        return desired_remote_pod(
+            local,
+            local_cluster_id=self.home_cluster_id,
+            remote_cluster_id=self.remote_cluster_id,
+            node_name=self.node_name,
+            offloading_patch=self.offloading_patch(),
+        )
+
     def _on_shadow_pod(self, _: str, shadow: JSON, __: JSON | None) -> None:
         for key in self._local_keys(shadow):
             self._enqueue(key)
@@ -480,16 +501,7 @@ class PodReflector(Reconciler):
 
     def _shadow_pod_patch(self, local: JSON, shadow: JSON) -> JSON | None:
         """The merge patch bringing the ShadowPod in line with the local pod, or None."""
-        return shadow_pod_patch(
-            remote_pod_needs_update(
-                local,
-                shadow_pod_as_pod(shadow),
-                local_cluster_id=self.home_cluster_id,
-                remote_cluster_id=self.remote_cluster_id,
-                node_name=self.node_name,
-                offloading_patch=self.offloading_patch(),
-            )
-        )
+        return shadow_pod_patch(live_pod_patch(self._desired(local), shadow_pod_as_pod(shadow)))
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
