@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import structlog
@@ -70,6 +70,8 @@ from vk.reflection.generic import liqo_observer
 from vk.reflection.workload.admission import AdmissionGate, is_stamped
 
 log = structlog.get_logger("vk.reflection.pods")
+
+Said = TypeVar("Said")  # what a refusal said once per pod is about
 
 POD_OFFLOAD_SECONDS = Histogram(
     "vk_pod_offload_seconds",
@@ -257,9 +259,9 @@ class PodReflector(Reconciler):
         self.home_network = home_network
         self.offloading_patch = offloading_patch
         # key -> (local uid, IPs refused): a refusal is told once per pod and IPs.
-        self._refused_ips: dict[str, Any] = {}
+        self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
         # key -> local uid: a pod whose remote status was refused as too large, told once.
-        self._refused_statuses: dict[str, Any] = {}
+        self._refused_statuses: dict[str, str] = {}
         # local namespace -> (remote namespace, provider client): where it reflects now.
         self.reflected: dict[str, tuple[str, KubeClient]] = {}
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
@@ -857,7 +859,7 @@ class PodReflector(Reconciler):
         )
 
     async def _warn_once(
-        self, said_of: dict[str, Any], local: JSON, said: Any, reason: str, message: str
+        self, said_of: dict[str, Said], local: JSON, said: Said, reason: str, message: str
     ) -> None:
         """A Warning Event on the local pod, and a log line, unless `said` (what the refusal
         is about: the pod's UID, and what was refused) was said of this pod last."""
