@@ -1752,6 +1752,22 @@ def test_a_remote_pod_status_too_large_to_be_a_kubelets_is_kept_as_its_size_alon
     assert cached["metadata"]["uid"] == remote["metadata"]["uid"]  # still the same pod
 
 
+def test_a_remote_pod_of_no_local_pod_is_kept_as_which_pod_it_is_alone() -> None:
+    """Its local pod gone, or none ever (the provider labelling Pods of its own as ours): no
+    status of it is read, so none is kept, whatever its size."""
+    remote = running_remote_pod()
+    remote["status"]["conditions"][0]["message"] = "m" * 30_000  # under the bound
+
+    cached = remote_pod_as_read(remote, of_a_local_pod=False)
+
+    assert cached == {
+        "metadata": {
+            key: remote["metadata"][key]
+            for key in ("name", "namespace", "uid", "resourceVersion", "generation")
+        }
+    }
+
+
 def test_a_kubelets_status_of_twenty_containers_at_their_longest_is_kept() -> None:
     """The longest termination messages a kubelet keeps (12 KiB for a pod in all) over twenty
     containers stay under the bound."""

@@ -105,15 +105,16 @@ class Provider:
 
     name = "provider"  # the `client` label of its metrics
 
-    def __init__(self, shadows: list[JSON] | None = None) -> None:
+    def __init__(self, shadows: list[JSON] | None = None, pods: list[JSON] | None = None) -> None:
         self.listed = asyncio.Event()
         self.shadows = shadows or []
+        self.pods = pods or []
         self.created: list[str] = []
         self.deleted: list[str] = []
 
     async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
         await self.listed.wait()
-        yield (self.shadows if path.endswith("/shadowpods") else []), "1"
+        yield (self.shadows if path.endswith("/shadowpods") else self.pods), "1"
 
     async def delete(self, path: str, body: JSON | None = None) -> JSON:
         self.deleted.append(path)
@@ -203,8 +204,8 @@ class SlowHome(Home):
 
 
 class PatchedProvider(Provider):
-    def __init__(self, shadows: list[JSON]) -> None:
-        super().__init__(shadows)
+    def __init__(self, shadows: list[JSON], pods: list[JSON]) -> None:
+        super().__init__(shadows, pods)
         self.patched: list[JSON] = []
 
     async def merge_patch(self, path: str, body: JSON) -> JSON:
@@ -213,10 +214,12 @@ class PatchedProvider(Provider):
 
 
 async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_nothing() -> None:
-    """The provider added 2000 labels and a long annotation to a ShadowPod: the cache keeps
-    what the local pod asks of it and no more. Its local pod listed late (a restart), it is
-    judged once the local pods are known: kept as of no pod, it would lack the pod's labels,
-    patched back again on every reconcile for nothing."""
+    """The provider added 2000 labels and a long annotation to a ShadowPod, and made a Pod of
+    its own labelled as ours: the cache keeps what the local pod asks of the ShadowPod and no
+    more, and no status of the Pod of no local pod. The local pods listed late (a restart),
+    the twin namespace is judged once they are known: kept as of no pod, the ShadowPod would
+    lack the pod's labels, patched back again on every reconcile for nothing, and the pod's own
+    Pod its status."""
     ours = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
     shadow = {
         "metadata": {
@@ -230,8 +233,16 @@ async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_
         "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
         "status": {"phase": "Running"},
     }
+    running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    twin_pods = [
+        {"metadata": {**shadow["metadata"], "uid": "p"}, "status": running},
+        {
+            "metadata": {**shadow["metadata"], "name": "intruder", "uid": "i"},
+            "status": {**running, "message": "m" * 30_000},
+        },
+    ]
     home = SlowHome()
-    provider = PatchedProvider([shadow])
+    provider = PatchedProvider([shadow], twin_pods)
     pods = offloading_shop(home, provider)
     async with reflecting(pods):
         provider.listed.set()
@@ -245,3 +256,6 @@ async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_
         assert kept["metadata"]["annotations"] == {LOCAL_POD_UID_ANNOTATION: "u"}
         assert provider.patched == []
         assert provider.created == []
+        kept_pods = pods.remote["shop-home"].store
+        assert kept_pods.get("shop-home/web")["status"] == running  # type: ignore[index]
+        assert "status" not in kept_pods.get("shop-home/intruder")  # type: ignore[operator]

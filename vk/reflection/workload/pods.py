@@ -194,17 +194,21 @@ MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
 STATUS_REFUSED = "statusBytesRefused"
 
 
-def remote_pod_as_read(pod: JSON) -> JSON:
+def remote_pod_as_read(pod: JSON, *, of_a_local_pod: bool = True) -> JSON:
     """What the virtual kubelet reads of a remote Pod, all its cache keeps: its status, and of
     its metadata what says which pod it is. Its spec is the ShadowPod's, its labels and
     annotations the local pod's, read from there (ten thousand times over, they were half of
     what the cache kept of it). A status over MAX_REMOTE_POD_STATUS_BYTES is kept as its size
-    (STATUS_REFUSED), with no status."""
+    (STATUS_REFUSED), with no status. Of a Pod of no local pod (`of_a_local_pod` False: its
+    local pod gone, or none ever, the provider labelling Pods of its own as ours), no status
+    is read, and none kept."""
     metadata = pod.get("metadata") or {}
     kept: JSON = {
-        "metadata": {key: metadata[key] for key in _REMOTE_POD_METADATA_READ if key in metadata},
-        "status": pod.get("status") or {},
+        "metadata": {key: metadata[key] for key in _REMOTE_POD_METADATA_READ if key in metadata}
     }
+    if not of_a_local_pod:
+        return kept
+    kept["status"] = pod.get("status") or {}
     if (size := len(orjson.dumps(kept["status"]))) > MAX_REMOTE_POD_STATUS_BYTES:
         kept["status"] = {}
         kept[STATUS_REFUSED] = size
@@ -402,7 +406,7 @@ class PodReflector(Reconciler):
                     keep=keep,
                 )
                 for api_version, plural, keep in (
-                    ("v1", "pods", remote_pod_as_read),
+                    ("v1", "pods", self._remote_pod_as_read),
                     (ShadowPod.group_version(), ShadowPod.PLURAL, self._shadow_pod_as_read),
                 )
             )
@@ -419,8 +423,9 @@ class PodReflector(Reconciler):
         (an orphan's too: its local pod is gone). Before, they were left: judged on half the
         objects, a pod would look not offloaded yet."""
         pods, shadows = self.remote[remote], self.shadows[remote]
-        # A ShadowPod is kept as compared with its local pod (`_shadow_pod_as_read`): one
-        # listed before the local pods would be kept as of no pod, and patched for nothing.
+        # A ShadowPod or Pod is kept as compared with its local pod (`_shadow_pod_as_read`,
+        # `_remote_pod_as_read`): one listed before the local pods would be kept as of no pod,
+        # a ShadowPod patched for nothing, a Pod's status not reflected until it changed.
         await self.local.synced.wait()
 
         async def reconcile_once_synced() -> None:
@@ -476,11 +481,21 @@ class PodReflector(Reconciler):
             if twin == remote_namespace
         ]
 
+    def _local_pod_of(self, remote: JSON) -> JSON | None:
+        """The local pod a Pod or ShadowPod of a twin namespace stands for, if the cache has
+        one of its name."""
+        return next(filter(None, map(self.local.store.get, self._local_keys(remote))), None)
+
     def _shadow_pod_as_read(self, shadow: JSON) -> JSON:
         """What the cache keeps of a ShadowPod: what is compared with its local pod's, if the
         cache has one, and bounded by it (`shadow_pod_as_read`)."""
-        local = next(filter(None, map(self.local.store.get, self._local_keys(shadow))), None)
+        local = self._local_pod_of(shadow)
         return shadow_pod_as_read(shadow, self._desired(local) if local else self._of_no_pod)
+
+    def _remote_pod_as_read(self, pod: JSON) -> JSON:
+        """What the cache keeps of a remote Pod: its status only if the cache has its local
+        pod (`remote_pod_as_read`)."""
+        return remote_pod_as_read(pod, of_a_local_pod=self._local_pod_of(pod) is not None)
 
     def _desired(self, local: JSON) -> JSON:
         return desired_remote_pod(
