@@ -23,10 +23,10 @@ from vk.reflection.forge.pods import (
     forge_local_pod_status,
     forge_remote_pod,
     forge_status_patch,
+    live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
     patches_containers,
-    remote_pod_needs_update,
     remote_root_ca_configmap_name,
     shadow_pod_as_pod,
     shadow_pod_as_read,
@@ -809,15 +809,16 @@ def test_forging_leaves_the_local_pod_untouched() -> None:
 # --- Updating the remote pod -------------------------------------------------------------
 
 
-def update(local: JSON, remote: JSON, **options: Any) -> JSON | None:
-    return remote_pod_needs_update(
-        local,
-        remote,
-        local_cluster_id=HOME,
-        remote_cluster_id=PROVIDER,
-        node_name=NODE,
-        **options,
+def desired(local: JSON, **options: Any) -> JSON:
+    """What `local` asks of its ShadowPod, as the pod reflector works it out."""
+    return desired_remote_pod(
+        local, local_cluster_id=HOME, remote_cluster_id=PROVIDER, node_name=NODE, **options
     )
+
+
+def update(local: JSON, remote: JSON, **options: Any) -> JSON | None:
+    """The patch bringing `remote` in line with `local`, as the pod reflector makes it."""
+    return live_pod_patch(desired(local, **options), remote)
 
 
 def test_remote_pod_needs_no_update_as_the_provider_created_and_ran_it() -> None:
@@ -887,12 +888,6 @@ def shadow_of(remote: JSON) -> JSON:
         "spec": {"pod": remote["spec"]},
         "status": {"phase": "Running"},
     }
-
-
-def desired(local: JSON) -> JSON:
-    return desired_remote_pod(
-        local, local_cluster_id=HOME, remote_cluster_id=PROVIDER, node_name=NODE
-    )
 
 
 def test_a_shadow_pod_as_cached_decides_every_update_as_the_whole_one_does() -> None:

@@ -234,7 +234,9 @@ def desired_remote_pod(
 ) -> JSON:
     """What the remote pod of a live local pod is to be, in what a live pod may change (its
     labels, annotations, images, activeDeadlineSeconds, tolerations): what `live_pod_patch`
-    brings a live pod in line with, and what `shadow_pod_as_read` keeps of a ShadowPod."""
+    brings the ShadowPod (seen as a pod, `shadow_pod_as_pod`) in line with when the local pod
+    changes, and what `shadow_pod_as_read` keeps of it. Liqo forges the spec only at creation
+    and so ignores such changes (reference §8); vk propagates them."""
     patch = offloading_patch or {}
     local_metadata = local_pod.get("metadata") or {}
     local_spec = local_pod.get("spec") or {}
@@ -250,29 +252,6 @@ def desired_remote_pod(
             "tolerations": _remote_tolerations(local_spec, patch),
         },
     }
-
-
-def remote_pod_needs_update(
-    local_pod: Mapping[str, Any],
-    remote_pod: Mapping[str, Any],
-    *,
-    local_cluster_id: str,
-    remote_cluster_id: str,
-    node_name: str,
-    offloading_patch: Mapping[str, Any] | None = None,
-) -> JSON | None:
-    """A JSON merge patch bringing the remote pod (a ShadowPod seen as a pod,
-    `shadow_pod_as_pod`) in line with a changed local pod, or None: `live_pod_patch` of what
-    the local pod now asks for. Liqo forges the spec only at creation and so ignores such
-    changes (reference §8); vk propagates them."""
-    desired = desired_remote_pod(
-        local_pod,
-        local_cluster_id=local_cluster_id,
-        remote_cluster_id=remote_cluster_id,
-        node_name=node_name,
-        offloading_patch=offloading_patch,
-    )
-    return live_pod_patch(desired, remote_pod)
 
 
 # What Kubernetes lets change on a live pod, and a desired pod may ask for besides tolerations.
@@ -507,7 +486,7 @@ def patches_containers(shadow_patch: JSON | None) -> bool:
 
 
 def shadow_pod_patch(pod_patch: JSON | None) -> JSON | None:
-    """A merge patch of a pod (`remote_pod_needs_update`) as the merge patch of its ShadowPod."""
+    """A merge patch of a pod (`live_pod_patch`) as the merge patch of its ShadowPod."""
     if pod_patch is None:
         return None
     patch = {key: value for key, value in pod_patch.items() if key != "spec"}
