@@ -453,3 +453,42 @@ def test_a_provider_bloating_its_shadow_pods_grows_no_virtual_kubelet(
     wait_until(labelled_at_the_provider, "the label added at venice on naples' ShadowPods", 120)
     for shadow_pod in items(clusters, PROVIDER, "shadowpods", "-n", offloaded):
         assert len(shadow_pod["metadata"]["labels"]) > 6000  # the provider's own are left alone
+
+
+def test_a_provider_piling_finalizers_on_a_copy_of_ours_has_all_but_16_dropped(
+    naples_peered: Clusters, offloaded: str, tmp_path: Path
+) -> None:
+    """The provider puts 2000 finalizers on the copy of a ConfigMap vk reflected there (each a
+    string the virtual kubelet would keep, and send back in its every write of the copy): the
+    virtual kubelet keeps 16, and its next write of the copy leaves those 16, the first the
+    provider put among them."""
+    clusters = naples_peered
+    clusters.kubectl(
+        CONSUMER, "create", "configmap", "settings", "-n", offloaded, "--from-literal=a=1"
+    )
+
+    def copied(value: str) -> dict[str, Any] | None:
+        found = items(clusters, PROVIDER, "configmaps", "-n", offloaded)
+        copy = next((c for c in found if c["metadata"]["name"] == "settings"), None)
+        return copy if copy and (copy.get("data") or {}).get("a") == value else None
+
+    wait_until(lambda: copied("1"), "the ConfigMap copied to naples")
+    finalizers = ["backup.example/keep", *(f"pile.example/f{i}" for i in range(1999))]
+    patch = tmp_path / "finalizers.json"
+    patch.write_text(json.dumps({"metadata": {"finalizers": finalizers}}))
+    clusters.kubectl(
+        PROVIDER, "patch", "configmap", "settings", "-n", offloaded,
+        "--type=merge", f"--patch-file={patch}",
+    )  # fmt: skip
+    try:
+        clusters.kubectl(
+            CONSUMER, "patch", "configmap", "settings", "-n", offloaded,
+            "--type=merge", "--patch", '{"data": {"a": "2"}}',
+        )  # fmt: skip
+        copy = wait_until(lambda: copied("2"), "the change copied to naples")
+        assert copy["metadata"]["finalizers"] == finalizers[:16]
+    finally:
+        clusters.kubectl(
+            PROVIDER, "patch", "configmap", "settings", "-n", offloaded,
+            "--type=merge", "--patch", '{"metadata": {"finalizers": null}}',
+        )  # fmt: skip

@@ -186,10 +186,43 @@ def test_a_remote_object_reflected_here_wakes_its_key_but_our_echo_and_anothers_
     assert woken() == ["shop/settings"], "changed by someone else"
 
 
+def test_a_copy_of_ours_is_kept_without_what_the_provider_piled_on_it() -> None:
+    """The provider writes a megabyte of status on a Service of ours (no reflector reads it or
+    copies it home) and 10,000 finalizers and owner references: the cache keeps the copy as
+    its reflector reads it, with 16 of each, and vk's next write of it carries no more."""
+    ours = {
+        "metadata": {
+            "name": "web",
+            "resourceVersion": "7",
+            "labels": {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far"},
+            "finalizers": ["backup.example/keep", *(f"x.example/{i}" for i in range(10_000))],
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": f"o{i}", "uid": f"u{i}"}
+                for i in range(10_000)
+            ],
+        },
+        "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"hostname": "h" * 1_000_000}]}},
+    }
+
+    kept = RemoteObjectAsRead("home", "far")(ours)
+
+    assert "status" not in kept
+    assert kept["spec"] == ours["spec"]
+    assert kept["metadata"]["finalizers"] == ours["metadata"]["finalizers"][:16]
+    assert kept["metadata"]["ownerReferences"] == ours["metadata"]["ownerReferences"][:16]
+    assert kept["metadata"]["labels"] == ours["metadata"]["labels"]
+    desired = {"metadata": {"name": "web", "labels": ours["metadata"]["labels"]}, "spec": {}}
+    written = replacement(desired, kept)
+    assert written["metadata"]["finalizers"][0] == "backup.example/keep"
+    assert len(written["metadata"]["finalizers"]) == 16
+    assert len(written["metadata"]["ownerReferences"]) == 16
+
+
 def test_a_cache_keeps_of_a_providers_own_object_only_whose_it_is() -> None:
     """A provider may fill a twin namespace with objects of a megabyte: of one vk did not write,
     its reflector reads only whose it is (to leave it alone and say so), and that is all kept;
-    one of ours is kept whole, to be compared with the local object."""
+    one of ours is kept whole (it has no status), to be compared with the local object."""
     as_read = RemoteObjectAsRead("home", "far")
     assert as_read == RemoteObjectAsRead("home", "far"), "one cache for every reflector"
     ours = {
@@ -199,7 +232,7 @@ def test_a_cache_keeps_of_a_providers_own_object_only_whose_it_is() -> None:
         },
         "data": {"big": "x" * 1_000_000},
     }
-    assert as_read(ours) is ours
+    assert as_read(ours) == ours
     theirs = {
         "metadata": {
             "name": "settings",

@@ -66,23 +66,67 @@ _FOREIGN_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTim
 class RemoteObjectAsRead:
     """What a cache of a twin namespace keeps of each provider object (an informer's `keep`;
     equal for equal clusters, so one cache serves every reflector of a resource). One of ours
-    is kept whole: its reflector compares it with the local object. Of another's, the reflector
-    reads only whose it is (to leave it alone and say so), so no more is kept: a provider can
-    fill its namespace with ConfigMaps and Secrets of a megabyte each, and a virtual kubelet
-    holds a few hundred bytes of each."""
+    is kept as its reflector reads it, to compare it with the local object: whole, but for what
+    the provider writes there and no reflector reads or copies home (`ours_as_read`). Of
+    another's, the reflector reads only whose it is (to leave it alone and say so), so no more
+    is kept: a provider can fill its namespace with ConfigMaps and Secrets of a megabyte each,
+    and a virtual kubelet holds a few hundred bytes of each."""
 
     local_cluster_id: str
     remote_cluster_id: str
 
     def __call__(self, remote_obj: JSON) -> JSON:
         if is_owned_by_us(remote_obj, self.local_cluster_id, self.remote_cluster_id):
-            return remote_obj
+            return ours_as_read(remote_obj)
         metadata = remote_obj.get("metadata") or {}
         kept = {key: metadata[key] for key in _FOREIGN_METADATA if key in metadata}
         labels = metadata.get("labels") or {}
         if whose := {key: labels[key] for key in _FOREIGN_LABELS if key in labels}:
             kept["labels"] = whose
         return {"metadata": kept}
+
+
+# Finalizers and owner references others put on a copy of ours are kept, in the cache and in
+# vk's writes of it, up to this many each: a few tools' (a backup's, a mesh's). More are the
+# provider's doing, and leave with vk's next write.
+MAX_OTHERS_REFERENCES = 16
+_MAX_FINALIZER = 316  # a qualified name: a 253-character prefix and a 63-character name
+_OWNER_REFERENCE_FIELDS = 6  # apiVersion, kind, name, uid, controller, blockOwnerDeletion
+_MAX_OWNER_REFERENCE_FIELD = 316
+
+
+def ours_as_read(remote_obj: JSON) -> JSON:
+    """A copy of ours in a twin namespace, as its reflector reads it: without its status (the
+    provider's, which no reflector copies home: a Service's load balancers, a claim's
+    conditions), and with at most MAX_OTHERS_REFERENCES finalizers and owner references, each
+    of the API's shape. Its labels and annotations are kept whole: any the local object does
+    not have is drift, which vk's next write removes."""
+    kept = {key: value for key, value in remote_obj.items() if key != "status"}
+    metadata = remote_obj.get("metadata") or {}
+    bounded: JSON = {}
+    for key, valid in (("finalizers", _is_finalizer), ("ownerReferences", _is_owner_reference)):
+        if key in metadata:
+            values = metadata[key] if isinstance(metadata[key], list) else []
+            bounded[key] = [value for value in values if valid(value)][:MAX_OTHERS_REFERENCES]
+    if bounded:
+        kept["metadata"] = {**metadata, **bounded}
+    return kept
+
+
+def _is_finalizer(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= _MAX_FINALIZER
+
+
+def _is_owner_reference(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) <= _OWNER_REFERENCE_FIELDS
+        and all(
+            isinstance(field, bool)
+            or (isinstance(field, str) and len(field) <= _MAX_OWNER_REFERENCE_FIELD)
+            for field in value.values()
+        )
+    )
 
 
 def should_reflect(local_obj: Mapping[str, Any], policy: ReflectionPolicy) -> bool:
