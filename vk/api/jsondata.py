@@ -4,7 +4,8 @@ null), never model classes (DESIGN §5)."""
 from __future__ import annotations
 
 import copy
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import orjson
 
@@ -21,3 +22,21 @@ def json_copy(value: T) -> T:
     except TypeError:  # orjson.JSONEncodeError is one
         return copy.deepcopy(value)
     return copied
+
+
+# Reading what the other side of a peering wrote: a field of any type, never raised on.
+
+
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def is_integer(value: Any) -> bool:
+    """Whether `value` is a JSON integer (`true` is not one, though Python says so)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def cut_text(value: Any, limit: int) -> str:
+    """`value` cut to `limit` characters if it is a string, else ""."""
+    return value[:limit] if isinstance(value, str) else ""

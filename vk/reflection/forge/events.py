@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vk.api.constants import ALLOW_REFLECTION_ANNOTATION, SKIP_REFLECTION_ANNOTATION
+from vk.api.jsondata import as_mapping, is_integer
 from vk.reflection.forge.configuration import local_configmap_name
 from vk.reflection.forge.meta import JSON, ownership_labels
 
@@ -102,8 +103,7 @@ def remote_event_as_read(remote_event: JSON) -> JSON:
     for field in _READ_FIELDS:
         if field in remote_event:
             kept[field] = remote_event[field]
-    involved = remote_event.get("involvedObject")
-    involved = involved if isinstance(involved, dict) else {}
+    involved = as_mapping(remote_event.get("involvedObject"))
     kept["involvedObject"] = {
         key: involved[key]
         for key in _READ_INVOLVED
@@ -123,18 +123,18 @@ def remote_event_as_read(remote_event: JSON) -> JSON:
     for field in ("eventTime", "firstTimestamp", "lastTimestamp"):
         if not _is_time(kept.get(field)):
             kept.pop(field, None)
-    if not _is_count(kept.get("count")):
+    if not is_integer(kept.get("count")):
         kept.pop("count", None)
     if "series" in kept:
-        series = kept["series"] if isinstance(kept["series"], dict) else {}
+        series = as_mapping(kept["series"])
         kept["series"] = {
             key: value
             for key, value in series.items()
-            if (key == "count" and _is_count(value))
+            if (key == "count" and is_integer(value))
             or (key == "lastObservedTime" and _is_time(value))
         }
     if "source" in kept:
-        source = kept["source"] if isinstance(kept["source"], dict) else {}
+        source = as_mapping(kept["source"])
         kept["source"] = {
             key: value[:MAX_SHORT_FIELD_CHARS]
             for key, value in source.items()
@@ -211,10 +211,6 @@ def forge_local_event(
 def _is_time(value: Any) -> bool:
     """A time as the API writes one (`2026-11-27T06:00:00Z`, or with microseconds)."""
     return isinstance(value, str) and len(value) <= 40
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def event_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from vk.api.constants import (
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
 )
-from vk.api.jsondata import json_copy
+from vk.api.jsondata import as_mapping, cut_text, is_integer, json_copy
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
@@ -375,22 +375,22 @@ def shadow_pod_as_read(shadow_pod: Mapping[str, Any], desired: Mapping[str, Any]
     and two numbers. A patch of its containers is built from the whole ShadowPod, read afresh
     (`patches_containers`). Nothing here raises on what the provider wrote: the keep runs in
     the informer, where a raise would stop the cache of the whole twin namespace."""
-    metadata = _as_mapping(shadow_pod.get("metadata"))
+    metadata = as_mapping(shadow_pod.get("metadata"))
     desired_metadata = desired.get("metadata") or {}
     desired_spec = desired.get("spec") or {}
     kept_metadata: JSON = {key: metadata[key] for key in _SHADOW_METADATA_READ if key in metadata}
     kept_metadata["labels"] = _values_as_compared(
         metadata.get("labels"), desired_metadata.get("labels") or {}
     )
-    annotations = _as_mapping(metadata.get("annotations"))
+    annotations = as_mapping(metadata.get("annotations"))
     kept_metadata["annotations"] = _values_as_compared(
         annotations, desired_metadata.get("annotations") or {}
     )
     if isinstance(uid := annotations.get(LOCAL_POD_UID_ANNOTATION), str):
         kept_metadata["annotations"][LOCAL_POD_UID_ANNOTATION] = uid[:_MAX_UID]
 
-    spec = _as_mapping(_as_mapping(shadow_pod.get("spec")).get("pod"))
-    kept_spec: JSON = {key: spec[key] for key in _SHADOW_SPEC_COUNTS if _is_count(spec.get(key))}
+    spec = as_mapping(as_mapping(shadow_pod.get("spec")).get("pod"))
+    kept_spec: JSON = {key: spec[key] for key in _SHADOW_SPEC_COUNTS if is_integer(spec.get(key))}
     for key in _CONTAINER_LISTS:
         images = {c["name"]: c.get("image") or "" for c in desired_spec.get(key) or []}
         if isinstance(containers := spec.get(key), list):
@@ -409,7 +409,7 @@ def shadow_pod_as_read(shadow_pod: Mapping[str, Any], desired: Mapping[str, Any]
 
     read: JSON = {"metadata": kept_metadata, "spec": {"pod": kept_spec}}
     if "status" in shadow_pod:
-        read["status"] = _shadow_pod_status_as_read(_as_mapping(shadow_pod["status"]))
+        read["status"] = _shadow_pod_status_as_read(as_mapping(shadow_pod["status"]))
     return read
 
 
@@ -423,8 +423,8 @@ def _shadow_pod_status_as_read(status: Mapping[str, Any]) -> JSON:
             {
                 "type": condition["type"],
                 "status": condition.get("status") if condition.get("status") in _BOOLS else "",
-                "reason": _text(condition.get("reason"), MAX_PROVIDER_REASON),
-                "message": _text(condition.get("message"), MAX_PROVIDER_MESSAGE),
+                "reason": cut_text(condition.get("reason"), MAX_PROVIDER_REASON),
+                "message": cut_text(condition.get("message"), MAX_PROVIDER_MESSAGE),
             }
             for condition in conditions
             if isinstance(condition, dict) and condition.get("type") in _SHADOW_CONDITIONS
@@ -438,7 +438,7 @@ _BOOLS = ("True", "False", "Unknown")
 
 def _values_as_compared(written: Any, desired: Mapping[str, str]) -> dict[str, str]:
     """Of the labels or annotations a provider wrote, those `desired` has, each as compared."""
-    written = _as_mapping(written)
+    written = as_mapping(written)
     kept = {}
     for key, like in desired.items():
         value = _as_compared(written.get(key), like)
@@ -455,27 +455,15 @@ def _as_compared(value: Any, like: str) -> str | None:
     return value if len(value) <= len(like) + 1 else value[: len(like) + 1]
 
 
-def _as_mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _is_count(value: Any) -> bool:
-    return type(value) is int
-
-
 def _is_toleration(value: Any) -> bool:
     return (
         isinstance(value, dict)
         and len(value) <= _TOLERATION_FIELDS
         and all(
-            _is_count(field) or (isinstance(field, str) and len(field) <= _MAX_TOLERATION_FIELD)
+            is_integer(field) or (isinstance(field, str) and len(field) <= _MAX_TOLERATION_FIELD)
             for field in value.values()
         )
     )
-
-
-def _text(value: Any, limit: int) -> str:
-    return value[:limit] if isinstance(value, str) else ""
 
 
 def patches_containers(shadow_patch: JSON | None) -> bool:
