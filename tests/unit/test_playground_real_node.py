@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vk.playground.binaries import Binaries, NodeBinaries
-from vk.playground.cluster import cluster_components
+from vk.playground.cluster import cluster_components, node_not_ready_reason
 from vk.playground.cluster_objects import metrics_server_service, playground_chart_values
 from vk.playground.commandlines import apiserver_args
 from vk.playground.images import DEFAULT_DEBIAN_MIRROR, debian_mirror, source_digest
@@ -20,6 +20,7 @@ from vk.playground.realnode import (
     RealNodeError,
     cni_conflist,
     containerd_config,
+    ensure_inotify_instances,
     in_namespace,
     kube_proxy_configuration,
     kubelet_args,
@@ -177,3 +178,36 @@ def test_the_image_digest_follows_what_the_dockerfile_copies(tmp_path: Path) -> 
     assert source_digest(tmp_path) == before
     (tmp_path / "vk" / "a.py").write_text("a = 2\n")
     assert source_digest(tmp_path) != before
+
+
+def test_the_inotify_limit_is_raised_never_lowered_and_a_failure_says_the_fix(
+    tmp_path: Path,
+) -> None:
+    limit = tmp_path / "max_user_instances"
+    limit.write_text("128\n")
+    assert ensure_inotify_instances(limit, wanted=512) == 128
+    assert limit.read_text() == "512\n"
+    assert ensure_inotify_instances(limit, wanted=512) is None
+    limit.write_text("8192\n")
+    assert ensure_inotify_instances(limit, wanted=512) is None
+    assert limit.read_text() == "8192\n"
+    with pytest.raises(RealNodeError, match=r"sysctl -w fs.inotify.max_user_instances=512"):
+        ensure_inotify_instances(tmp_path / "no" / "such" / "file", wanted=512)
+
+
+def test_a_node_not_ready_is_explained_by_its_ready_condition() -> None:
+    def node(*conditions: dict[str, str]) -> dict[str, object]:
+        return {"status": {"conditions": list(conditions)}}
+
+    assert node_not_ready_reason(None) == "not registered"
+    assert node_not_ready_reason(node()) == "no Ready condition yet"
+    network = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "container runtime network not ready",
+    }
+    assert node_not_ready_reason(node({"type": "MemoryPressure", "status": "False"}, network)) == (
+        "Ready=False, container runtime network not ready"
+    )
+    assert node_not_ready_reason(node({"type": "Ready", "status": "Unknown"})) == "Ready=Unknown"

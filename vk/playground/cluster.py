@@ -123,6 +123,17 @@ def node_is_ready(node: dict[str, Any]) -> bool:
     )
 
 
+def node_not_ready_reason(node: dict[str, Any] | None) -> str:
+    """Why a node is not Ready, as its Ready condition says (for an error message)."""
+    if node is None:
+        return "not registered"
+    for condition in node.get("status", {}).get("conditions", []):
+        if condition.get("type") == "Ready":
+            said = condition.get("message") or condition.get("reason") or ""
+            return f"Ready={condition.get('status')}" + (f", {said}" if said else "")
+    return "no Ready condition yet"
+
+
 @dataclass
 class ComponentStatus:
     name: str
@@ -489,12 +500,32 @@ class ClusterRuntime:
 
     async def _wait_usable(self, client: KubeClient) -> None:
         """Nodes Ready and the default ServiceAccount there: the cluster can run pods."""
-        names = set(node_names(self.spec)) | self.nodes.real_nodes()
+        real_nodes = self.nodes.real_nodes()
+        names = set(node_names(self.spec)) | real_nodes
+        # What runs the nodes: a real node's kubelet can exit after its health check passed
+        # (it starts cAdvisor later), and then its node is never Ready.
+        agents = ["kwok", *(["kubelet"] if real_nodes else [])]
+        waiting: list[str] = []
 
         async def nodes_ready() -> bool:
-            nodes = (await client.get(resource_path("v1", "nodes")))["items"]
-            ready = {n["metadata"]["name"] for n in nodes if node_is_ready(n)}
-            return names <= ready
+            for agent in agents:
+                pid = read_pid(self.paths.pid(agent))
+                if pid is None or not is_running(pid, self.marker):
+                    log = self.paths.log(agent)
+                    raise PlaygroundError(
+                        f"{self.spec.name}: {agent} exited before its nodes were Ready; "
+                        f"its log: {log}\n{log_tail(log)}"
+                    )
+            nodes = {
+                n["metadata"]["name"]: n
+                for n in (await client.get(resource_path("v1", "nodes")))["items"]
+            }
+            waiting[:] = [
+                f"{name}: {node_not_ready_reason(nodes.get(name))}"
+                for name in sorted(names)
+                if name not in nodes or not node_is_ready(nodes[name])
+            ]
+            return not waiting
 
         async def default_service_account() -> bool:
             try:
@@ -505,7 +536,12 @@ class ClusterRuntime:
             except NotFound:
                 return False
 
-        await _wait_for(nodes_ready, f"{self.spec.name}: nodes Ready", self.paths.log("kwok"))
+        await _wait_for(
+            nodes_ready,
+            f"{self.spec.name}: nodes Ready",
+            self.paths.log(agents[-1]),
+            waiting_on=lambda: "; ".join(waiting),
+        )
         await _wait_for(
             default_service_account,
             f"{self.spec.name}: the default ServiceAccount",
@@ -524,12 +560,19 @@ async def _port_released(port: int, within: float) -> bool:
     return True
 
 
-async def _wait_for(check: Callable[[], Awaitable[bool]], what: str, log: Path) -> None:
+async def _wait_for(
+    check: Callable[[], Awaitable[bool]],
+    what: str,
+    log: Path,
+    waiting_on: Callable[[], str] | None = None,
+) -> None:
+    """`waiting_on` says, on a timeout, what the last check still waited for."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
     while not await check():
         if time.monotonic() > deadline:
+            detail = f" ({waiting_on()})" if waiting_on is not None else ""
             raise PlaygroundError(
-                f"timed out after {STARTUP_TIMEOUT:.0f}s waiting for {what}; look at {log}\n"
-                f"{log_tail(log)}"
+                f"timed out after {STARTUP_TIMEOUT:.0f}s waiting for {what}{detail}; "
+                f"look at {log}\n{log_tail(log)}"
             )
         await asyncio.sleep(0.2)

@@ -28,9 +28,11 @@ from vk.playground.node_runtimes import NODE_COMPONENTS, RealNode
 from vk.playground.paths import ClusterPaths
 from vk.playground.realnode import (
     HOST_ADDRESS,
+    INOTIFY_INSTANCES_WANTED,
     NodeNetwork,
     RealNodeError,
     check_tools,
+    ensure_inotify_instances,
     ensure_network,
     node_network,
     remove_node,
@@ -128,8 +130,15 @@ class Playground:
         if networks:
             try:
                 check_tools()
+                replaced = ensure_inotify_instances()
             except RealNodeError as error:
                 raise PlaygroundError(str(error)) from error
+            if replaced is not None:
+                self.progress.info(
+                    f"raised fs.inotify.max_user_instances from {replaced} to "
+                    f"{INOTIFY_INSTANCES_WANTED}: every API server and kubelet here watches "
+                    f"files as root, and a kubelet left without exits"
+                )
             node_binaries = builder.ensure_node()
             images = ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause)
             prometheus = builder.ensure_prometheus()

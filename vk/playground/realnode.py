@@ -59,6 +59,13 @@ REAL_NODE_LABEL = "playground.vk.io/real-node"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 REQUIRED_TOOLS = ("containerd", "runc", "ctr", "iptables", "nsenter", "ip")
 CNI_PLUGINS_DIR = Path("/usr/lib/cni")
+INOTIFY_INSTANCES_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+# Every process of the playground runs as root and shares root's inotify instances (128 on a
+# default kernel): each API server holds 6, each controller manager 5, each kubelet 6. A kubelet
+# that gets none exits a few seconds after it answered its health check (cAdvisor cannot
+# start), so its node is never Ready. 512 is what kind's known issues advise for several
+# clusters on one machine.
+INOTIFY_INSTANCES_WANTED = 512
 DEBIAN_PACKAGES = "containerd runc containernetworking-plugins iptables"
 
 
@@ -375,6 +382,24 @@ def check_tools() -> None:
         raise RealNodeError(
             "the real node needs root (network namespaces, cgroups, mounts): run as root"
         )
+
+
+def ensure_inotify_instances(
+    limit_file: Path = INOTIFY_INSTANCES_LIMIT, wanted: int = INOTIFY_INSTANCES_WANTED
+) -> int | None:
+    """Raises the machine's limit of inotify instances per user to `wanted` (never lowers
+    it). Returns the limit it replaced, None when it was already high enough."""
+    try:
+        current = int(limit_file.read_text())
+        if current >= wanted:
+            return None
+        limit_file.write_text(f"{wanted}\n")
+    except (OSError, ValueError) as error:
+        raise RealNodeError(
+            f"the real node's kubelet needs inotify instances, and the limit could not be raised "
+            f"({error}): run `sysctl -w fs.inotify.max_user_instances={wanted}`"
+        ) from error
+    return current
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
