@@ -13,8 +13,10 @@ process runs (one watch each), and, apart from them, the provider's own writes (
 manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods running, a new
 one started, the time until it has converged and the number of remote pods re-created (must
 be 0); then the throughput of one virtual kubelet (pods bound while none runs, then one
-started). Last, what its requests and watch events per pod cost alone, at the price of vk's API
-client timed in the bench's own process (`client_costs`): the floor under its CPU per pod.
+started), with where the machine's CPU went in that phase and what far's API server did (its
+requests, webhook calls and watch events per pod, from its own metrics). Last, what its
+requests and watch events per pod cost alone, at the price of vk's API client timed in the
+bench's own process (`client_costs`): the floor under its CPU per pod.
 `--heap` and `--profile`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py).
 
     .venv/bin/python -m bench.offload [--pods 1000]
@@ -44,6 +46,7 @@ from bench.virtual_node import (
     apply,
     kubectl,
     proc_stats,
+    samples,
 )
 from vk.api.offloading import ShadowPod
 from vk.kube.client import JSON, KubeClient, resource_path
@@ -384,6 +387,12 @@ def main() -> None:
         f"included)   target <= 3 ms: {verdict(backlog.cpu / n * 1000 <= TARGETS['cpu_ms'])}"
     )
     print_machine_cpu(backlog)
+    print_far_apiserver(backlog, n)
+    print(
+        f"  the virtual kubelet's API writes in that phase: "
+        f"{writes(backlog.kubelet_metrics) / n:.2f} per pod"
+    )
+    print_breakdown(write_breakdown({}, backlog.kubelet_metrics), n)
     print(
         f"API writes per offloaded pod:          {per_pod[POD_PATH]:7.2f}    on the pod path, "
         f"target <= 3: {verdict(per_pod[POD_PATH] <= TARGETS['writes'])}   "
@@ -428,6 +437,51 @@ def print_machine_cpu(backlog: Backlog) -> None:
     for name, seconds in sorted(backlog.machine_cpu.items(), key=lambda item: -item[1]):
         if seconds >= 0.05:
             print(f"    {seconds:7.1f} s  {name}")
+
+
+def request_kind(verb: str, resource: str, subresource: str) -> str:
+    return f"{verb} {resource}" + (f"/{subresource}" if subresource else "")
+
+
+def print_far_apiserver(backlog: Backlog, n: int) -> None:
+    """What far's API server did in the throughput phase, from its own metrics: its requests
+    by kind (each one's time includes the admission webhooks and etcd it waited for), the
+    webhooks it called, and the watch events it sent. Watches are left out of the requests:
+    one lasts as long as it is open."""
+    before, after = backlog.far_apiserver
+    metric, by_kind = "apiserver_request_duration_seconds", ("verb", "resource", "subresource")
+    counts = counted_between(before, after, f"{metric}_count", by_kind)
+    seconds = counted_between(before, after, f"{metric}_sum", by_kind)
+    kinds = sorted(
+        (kind for kind, count in counts.items() if count >= 1 and kind[0] != "WATCH"),
+        key=lambda kind: -counts[kind],
+    )
+    print(
+        f"  far's API server in that phase: {sum(counts[k] for k in kinds) / n:.2f} requests "
+        f"per pod (not counting watches), by kind (per pod, ms each):"
+    )
+    for kind in kinds[:12]:
+        each = seconds.get(kind, 0.0) / counts[kind] * 1000
+        print(f"    {counts[kind] / n:7.2f}  {each:6.1f} ms  {request_kind(*kind)}")
+    webhook = "apiserver_admission_webhook_admission_duration_seconds"
+    calls = counted_between(before, after, f"{webhook}_count", ("name",))
+    took = counted_between(before, after, f"{webhook}_sum", ("name",))
+    for name in sorted(calls, key=lambda name: -calls[name]):
+        print(
+            f"    its webhook {name[0]}: {calls[name] / n:.2f} calls per pod, "
+            f"{took.get(name, 0.0) / calls[name] * 1000:.1f} ms each"
+        )
+    events = counted_between(before, after, "apiserver_watch_events_total", ("resource",))
+    sizes = counted_between(before, after, "apiserver_watch_events_sizes_sum", ("resource",))
+    sent = sorted(events, key=lambda resource: -events[resource])
+    print(
+        f"    watch events it sent: {sum(events.values()) / n:.1f} per pod, "
+        f"{sum(sizes.values()) / n / 1024:.1f} KiB per pod: "
+        + ", ".join(
+            f"{r[0]} {events[r] / n:.1f} ({sizes.get(r, 0.0) / events[r] / 1024:.1f} KiB each)"
+            for r in sent[:6]
+        )
+    )
 
 
 def print_profile(
@@ -608,6 +662,9 @@ class Backlog:
     cpu: float  # the virtual kubelet's CPU seconds until then
     # Every process's CPU seconds from the virtual kubelet's start to the last ShadowPod.
     machine_cpu: dict[str, float]
+    # far's API server's own metrics, before and after.
+    far_apiserver: tuple[Sample, Sample]
+    kubelet_metrics: Sample  # the new virtual kubelet's, at the last ShadowPod
 
 
 def bound_pod(index: int) -> JSON:
@@ -655,6 +712,7 @@ async def offload_backlog(scene: BenchVirtualNode, n: int) -> Backlog:
         shadows.add_handler(on_event)
         following = asyncio.create_task(shadows.run())
         await shadows.synced.wait()
+        apiserver_before = samples(await far.get_text("/metrics"))
         machine_before = scene.cpu_by_process()
         started = time.monotonic()
         process = scene.start_kubelet()
@@ -662,6 +720,8 @@ async def offload_backlog(scene: BenchVirtualNode, n: int) -> Backlog:
         await asyncio.wait_for(done.wait(), 900)
         _, _, cpu_after = proc_stats(process.pid)
         machine_after = scene.cpu_by_process()
+        kubelet_metrics = scene.metrics()
+        apiserver_after = samples(await far.get_text("/metrics"))
         following.cancel()
     machine_cpu = {
         name: seconds - machine_before.get(name, 0.0) for name, seconds in machine_after.items()
@@ -672,6 +732,8 @@ async def offload_backlog(scene: BenchVirtualNode, n: int) -> Backlog:
         written[-1] - written[0],
         cpu_after - cpu_before,
         machine_cpu,
+        (apiserver_before, apiserver_after),
+        kubelet_metrics,
     )
 
 

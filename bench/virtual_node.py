@@ -78,19 +78,22 @@ def vkctl(kubeconfig: Path, *args: str) -> None:
         raise RuntimeError(f"vkctl {' '.join(args)} failed: {done.stderr.strip()}")
 
 
+def samples(text: str) -> Sample:
+    """Prometheus' text format as samples, by (name, sorted labels)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
 def scrape(url: str, context: ssl.SSLContext | None = None) -> Sample:
-    """A Prometheus endpoint's samples, by (name, sorted labels); retried for 30 s while the
-    process comes up."""
+    """A Prometheus endpoint's samples; retried for 30 s while the process comes up."""
     deadline = time.monotonic() + 30
     while True:
         try:
             with urllib.request.urlopen(url, timeout=5, context=context) as response:
-                text = response.read().decode()
-            return {
-                (s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text)
-                for s in family.samples
-            }
+                return samples(response.read().decode())
         except OSError:
             if time.monotonic() > deadline:
                 raise
