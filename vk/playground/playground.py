@@ -137,7 +137,7 @@ class Playground:
                 self.progress.info(
                     f"raised fs.inotify.max_user_instances from {replaced} to "
                     f"{INOTIFY_INSTANCES_WANTED}: every API server and kubelet here watches "
-                    f"files as root, and a kubelet left without exits"
+                    f"files as root, and a kubelet left without one exits"
                 )
             node_binaries = builder.ensure_node()
             images = ImageBuilder(default_cache_dir(), self.progress).ensure(node_binaries.pause)
