@@ -37,6 +37,9 @@ BENCHES = [
             "remote pods re-created by the restart:",
             "throughput of one virtual kubelet:",
             "the machine's CPU in that phase:",
+            "far's API server in that phase:",
+            "watch events it sent:",
+            "the virtual kubelet's API writes in that phase:",
         ],
     ),
     (
