@@ -92,12 +92,15 @@ def heap_report() -> dict[str, Any]:
     }
 
 
-def profile_report(profiler: cProfile.Profile) -> dict[str, Any]:
+def profile_report(profiler: cProfile.Profile, path: Path) -> dict[str, Any]:
     """Every function's calls, own CPU seconds and cumulative seconds since the start (a
-    benchmark subtracts two reports for one phase). Read from this thread while the event
-    loop's goes on: the profiler's tables are read whole under the interpreter's lock, and the
-    disable that pstats does first stops only this thread's profiling, which never began."""
+    benchmark subtracts two reports for one phase); the whole profile, with each function's
+    callers, is also written to `path` for `python -m pstats`. Read from this thread while the
+    event loop's goes on: the profiler's tables are read whole under the interpreter's lock,
+    and the disable that pstats does first stops only this thread's profiling, which never
+    began."""
     stats = pstats.Stats(profiler)
+    stats.dump_stats(path)
     functions = {}
     for (filename, line, name), (_, calls, own, cumulative, _) in stats.stats.items():  # type: ignore[attr-defined]
         where = filename.rsplit("/site-packages/", 1)[-1].rsplit("/vk/", 1)[-1]
@@ -111,7 +114,11 @@ def serve_reports(mode: str, profiler: cProfile.Profile | None) -> None:
     while True:
         if wanted.exists():
             wanted.unlink()
-            report = heap_report() if profiler is None else profile_report(profiler)
+            report = (
+                heap_report()
+                if profiler is None
+                else profile_report(profiler, path.with_suffix(".pstats"))
+            )
             path.with_suffix(".partial").write_text(json.dumps({"mode": mode, **report}))
             path.with_suffix(".partial").rename(path)  # whole or not there
         time.sleep(0.5)
