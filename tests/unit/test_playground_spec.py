@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from vk.playground.binaries import Binaries
+from vk.playground.cluster_objects import scheduler_configuration
+from vk.playground.commandlines import controller_manager_args, scheduler_args
+from vk.playground.paths import ClusterPaths
 from vk.playground.playground import env_exports, pod_cidr
 from vk.playground.spec import (
     DEFAULT_CLUSTERS,
     InvalidPlaygroundSpec,
+    cluster_spec,
     parse_cluster_flag,
     parse_playground_file,
 )
@@ -78,6 +84,47 @@ def test_playground_file_may_leave_vk_out_of_a_cluster() -> None:
     assert [c.to_dict()["vk"] for c in clusters] == [False, True]  # recorded in the state
     with pytest.raises(InvalidPlaygroundSpec, match="vk and realNode must be true or false"):
         parse_playground_file("clusters: [{name: a, vk: 'no'}]")
+
+
+def some_binaries() -> Binaries:
+    return Binaries(**{f.name: Path("/bin") / f.name for f in dataclasses.fields(Binaries)})
+
+
+def test_controller_qps_raises_both_controllers_rates_and_is_recorded() -> None:
+    (kept, raised) = parse_playground_file("clusters: [{name: a}, {name: b, controllerQPS: 1000}]")
+    assert (kept.controller_qps, raised.controller_qps) == (None, 1000)
+    assert cluster_spec(raised.to_dict()) == raised  # the recorded state gives it back
+    paths = ClusterPaths(Path("/state/b"))
+    ports = {"controller-manager": 1, "scheduler": 2}
+    binaries = some_binaries()
+    manager = controller_manager_args(binaries, paths, ports, raised.controller_qps)
+    assert manager[-2:] == ["--kube-api-qps=1000", "--kube-api-burst=2000"]
+    assert not any("kube-api" in flag for flag in controller_manager_args(binaries, paths, ports))
+    kubeconfig = paths.component_kubeconfig("kube-scheduler")
+    assert scheduler_configuration(kubeconfig, 1000)["clientConnection"] == {
+        "kubeconfig": str(kubeconfig),
+        "qps": 1000,
+        "burst": 2000,
+    }
+    # Kubernetes' defaults when not raised; one scheduler, never electing a leader.
+    assert scheduler_configuration(kubeconfig, None)["clientConnection"] == {
+        "kubeconfig": str(kubeconfig)
+    }
+    assert scheduler_configuration(kubeconfig, None)["leaderElection"] == {"leaderElect": False}
+
+
+def test_scheduler_reads_its_client_from_its_configuration_file() -> None:
+    paths = ClusterPaths(Path("/state/b"))
+    flags = scheduler_args(some_binaries(), paths, {"scheduler": 2})
+    assert f"--config={paths.scheduler_config}" in flags
+    # Beside --config, kube-scheduler ignores --kubeconfig: none is given to mislead.
+    assert not any(flag.startswith("--kubeconfig=") for flag in flags)
+
+
+@pytest.mark.parametrize("qps", [0, -5, "many", True, 2.5])
+def test_controller_qps_must_be_a_positive_whole_number(qps: object) -> None:
+    with pytest.raises(InvalidPlaygroundSpec, match="controllerQPS must be a whole number >= 1"):
+        cluster_spec({"name": "a", "controllerQPS": qps})
 
 
 def test_playground_file_must_list_clusters() -> None:

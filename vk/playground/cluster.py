@@ -51,6 +51,7 @@ from vk.playground.cluster_objects import (
     metrics_server_objects,
     node_names,
     pod_log_lines,
+    scheduler_configuration,
     webhook_client_kubeconfig,
 )
 from vk.playground.commandlines import (
@@ -252,6 +253,14 @@ class ClusterRuntime:
         self.paths.admission_config.write_text(
             yaml.safe_dump(admission_configuration(webhook_kubeconfig), sort_keys=False)
         )
+        self.paths.scheduler_config.write_text(
+            yaml.safe_dump(
+                scheduler_configuration(
+                    self.paths.component_kubeconfig("kube-scheduler"), self.spec.controller_qps
+                ),
+                sort_keys=False,
+            )
+        )
         kwok_dir = self.paths.kwok_dir
         (kwok_dir / "exec").mkdir(parents=True, exist_ok=True)
         (kwok_dir / "home").mkdir(parents=True, exist_ok=True)
@@ -294,7 +303,7 @@ class ClusterRuntime:
                 audit=self.nodes.audits_api_server,
             ),
             "kube-controller-manager": lambda: controller_manager_args(
-                self.binaries, self.paths, ports
+                self.binaries, self.paths, ports, self.spec.controller_qps
             ),
             "kube-scheduler": lambda: scheduler_args(self.binaries, self.paths, ports),
             "kwok": lambda: kwok_args(self.binaries, self.paths, ports, self.pod_cidr),

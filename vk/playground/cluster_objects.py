@@ -1,7 +1,7 @@
 """What a playground cluster writes for its components and applies to its API server, built by
-pure functions: the API server's admission and audit configuration, metrics-server's objects,
-kwok's configuration and simulated nodes, and vk's chart values: with vk as processes of this
-machine, or as pods of a real node.
+pure functions: the API server's admission and audit configuration, kube-scheduler's
+configuration, metrics-server's objects, kwok's configuration and simulated nodes, and vk's
+chart values: with vk as processes of this machine, or as pods of a real node.
 """
 
 from __future__ import annotations
@@ -15,6 +15,25 @@ from vk.playground.realnode import REAL_NODE_LABEL, REAL_NODE_TAINT
 from vk.playground.spec import ClusterSpec
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+# A controller's API client may send this many times its rate at once, as kube-scheduler's
+# defaults have it (50 and 100).
+BURST_PER_QPS = 2
+
+
+def scheduler_configuration(kubeconfig: Path, qps: int | None) -> dict[str, Any]:
+    """kube-scheduler's configuration: its identity, its API client's rate if `qps` is set
+    (ClusterSpec.controller_qps; Kubernetes' default, 50, if not), and no leader election
+    (one scheduler a cluster)."""
+    connection: dict[str, Any] = {"kubeconfig": str(kubeconfig)}
+    if qps is not None:
+        connection |= {"qps": qps, "burst": BURST_PER_QPS * qps}
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": connection,
+        "leaderElection": {"leaderElect": False},
+    }
 
 
 def admission_configuration(webhook_kubeconfig: Path) -> dict[str, Any]:

@@ -46,7 +46,8 @@ def playground() -> None:
     "--config",
     "config_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="YAML file: `clusters: [{name, role, nodes, labels, nodeCapacity}]`.",
+    help="YAML file: `clusters: [{name, role, nodes, labels, nodeCapacity, vk, realNode, "
+    "controllerQPS}]` (README: the playground).",
 )
 @click.option(
     "--cluster",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from vk.playground.binaries import Binaries
-from vk.playground.cluster_objects import KWOK_NODE_ANNOTATION
+from vk.playground.cluster_objects import BURST_PER_QPS, KWOK_NODE_ANNOTATION
 from vk.playground.paths import ClusterPaths
 from vk.playground.pki import SERVICE_CLUSTER_IP_RANGE, WEBHOOK_CALLER
 
@@ -106,8 +106,13 @@ def secure_component_flags(kubeconfig: Path, port: int, address: str = "127.0.0.
     """The flags every component built on the generic API server takes alike: its identity
     (also for delegated authentication and authorization), its port on loopback, and health
     and metrics open to the playground's probes."""
+    return [f"--kubeconfig={kubeconfig}", *serving_flags(kubeconfig, port, address)]
+
+
+def serving_flags(kubeconfig: Path, port: int, address: str = "127.0.0.1") -> list[str]:
+    """secure_component_flags but the API client's kubeconfig: for a component configured by
+    a file (kube-scheduler), which ignores that flag beside one."""
     return [
-        f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         f"--bind-address={address}",
@@ -117,9 +122,13 @@ def secure_component_flags(kubeconfig: Path, port: int, address: str = "127.0.0.
 
 
 def controller_manager_args(
-    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]
+    binaries: Binaries, paths: ClusterPaths, ports: dict[str, int], qps: int | None = None
 ) -> list[str]:
+    """`qps`: its API client's rate (ClusterSpec.controller_qps), Kubernetes' default if None."""
     pki = paths.pki
+    rate = (
+        [] if qps is None else [f"--kube-api-qps={qps}", f"--kube-api-burst={qps * BURST_PER_QPS}"]
+    )
     return [
         str(binaries.kube_controller_manager),
         *secure_component_flags(
@@ -133,14 +142,17 @@ def controller_manager_args(
         f"--cluster-signing-cert-file={pki.ca_crt}",
         f"--cluster-signing-key-file={pki.ca_key}",
         f"--node-monitor-grace-period={NODE_MONITOR_GRACE_PERIOD}",
+        *rate,
     ]
 
 
 def scheduler_args(binaries: Binaries, paths: ClusterPaths, ports: dict[str, int]) -> list[str]:
+    """Its API client and leader election from its configuration file (scheduler_configuration:
+    the rate of its client has no flag but a deprecated one)."""
     return [
         str(binaries.kube_scheduler),
-        *secure_component_flags(paths.component_kubeconfig("kube-scheduler"), ports["scheduler"]),
-        "--leader-elect=false",
+        f"--config={paths.scheduler_config}",
+        *serving_flags(paths.component_kubeconfig("kube-scheduler"), ports["scheduler"]),
     ]
 
 

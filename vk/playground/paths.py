@@ -73,6 +73,11 @@ class ClusterPaths:
         return self.root / "admission.yaml"
 
     @property
+    def scheduler_config(self) -> Path:
+        """kube-scheduler's configuration: its identity and its API client's rate."""
+        return self.root / "kube-scheduler.yaml"
+
+    @property
     def audit_log(self) -> Path:
         """The API server's audit log (a real-node cluster's): vk's pods' requests, JSON lines."""
         return self.root / "logs" / "audit.log"

@@ -42,6 +42,11 @@ class ClusterSpec:
     # there (`vkctl playground up --real-node`). Beside kwok nodes it takes only vk's pods;
     # with `nodes: 0` it is the cluster's one node and runs every pod (offloaded ones too).
     real_node: bool = False
+    # The requests per second its kube-controller-manager and kube-scheduler may send their API
+    # server (their burst twice that); None: Kubernetes' defaults, 20 and 50, at which the
+    # ReplicaSet controller makes a Deployment's pods 20 a second. The benchmarks raise it: a
+    # baseline paced by a client's rate limit says nothing of what is measured against it.
+    controller_qps: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +57,7 @@ class ClusterSpec:
             "nodeCapacity": dict(self.node_capacity),
             "vk": self.vk,
             "realNode": self.real_node,
+            "controllerQPS": self.controller_qps,
         }
 
 
@@ -90,6 +96,14 @@ def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
     real_node = data.get("realNode", False)
     if not isinstance(vk, bool) or not isinstance(real_node, bool):
         raise InvalidPlaygroundSpec(f"cluster {name}: vk and realNode must be true or false")
+    controller_qps = data.get("controllerQPS")
+    if controller_qps is not None and (
+        type(controller_qps) is not int or controller_qps < 1  # bool is an int, but not one
+    ):
+        raise InvalidPlaygroundSpec(
+            f"cluster {name}: controllerQPS must be a whole number >= 1 (or left out for "
+            "Kubernetes' defaults)"
+        )
     return ClusterSpec(
         name,
         role,
@@ -98,6 +112,7 @@ def cluster_spec(data: dict[str, Any]) -> ClusterSpec:
         {str(k): str(v) for k, v in capacity.items()},
         vk,
         real_node,
+        controller_qps,
     )
 
 
@@ -120,7 +135,8 @@ def parse_cluster_flag(flag: str) -> ClusterSpec:
 
 
 def parse_playground_file(text: str) -> tuple[ClusterSpec, ...]:
-    """A YAML file `clusters: [{name, role, nodes, labels, nodeCapacity}]`."""
+    """A YAML file `clusters: [{name, role, nodes, labels, nodeCapacity, vk, realNode,
+    controllerQPS}]`."""
     try:
         document = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
