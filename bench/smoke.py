@@ -24,6 +24,8 @@ BENCHES = [
         "bench.offload",
         "--pods 20",
         [
+            "DESIGN §7 wants a baseline of >= 200:",
+            "time to all Ready, offloaded:",
             "ratio offloaded / local:",
             "per-pod startup p50 / p99:",
             "virtual kubelet peak RSS:",

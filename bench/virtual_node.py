@@ -108,6 +108,12 @@ class Restart:
     peak: float  # MiB, its most until then (its first list of every pod included)
 
 
+# The rate of both clusters' controller managers and schedulers (DESIGN §7: a baseline of at
+# least 200 pods/s): at Kubernetes' defaults, the ReplicaSet controller makes a Deployment's
+# pods 20 a second, which would pace the baseline and the offloaded run alike (issue 20).
+CONTROLLER_QPS = 1000
+
+
 class BenchVirtualNode:
     def __init__(
         self,
@@ -155,8 +161,10 @@ class BenchVirtualNode:
     def _set_up(self) -> None:
         self.playground.up(
             (
-                ClusterSpec("home", "consumer", 1, {}, self.capacity),
-                ClusterSpec("far", "provider", 1, {}, self.capacity),
+                ClusterSpec(
+                    "home", "consumer", 1, {}, self.capacity, controller_qps=CONTROLLER_QPS
+                ),
+                ClusterSpec("far", "provider", 1, {}, self.capacity, controller_qps=CONTROLLER_QPS),
             )
         )
         # home's without its VirtualNode launcher, which would start a virtual kubelet of its
