@@ -28,6 +28,7 @@ import yaml
 
 import vk
 from vk.api.crds import crd_manifests
+from vk.cli.waiting import node_is_ready
 from vk.controllers.local_processes import (
     free_port,
     is_running,
@@ -115,13 +116,6 @@ def vk_source_digest() -> str:
         digest.update(str(source.relative_to(package)).encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()
-
-
-def node_is_ready(node: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in node.get("status", {}).get("conditions", [])
-    )
 
 
 def node_not_ready_reason(node: dict[str, Any] | None) -> str:
