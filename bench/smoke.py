@@ -76,6 +76,7 @@ BENCHES = [
             "| pods | RSS (MiB) |",
             "| 20 |",
             "per-pod startup p99 with 20 pods running:",
+            "virtual kubelet CPU per paced pod with 20 running:",
             "restart with 20 pods:",
         ],
     ),
