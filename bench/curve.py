@@ -66,6 +66,11 @@ class Point:
     paced_cpu: float
     idle_cpu: float  # its CPU seconds per second afterwards, with nothing changing (IDLE_SECONDS)
 
+    @property
+    def paced_cpu_ms(self) -> float | None:
+        """The virtual kubelet's CPU milliseconds per paced pod (None: none paced)."""
+        return self.paced_cpu / len(self.startup) * 1000 if self.startup else None
+
 
 @dataclass(frozen=True)
 class Pacing:
@@ -215,7 +220,7 @@ def main() -> None:
             if point.startup
             else "-"
         )
-        paced_cpu = f"{point.paced_cpu / len(point.startup) * 1000:.1f}" if point.startup else "-"
+        paced_cpu = "-" if point.paced_cpu_ms is None else f"{point.paced_cpu_ms:.1f}"
         print(
             f"| {point.pods} | {point.rss:.1f} | {point.peak:.1f} | {point.cpu:.1f} | "
             f"{per_pod:.1f} | {rate:.0f} | {len(point.startup)} | {startup} | {paced_cpu} | "
@@ -229,8 +234,8 @@ def main() -> None:
             f"pods paced, {arguments.paced_rate:g} per second)   target <= {TARGETS['p99']:g} s: "
             + ("met" if p99 <= TARGETS["p99"] else "MISSED")
         )
-    if last.startup:
-        per_pod = last.paced_cpu / len(last.startup) * 1000
+    if last.paced_cpu_ms is not None:
+        per_pod = last.paced_cpu_ms
         print(
             f"virtual kubelet CPU per paced pod with {last.pods} running: {per_pod:.1f} ms (its "
             f"idle work in those seconds included; bench.offload gives it in bursts, the machine "
