@@ -112,3 +112,67 @@ async def test_shutdown_wakes_a_waiting_worker() -> None:
     queue.shutdown()
     with pytest.raises(ShutDown):
         await asyncio.wait_for(getter, 1)
+
+
+async def test_an_item_wakes_one_idle_worker_not_all() -> None:
+    # Each wait is a future the loop makes: ten workers idle, ten items one at a time, and
+    # each worker waits once (woken all for every item, they would wait 10 + 9 + ... times).
+    queue: WorkQueue[str] = WorkQueue("one")
+    loop = asyncio.get_running_loop()
+    made = 0
+    create_future = loop.create_future
+
+    def counting_create_future() -> asyncio.Future[None]:
+        nonlocal made
+        made += 1
+        return create_future()
+
+    loop.create_future = counting_create_future  # type: ignore[method-assign]
+    try:
+        workers = [asyncio.create_task(queue.get()) for _ in range(10)]
+        await asyncio.sleep(0)  # (a sleep of 0 makes no future)
+        for index in range(10):
+            queue.add(str(index))
+            for _ in range(3):
+                await asyncio.sleep(0)
+    finally:
+        del loop.create_future
+    taken = sorted(await asyncio.wait_for(asyncio.gather(*workers), 1))
+    assert taken == [str(index) for index in range(10)]
+    assert made == 10
+
+
+async def test_a_worker_woken_then_cancelled_passes_its_item_on() -> None:
+    queue: WorkQueue[str] = WorkQueue("woken")
+    first = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    queue.add("x")  # wakes the first, idle longest
+    first.cancel()  # before it ran
+    assert await asyncio.wait_for(second, 1) == "x"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_a_cancelled_idle_worker_is_not_woken_for_an_item() -> None:
+    queue: WorkQueue[str] = WorkQueue("cancelled")
+    first = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(queue.get())
+    await asyncio.sleep(0.01)
+    first.cancel()
+    queue.add("x")  # the first's wait is cancelled but it has not run yet
+    assert await asyncio.wait_for(second, 1) == "x"
+    with pytest.raises(asyncio.CancelledError):
+        await first
+
+
+async def test_shutdown_wakes_every_waiting_worker() -> None:
+    queue: WorkQueue[str] = WorkQueue("wake all")
+    getters = [asyncio.create_task(queue.get()) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    queue.shutdown()
+    for getter in getters:
+        with pytest.raises(ShutDown):
+            await asyncio.wait_for(getter, 1)

@@ -3,13 +3,16 @@
 An item is queued at most once however often it is added (the dirty set), is never handed to
 two workers at once (the processing set: an item added while being processed is queued again
 when `done`), and is retried with per-item exponential back-off capped by an overall token
-bucket, so a broken object backs off while a storm of them cannot flood the API server.
+bucket, so a broken object backs off while a storm of them cannot flood the API server. An item
+queued wakes one idle worker, as client-go's Signal does: waking them all (an Event) would cost
+every idle worker a wake-up per item, most of a reconcile's CPU when items come one at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -68,7 +71,7 @@ class WorkQueue(Generic[T]):
         self._processing: set[T] = set()
         self._failures: dict[T, int] = {}
         self._delayed: dict[T, tuple[float, asyncio.TimerHandle]] = {}
-        self._has_items = asyncio.Event()
+        self._idle: collections.deque[asyncio.Future[None]] = collections.deque()  # in `get`
         self._shutting_down = False
         self._base_delay = base_delay
         self._max_delay = max_delay
@@ -89,7 +92,7 @@ class WorkQueue(Generic[T]):
             return  # queued again by done(): one worker at a time per item
         self._queue.append(item)
         self._depth.set(len(self._queue))
-        self._has_items.set()
+        self._wake_one()
 
     def add_after(self, item: T, delay: float) -> None:
         """Adds `item` after `delay` seconds; of several pending delays the earliest wins."""
@@ -146,8 +149,17 @@ class WorkQueue(Generic[T]):
         while not self._queue:
             if self._shutting_down:
                 raise ShutDown(self.name)
-            self._has_items.clear()
-            await self._has_items.wait()
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter.cancelled():
+                    with contextlib.suppress(ValueError):  # skipped by _wake_one already
+                        self._idle.remove(waiter)
+                else:
+                    self._wake_one()  # woken for an item, then cancelled: another takes it
+                raise
         item = self._queue.popleft()
         self._depth.set(len(self._queue))
         self._processing.add(item)
@@ -159,7 +171,7 @@ class WorkQueue(Generic[T]):
         if item in self._dirty:
             self._queue.append(item)
             self._depth.set(len(self._queue))
-            self._has_items.set()
+            self._wake_one()
 
     def shutdown(self) -> None:
         """No new items; workers drain what is queued, then `get` raises ShutDown."""
@@ -167,4 +179,14 @@ class WorkQueue(Generic[T]):
         for _, handle in self._delayed.values():
             handle.cancel()
         self._delayed.clear()
-        self._has_items.set()
+        while self._idle:
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        """Wakes the worker idle longest, if any (it may find the item taken by a worker that
+        came back first, and waits again)."""
+        while self._idle:
+            waiter = self._idle.popleft()
+            if not waiter.done():  # a cancelled worker's is done
+                waiter.set_result(None)
+                return
