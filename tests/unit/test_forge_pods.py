@@ -18,6 +18,7 @@ from vk.api.constants import (
 from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     REMOTE_UNAVAILABLE_LABEL,
+    changed_beyond_status,
     deletion_grace_period,
     desired_remote_pod,
     forge_local_pod_status,
@@ -1788,3 +1789,27 @@ def test_a_kubelets_status_of_twenty_containers_at_their_longest_is_kept() -> No
     cached = remote_pod_as_read(remote)
     assert STATUS_REFUSED not in cached
     assert cached["status"] == remote["status"]
+
+
+def test_a_pod_changed_only_in_its_status_is_told_from_one_changed_elsewhere() -> None:
+    before = {
+        "metadata": {"name": "web", "resourceVersion": "1", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+        "status": {"phase": "Pending"},
+    }
+    written = copy.deepcopy(before)
+    written["metadata"]["resourceVersion"] = "2"
+    written["metadata"]["managedFields"] = [{"manager": "vk"}]
+    written["status"] = {"phase": "Running"}
+    assert not changed_beyond_status(before, written)
+    assert not changed_beyond_status(before, before)
+    for change in (
+        lambda pod: pod["metadata"]["labels"].update(tier="front"),
+        lambda pod: pod["metadata"].update(deletionTimestamp="2026-11-27T00:00:00Z"),
+        lambda pod: pod["spec"]["containers"][0].update(image="nginx:2"),
+        lambda pod: pod.pop("spec"),
+        lambda pod: pod.update(kind="Pod"),
+    ):
+        changed = copy.deepcopy(written)
+        change(changed)
+        assert changed_beyond_status(before, changed), changed

@@ -17,6 +17,7 @@ from vk.api.constants import (
 )
 from vk.kube.client import JSON, NotFound
 from vk.kube.events import EventRecorder
+from vk.kube.informer import MODIFIED
 from vk.reflection.workload.pods import PodReflector
 
 
@@ -259,3 +260,79 @@ async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_
         kept_pods = pods.remote["shop-home"].store
         assert kept_pods.get("shop-home/web")["status"] == running  # type: ignore[index]
         assert "status" not in kept_pods.get("shop-home/intruder")  # type: ignore[operator]
+
+
+def synced(pods: PodReflector) -> PodReflector:
+    """`pods` with its twin namespace's caches whole (empty)."""
+    pods.remote["shop-home"].synced.set()
+    pods.shadows["shop-home"].synced.set()
+    return pods
+
+
+def queued(pods: PodReflector) -> tuple[int, int]:
+    """(keys waiting in the main queue, in the status queue)."""
+    return len(pods.controller.queue), len(pods.status_controller.queue)
+
+
+async def test_a_local_pod_changed_only_in_its_status_goes_to_the_status_queue_alone() -> None:
+    """Its status as this virtual kubelet wrote it comes back from every write: the main
+    reconcile (the ShadowPod's spec, its creation, its deletion) has nothing to act on there,
+    nor the status queue when it is the very status it wrote."""
+    pods = synced(offloading_shop(Home(), Provider()))
+    pending = {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "1"},
+        "spec": {"nodeName": "far", "containers": [{"name": "app", "image": "nginx"}]},
+        "status": {"phase": "Pending"},
+    }
+    running = {
+        **pending,
+        "metadata": {**pending["metadata"], "resourceVersion": "2"},
+        "status": {"phase": "Running"},
+    }
+    pods._on_local_pod(MODIFIED, running, pending)
+    assert queued(pods) == (0, 1)
+    pods.status_controller.queue.done(await pods.status_controller.queue.get())
+    # The status this virtual kubelet wrote (answered as version 3), coming back: nothing.
+    pods.status_writes.wrote("shop/web", {"metadata": {"uid": "u", "resourceVersion": "3"}})
+    ours = {**running, "metadata": {**running["metadata"], "resourceVersion": "3"}}
+    pods._on_local_pod(MODIFIED, ours, running)
+    assert queued(pods) == (0, 0)
+    # Another's status write after it: the status queue's, again.
+    theirs = {**ours, "metadata": {**ours["metadata"], "resourceVersion": "4"}}
+    pods._on_local_pod(MODIFIED, theirs, ours)
+    assert queued(pods) == (0, 1)
+    deleted = {
+        **theirs,
+        "metadata": {**theirs["metadata"], "deletionTimestamp": "2026-11-27T00:00:00Z"},
+    }
+    pods._on_local_pod(MODIFIED, deleted, theirs)
+    assert queued(pods) == (1, 1)
+
+
+async def test_a_shadow_pod_whose_pod_runs_now_is_left_to_that_pods_events() -> None:
+    """Pending to Running, its Pod cached: the main reconcile would only hand the key to the
+    status queue, as the Pod's own events do. A finished phase, a condition (a refusal), or a
+    Pod not cached goes to the main reconcile."""
+    pods = synced(offloading_shop(Home(), Provider()))
+    labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+    metadata = {"name": "web", "namespace": "shop-home", "uid": "s", "labels": labels}
+    created = {"type": "PodCreated", "status": "True", "reason": "Created", "message": ""}
+
+    def shadow(version: str, phase: str, conditions: list[JSON]) -> JSON:
+        return {
+            "metadata": {**metadata, "resourceVersion": version},
+            "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+            "status": {"phase": phase, "conditions": conditions},
+        }
+
+    pending, running = shadow("1", "Pending", [created]), shadow("2", "Running", [created])
+    pods._on_shadow_pod(MODIFIED, running, pending)
+    assert queued(pods) == (1, 0), "no Pod cached: the main reconcile's"
+    pods.controller.queue.done(await pods.controller.queue.get())
+    pods.remote["shop-home"].store.upsert({"metadata": {**metadata, "uid": "p"}})
+    pods._on_shadow_pod(MODIFIED, running, pending)
+    assert queued(pods) == (0, 0)
+    refused = {**created, "status": "False", "reason": "NotReserved"}
+    for changed in (shadow("3", "Failed", [created]), shadow("3", "Running", [refused])):
+        pods._on_shadow_pod(MODIFIED, changed, running)
+        assert queued(pods) == (1, 0), changed

@@ -587,6 +587,28 @@ def forge_local_pod_status(
     return status
 
 
+# What every write of an object changes, whatever it wrote.
+_CHANGED_BY_EVERY_WRITE = ("resourceVersion", "managedFields")
+
+
+def changed_beyond_status(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a Pod or ShadowPod changed anywhere but in its status (and in what every write
+    changes). Two versions in a cache share their unchanged parts (vk/kube/compaction.py), so
+    most of the comparison is of a part with itself."""
+    if any(
+        old.get(key) != new.get(key)
+        for key in old.keys() | new.keys()
+        if key not in ("metadata", "status")
+    ):
+        return True
+    old_metadata, new_metadata = as_mapping(old.get("metadata")), as_mapping(new.get("metadata"))
+    return any(
+        old_metadata.get(key) != new_metadata.get(key)
+        for key in old_metadata.keys() | new_metadata.keys()
+        if key not in _CHANGED_BY_EVERY_WRITE
+    )
+
+
 def local_status_needs_update(
     local_pod: Mapping[str, Any], desired_status: Mapping[str, Any]
 ) -> bool:

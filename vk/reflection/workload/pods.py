@@ -46,11 +46,19 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import Informer, namespace_index, split_key
+from vk.kube.informer import (
+    MODIFIED,
+    Informer,
+    namespace_index,
+    object_key,
+    resource_version,
+    split_key,
+)
 from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips, without_pod_ips
 from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     MAX_PROVIDER_MESSAGE,
+    changed_beyond_status,
     deletion_grace_period,
     desired_remote_pod,
     forge_local_pod_status,
@@ -66,7 +74,7 @@ from vk.reflection.forge.pods import (
     shadow_pod_patch,
     status_worth_reporting,
 )
-from vk.reflection.generic import liqo_observer
+from vk.reflection.generic import RecentWrites, liqo_observer, rv_newer
 from vk.reflection.workload.admission import AdmissionGate, is_stamped
 
 log = structlog.get_logger("vk.reflection.pods")
@@ -279,6 +287,8 @@ class PodReflector(Reconciler):
         self.status_controller = Controller(
             _StatusReflection(self), workers=workers, observe=observe
         )
+        # The local pods' statuses this virtual kubelet wrote, until their informer shows them.
+        self.status_writes = RecentWrites()
         self._first_seen: dict[str, float] = {}
         # Pods whose offload time was observed: a second look at a local pod whose cache has
         # not caught up with our own Running yet is not a second offload.
@@ -370,7 +380,7 @@ class PodReflector(Reconciler):
         """Until cancelled; the ReflectionManager starts and stops its namespaces."""
         collector = PodsByPhase(self.node_name, self.local)
         REGISTRY.register(collector)
-        self.local.add_handler(lambda _, pod, __: self._enqueue(_key(pod)))
+        self.local.add_handler(self._on_local_pod)
         informers = [asyncio.create_task(self.local.run())]
         if self.home_network is not None:
             informers += [asyncio.create_task(i.run()) for i in self.home_network.informers()]
@@ -506,9 +516,38 @@ class PodReflector(Reconciler):
             offloading_patch=self.offloading_patch(),
         )
 
-    def _on_shadow_pod(self, _: str, shadow: JSON, __: JSON | None) -> None:
+    def _on_local_pod(self, event: str, pod: JSON, old: JSON | None) -> None:
+        key = _key(pod)
+        ours = self.status_writes.observe(key, event, pod)
+        if event == MODIFIED and old is not None and not changed_beyond_status(old, pod):
+            # Its status alone: nothing the main reconcile acts on. Unless it is the status
+            # this virtual kubelet wrote last, coming back, the status queue sees that it still
+            # says what the provider's Pod does.
+            if not ours:
+                self.status_controller.enqueue(key)
+            return
+        self._enqueue(key)
+
+    def _on_shadow_pod(self, event: str, shadow: JSON, old: JSON | None) -> None:
+        if event == MODIFIED and old is not None and self._phase_moved_on(old, shadow):
+            return
         for key in self._local_keys(shadow):
             self._enqueue(key)
+
+    def _phase_moved_on(self, old: JSON, shadow: JSON) -> bool:
+        """Whether a ShadowPod changed only in the phase its provider reports of a Pod it runs
+        and vk's cache holds (Pending to Running, say): the main reconcile would hand that Pod
+        to the status queue, which its own events bring it to. A finished phase, a condition
+        changed (a refusal) or a Pod not cached is the main reconcile's."""
+        status = shadow.get("status") or {}
+        informer = self.remote.get(shadow["metadata"]["namespace"])
+        return (
+            not changed_beyond_status(old, shadow)
+            and status.get("phase") not in POD_TERMINAL_PHASES
+            and status.get("conditions") == (old.get("status") or {}).get("conditions")
+            and informer is not None
+            and informer.store.get(object_key(shadow)) is not None
+        )
 
     def _on_remote_pod(self, _: str, pod: JSON, __: JSON | None) -> None:
         for key in self._local_keys(pod):
@@ -833,10 +872,21 @@ class PodReflector(Reconciler):
         if not local_status_needs_update(local, desired):
             return
         was_running = local.get("status", {}).get("phase") == "Running"
-        await self.home.merge_patch(
+        written = await self.home.merge_patch(
             pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
             forge_status_patch(local, desired),
         )
+        # Its version, not the whole pod, held until its event comes (thousands, in a burst);
+        # unless the event came first.
+        version = {
+            "metadata": {
+                "uid": (written.get("metadata") or {}).get("uid"),
+                "resourceVersion": resource_version(written),
+            }
+        }
+        cached = self.local.store.get(key)
+        if cached is None or rv_newer(version, cached):
+            self.status_writes.wrote(key, version)
         self._reported.pop(key, None)
         if (
             desired.get("phase") == "Running"
