@@ -77,6 +77,7 @@ BENCHES = [
             "| 20 |",
             "per-pod startup p99 with 20 pods running:",
             "virtual kubelet CPU per paced pod with 20 running:",
+            "reconciles each (",
             "restart with 20 pods:",
         ],
     ),
