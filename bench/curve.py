@@ -99,6 +99,12 @@ async def settled(scene: BenchVirtualNode) -> None:
         if not any(value for (name, _), value in depth.items() if name == "vk_workqueue_depth"):
             break
         await asyncio.sleep(0.2)
+    else:
+        print(
+            f"the virtual kubelet's work queues were not empty after {SETTLE_TIMEOUT_SECONDS} s: "
+            "the paced pods come anyway, its work left counted as theirs",
+            flush=True,
+        )
     await asyncio.sleep(1)
 
 
@@ -179,7 +185,7 @@ async def climb(scene: BenchVirtualNode, steps: list[int], pacing: Pacing) -> li
                     startup,
                     cpu - cpu_before_paced,
                     idle,
-                    reconciles(before_burst, before_paced) / burst,
+                    reconciles(before_burst, before_paced) / burst if burst else 0.0,
                     reconciles(before_paced, after_paced) / paced if paced else 0.0,
                 )
             )
