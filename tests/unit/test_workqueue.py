@@ -142,12 +142,18 @@ async def test_an_item_wakes_one_idle_worker_not_all() -> None:
     assert made == 10
 
 
-async def test_a_worker_woken_then_cancelled_passes_its_item_on() -> None:
-    queue: WorkQueue[str] = WorkQueue("woken")
+async def two_idle_workers(queue: WorkQueue[str]) -> tuple[asyncio.Task[str], asyncio.Task[str]]:
+    """Two workers waiting in `queue.get()`, the first idle longer."""
     first = asyncio.create_task(queue.get())
     await asyncio.sleep(0.01)
     second = asyncio.create_task(queue.get())
     await asyncio.sleep(0.01)
+    return first, second
+
+
+async def test_a_worker_woken_then_cancelled_passes_its_item_on() -> None:
+    queue: WorkQueue[str] = WorkQueue("woken")
+    first, second = await two_idle_workers(queue)
     queue.add("x")  # wakes the first, idle longest
     first.cancel()  # before it ran
     assert await asyncio.wait_for(second, 1) == "x"
@@ -157,10 +163,7 @@ async def test_a_worker_woken_then_cancelled_passes_its_item_on() -> None:
 
 async def test_a_cancelled_idle_worker_is_not_woken_for_an_item() -> None:
     queue: WorkQueue[str] = WorkQueue("cancelled")
-    first = asyncio.create_task(queue.get())
-    await asyncio.sleep(0.01)
-    second = asyncio.create_task(queue.get())
-    await asyncio.sleep(0.01)
+    first, second = await two_idle_workers(queue)
     first.cancel()
     queue.add("x")  # the first's wait is cancelled but it has not run yet
     assert await asyncio.wait_for(second, 1) == "x"
