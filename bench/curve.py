@@ -114,7 +114,21 @@ async def climb(scene: BenchVirtualNode, steps: list[int], pacing: Pacing) -> li
     rss, peak, cpu = proc_stats(process.pid)
     await asyncio.sleep(IDLE_SECONDS)
     idle = (proc_stats(process.pid)[2] - cpu) / IDLE_SECONDS
-    points = [Point(0, rss, peak, cpu, 0, 0.0, [], 0.0, idle, 0.0, 0.0)]
+    points = [
+        Point(
+            pods=0,
+            rss=rss,
+            peak=peak,
+            cpu=cpu,
+            burst=0,
+            seconds=0.0,
+            startup=[],
+            paced_cpu=0.0,
+            idle_cpu=idle,
+            burst_reconciles=0.0,
+            paced_reconciles=0.0,
+        )
+    ]
     async with KubeClient(load_kubeconfig_file(scene.home)) as home:
         pods = Informer(
             home, "v1", "pods", namespace=LOCAL_NAMESPACE, label_selector=f"{BACKLOG_LABEL}=true"
@@ -176,17 +190,21 @@ async def climb(scene: BenchVirtualNode, steps: list[int], pacing: Pacing) -> li
             idle = (proc_stats(process.pid)[2] - cpu) / IDLE_SECONDS
             points.append(
                 Point(
-                    target,
-                    rss,
-                    peak,
-                    cpu,
-                    burst,
-                    seconds,
-                    startup,
-                    cpu - cpu_before_paced,
-                    idle,
-                    reconciles(before_burst, before_paced) / burst if burst else 0.0,
-                    reconciles(before_paced, after_paced) / paced if paced else 0.0,
+                    pods=target,
+                    rss=rss,
+                    peak=peak,
+                    cpu=cpu,
+                    burst=burst,
+                    seconds=seconds,
+                    startup=startup,
+                    paced_cpu=cpu - cpu_before_paced,
+                    idle_cpu=idle,
+                    burst_reconciles=(
+                        reconciles(before_burst, before_paced) / burst if burst else 0.0
+                    ),
+                    paced_reconciles=(
+                        reconciles(before_paced, after_paced) / paced if paced else 0.0
+                    ),
                 )
             )
             print(
