@@ -20,7 +20,8 @@ runs, then one started), with where the machine's CPU went in that phase and wha
 server did (its requests, webhook calls and watch events per pod, from its own metrics). Last,
 what its requests and watch events per pod cost alone, at the price of vk's API client timed in
 the bench's own process (`client_costs`): the floor under its CPU per pod.
-`--heap` and `--profile`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py).
+`--heap`, `--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go
+(bench/probe.py; `--stages` at the cost of a microsecond a stage, where cProfile triples it).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
@@ -39,7 +40,7 @@ from typing import Any
 import uvloop
 
 import vk
-from bench.probe import HEAP, PROFILE
+from bench.probe import HEAP, PROFILE, STAGES
 from bench.virtual_node import (
     LOCAL_NAMESPACE,
     NODE,
@@ -257,6 +258,15 @@ def main() -> None:
         help="run the virtual kubelet under cProfile and print where its CPU per pod goes in "
         "the offloaded phase (slower: its timings are not the product's)",
     )
+    probes.add_argument(
+        "--stages",
+        action="store_const",
+        const=STAGES,
+        dest="probe",
+        help="time the virtual kubelet's stages (each controller's reconciles; each watch "
+        "event's decode, keep and handlers; the bytes read) and print their CPU per pod in "
+        "the offloaded phase",
+    )
     arguments = parser.parse_args()
     n = arguments.pods
     probed: dict[str, Any] | None = None
@@ -435,6 +445,33 @@ def main() -> None:
         print_heap(probed_before, probed, n)
     if probed is not None and probed_before is not None and probed["mode"] == PROFILE:
         print_profile(probed_before["functions"], probed["functions"], n)
+    if probed is not None and probed_before is not None and probed["mode"] == STAGES:
+        print_stages(probed_before, probed, n)
+
+
+def print_stages(before: dict[str, Any], after: dict[str, Any], n: int) -> None:
+    """The CPU of the virtual kubelet's stages in a phase with `n` pods (bench/probe.py's
+    `stages` reports before and after it), per pod, the costliest first; and what is left of
+    its CPU: its event loop, work queues, timers and metrics."""
+    process_cpu = after["process_cpu"] - before["process_cpu"]
+    phase = {
+        stage: (
+            count - before["stages"].get(stage, [0, 0.0])[0],
+            seconds - before["stages"].get(stage, [0, 0.0])[1],
+        )
+        for stage, (count, seconds) in after["stages"].items()
+    }
+    staged = sum(seconds for _, seconds in phase.values())
+    print(
+        f"\n== the virtual kubelet's CPU by stage in the offloaded phase: {staged / n * 1000:.2f} "
+        f"ms per pod of its {process_cpu / n * 1000:.2f} (the rest: its event loop, work "
+        "queues, timers, metrics)"
+    )
+    print("    ms/pod   runs/pod   us each  stage")
+    for stage, (count, seconds) in sorted(phase.items(), key=lambda item: -item[1][1]):
+        if seconds / n >= 0.000005:
+            each = seconds / max(count, 1) * 1e6
+            print(f"    {seconds / n * 1000:6.3f}  {count / n:9.2f}  {each:8.0f}  {stage}")
 
 
 def print_machine_cpu(backlog: Backlog) -> None:

@@ -81,6 +81,8 @@ BENCHES = [
             "restart with 20 pods:",
         ],
     ),
+    # The stages probe (bench/probe.py), whose report no other run reads.
+    ("bench.offload", "--pods 10 --stages", ["the virtual kubelet's CPU by stage"]),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
     ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
 ]
@@ -119,7 +121,7 @@ def run(module: str, arguments: str, results: list[str]) -> str | None:
 def main() -> None:
     chosen = set(sys.argv[1:])
     failed = {
-        module: problem
+        f"{module} {arguments}".strip(): problem
         for module, arguments, results in BENCHES
         if not chosen or module in chosen
         if (problem := run(module, arguments, results)) is not None

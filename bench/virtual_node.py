@@ -126,7 +126,7 @@ class BenchVirtualNode:
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
         reflects more objects than the default allows; `probe`: the virtual kubelet runs under
-        bench/probe.py's `heap` or `profile`, for `probe_report()`; `pod_workers`: its
+        bench/probe.py's `heap`, `profile` or `stages`, for `probe_report()`; `pod_workers`: its
         `--pod-reflection-workers` (None: the product's default)."""
         self.twin_namespace_quota = twin_namespace_quota
         self.probe = probe
