@@ -21,7 +21,7 @@ server did (its requests, webhook calls and watch events per pod, from its own m
 what its requests and watch events per pod cost alone, at the price of vk's API client timed in
 the bench's own process (`client_costs`): the floor under its CPU per pod.
 `--heap`, `--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go
-(bench/probe.py; `--stages` at the cost of a microsecond a stage, where cProfile triples it).
+(bench/probe.py; `--stages` at the cost of a few per cent of its CPU, where cProfile triples it).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """

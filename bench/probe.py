@@ -115,7 +115,8 @@ def profile_report(profiler: cProfile.Profile, path: Path) -> dict[str, Any]:
 class StageTimes:
     """CPU seconds by stage, and how many times each ran: the thread's own CPU time
     (`time.thread_time`), so neither what other processes ran meanwhile nor the waits count.
-    Measuring a stage costs about a microsecond."""
+    Measuring costs 1.5 to 2.5 us a stage, and 2 us a step of a reconcile (timed alone): about
+    0.15 ms per pod, a few per cent of its CPU."""
 
     def __init__(self) -> None:
         self.totals: dict[str, list[float]] = {}
