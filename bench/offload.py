@@ -454,13 +454,10 @@ def print_stages(before: dict[str, Any], after: dict[str, Any], n: int) -> None:
     `stages` reports before and after it), per pod, the costliest first; and what is left of
     its CPU: its event loop, work queues, timers and metrics."""
     process_cpu = after["process_cpu"] - before["process_cpu"]
-    phase = {
-        stage: (
-            count - before["stages"].get(stage, [0, 0.0])[0],
-            seconds - before["stages"].get(stage, [0, 0.0])[1],
-        )
-        for stage, (count, seconds) in after["stages"].items()
-    }
+    phase = {}
+    for stage, (count, seconds) in after["stages"].items():
+        count_before, seconds_before = before["stages"].get(stage, (0, 0.0))
+        phase[stage] = (count - count_before, seconds - seconds_before)
     staged = sum(seconds for _, seconds in phase.values())
     print(
         f"\n== the virtual kubelet's CPU by stage in the offloaded phase: {staged / n * 1000:.2f} "
