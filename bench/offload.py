@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -52,10 +53,12 @@ from bench.virtual_node import (
     proc_stats,
     samples,
 )
+from vk.api.constants import SERVICE_ACCOUNT_NAME_LABEL
 from vk.api.offloading import ShadowPod
 from vk.kube.client import JSON, KubeClient, resource_path
 from vk.kube.informer import ADDED, Informer
 from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.reflection.forge.tokens import POD_NAME_ANNOTATION
 
 # DESIGN §7, and issue 20 for the memory: half of what Liqo reports for 10,000 pods.
 TARGETS = {
@@ -130,6 +133,68 @@ async def time_to_ready(
         elapsed = time.monotonic() - began
         task.cancel()
         return elapsed, list(startup.values())
+
+
+# How long the offloaded phase waits, once all pods are Ready at home, for the token Secrets
+# still missing on the provider.
+TOKENS_WAIT = 300.0
+
+
+@dataclass(frozen=True)
+class TokenArrivals:
+    """When each offloaded pod's ServiceAccount token Secret came to the provider, against its
+    ShadowPod. kwok marks a pod Ready whatever its volumes, so the pods' startup does not show
+    it; a real kubelet starts no container before the Secret it mounts is there."""
+
+    at_ready: int  # pods whose token Secret was on the provider when all were Ready at home
+    lags: list[float]  # each pod's token Secret written after its ShadowPod, in seconds
+    missing: int  # pods whose token Secret had not come within TOKENS_WAIT after that
+
+
+async def offloaded_with_tokens(
+    scene: BenchVirtualNode, n: int, start: Any
+) -> tuple[float, list[float], TokenArrivals]:
+    """`time_to_ready` of the offloaded rollout, watching the provider meanwhile for each pod's
+    ShadowPod and token Secret (the Secret named by the pod it is for)."""
+    async with KubeClient(load_kubeconfig_file(scene.far)) as far:
+        shadow_pods = Informer(
+            far, ShadowPod.group_version(), ShadowPod.PLURAL, namespace=REMOTE_NAMESPACE
+        )
+        secrets = Informer(
+            far,
+            "v1",
+            "secrets",
+            namespace=REMOTE_NAMESPACE,
+            label_selector=SERVICE_ACCOUNT_NAME_LABEL,
+        )
+        shadow_pod_at: dict[str, float] = {}
+        token_at: dict[str, float] = {}
+        all_tokens = asyncio.Event()
+
+        def on_shadow_pod(event: str, shadow_pod: JSON, _: JSON | None) -> None:
+            if event == ADDED:
+                shadow_pod_at.setdefault(shadow_pod["metadata"]["name"], time.monotonic())
+
+        def on_secret(event: str, secret: JSON, _: JSON | None) -> None:
+            pod = (secret["metadata"].get("annotations") or {}).get(POD_NAME_ANNOTATION)
+            if event == ADDED and pod:
+                token_at.setdefault(pod, time.monotonic())
+                if len(token_at) >= n:
+                    all_tokens.set()
+
+        shadow_pods.add_handler(on_shadow_pod)
+        secrets.add_handler(on_secret)
+        following = [asyncio.create_task(i.run()) for i in (shadow_pods, secrets)]
+        await shadow_pods.synced.wait()
+        await secrets.synced.wait()
+        elapsed, startup = await time_to_ready(scene.home, LOCAL_NAMESPACE, n, start)
+        at_ready = len(token_at)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(all_tokens.wait(), TOKENS_WAIT)
+        for task in following:
+            task.cancel()
+    lags = [token_at[pod] - at for pod, at in shadow_pod_at.items() if pod in token_at]
+    return elapsed, startup, TokenArrivals(at_ready, lags, n - len(token_at))
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -241,6 +306,13 @@ def main() -> None:
         default=None,
         help="the virtual kubelet's --pod-reflection-workers (default: the product's)",
     )
+    parser.add_argument(
+        "--serviceaccount-workers",
+        type=int,
+        default=None,
+        help="the virtual kubelet's --serviceaccount-reflection-workers, the token path "
+        "(default: the product's)",
+    )
     probes = parser.add_mutually_exclusive_group()
     probes.add_argument(
         "--heap",
@@ -279,7 +351,14 @@ def main() -> None:
         twin_namespace_quota=f"secrets={2 * n + 100}",
         name="offload",
         probe=arguments.probe,
-        pod_workers=arguments.pod_workers,
+        workers={
+            resource: count
+            for resource, count in (
+                ("pod", arguments.pod_workers),
+                ("serviceaccount", arguments.serviceaccount_workers),
+            )
+            if count is not None
+        },
     ) as scene:
         home = scene.home
         kubectl(home, "create", "namespace", "bench-local")
@@ -306,10 +385,9 @@ def main() -> None:
         # The probe's report before the pods: their bytes and CPU are what it adds.
         probed_before = scene.probe_report() if arguments.probe else None
         print(f"\n== the same {n} replicas offloaded through one virtual kubelet")
-        remote_time, startup = asyncio.run(
-            time_to_ready(
-                home,
-                LOCAL_NAMESPACE,
+        remote_time, startup, tokens = asyncio.run(
+            offloaded_with_tokens(
+                scene,
                 n,
                 lambda: apply(home, deployment("bench", LOCAL_NAMESPACE, n, NODE, virtual=True)),
             )
@@ -423,6 +501,7 @@ def main() -> None:
     for what in (EVENTS, TOKENS):
         print(f"  and apart, {what}: {per_pod[what]:5.2f} per pod: {WHY[what]}")
     print_breakdown(breakdown, n)
+    print_token_arrivals(tokens, n)
     print_watch_events(before, after, n)
     print_reconciles(before, after, n)
     print_io_floor(before, after, n, costs, cpu)
@@ -447,6 +526,20 @@ def main() -> None:
         print_profile(probed_before["functions"], probed["functions"], n)
     if probed is not None and probed_before is not None and probed["mode"] == STAGES:
         print_stages(probed_before, probed, n)
+
+
+def print_token_arrivals(tokens: TokenArrivals, n: int) -> None:
+    if not tokens.lags:
+        print("token Secrets on the provider:         none came")
+        return
+    print(
+        f"token Secrets on the provider:         {tokens.at_ready} of {n} when all were Ready "
+        f"at home; each written after its ShadowPod (negative: before), p50 / p99 / max "
+        f"{percentile(tokens.lags, 0.50):.2f} / {percentile(tokens.lags, 0.99):.2f} / "
+        f"{max(tokens.lags):.2f} s"
+        + (f"; {tokens.missing} still missing {TOKENS_WAIT:.0f} s later" if tokens.missing else "")
+        + " (a real kubelet starts a pod's containers only once its token Secret is there)"
+    )
 
 
 def print_stages(before: dict[str, Any], after: dict[str, Any], n: int) -> None:

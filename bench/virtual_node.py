@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -122,15 +123,15 @@ class BenchVirtualNode:
         name: str,
         twin_namespace_quota: str | None = None,
         probe: str | None = None,
-        pod_workers: int | None = None,
+        workers: Mapping[str, int] | None = None,
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
         reflects more objects than the default allows; `probe`: the virtual kubelet runs under
-        bench/probe.py's `heap`, `profile` or `stages`, for `probe_report()`; `pod_workers`: its
-        `--pod-reflection-workers` (None: the product's default)."""
+        bench/probe.py's `heap`, `profile` or `stages`, for `probe_report()`; `workers`: its
+        `--<resource>-reflection-workers` by resource (the product's defaults for the others)."""
         self.twin_namespace_quota = twin_namespace_quota
         self.probe = probe
-        self.pod_workers = pod_workers
+        self.workers = dict(workers or {})
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
         self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
         self.playground = Playground(self.scratch / "playground", Progress())
@@ -292,9 +293,8 @@ class BenchVirtualNode:
                     f"--metrics-address=127.0.0.1:{self.metrics_port}",
                     f"--listen-port={self.kubelet_port}",
                     *(
-                        [f"--pod-reflection-workers={self.pod_workers}"]
-                        if self.pod_workers is not None
-                        else []
+                        f"--{resource}-reflection-workers={count}"
+                        for resource, count in self.workers.items()
                     ),
                     # It runs as the admin, whose serving CSR vk's approver rightly refuses
                     # (only a virtual kubelet's own ServiceAccount may ask for its node).
