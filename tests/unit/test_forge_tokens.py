@@ -13,6 +13,7 @@ import pytest
 
 from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
 from vk.reflection.forge.tokens import (
+    EXPIRATION_ANNOTATION,
     Token,
     TokenSource,
     forge_token_request,
@@ -397,7 +398,63 @@ def stored(secret: JSON) -> JSON:
 
 
 def test_restarted_virtual_kubelet_recovers_the_tokens_from_the_secret() -> None:
-    assert tokens_from_secret(stored(forge_secret()), local_pod()) == tokens()
+    # Each ends by the Secret's one expiration, the first of them: the Vault token's.
+    pod_tokens = tokens()
+    vault_expires = pod_tokens[VAULT_KEY].expires_at
+    api_access = pod_tokens[API_ACCESS_KEY]
+
+    assert tokens_from_secret(stored(forge_secret()), local_pod()) == {
+        VAULT_KEY: pod_tokens[VAULT_KEY],
+        API_ACCESS_KEY: Token(api_access.value, api_access.issued_at, vault_expires),
+    }
+
+
+def extended_token_secret(annotation: str | None) -> tuple[JSON, JSON]:
+    """A pod with the kube-api-access token only, and its Secret as written from the
+    TokenRequest's answer of an API server extending that token: an hour in the answer, a
+    year in the JWT; its expiration annotation replaced by `annotation` (None: removed)."""
+    pod = local_pod()
+    pod["spec"]["volumes"] = pod["spec"]["volumes"][:1]
+    value = service_account_jwt(ISSUED, datetime.timedelta(days=365))
+    token = Token(value, ISSUED, ISSUED + datetime.timedelta(hours=1))
+    secret = stored(forge_secret(pod, {API_ACCESS_KEY: token}))
+    annotations = secret["metadata"]["annotations"]
+    if annotation is None:
+        del annotations[EXPIRATION_ANNOTATION]
+    elif annotation != "as written":
+        annotations[EXPIRATION_ANNOTATION] = annotation
+    return pod, secret
+
+
+def test_a_token_recovered_lives_as_the_token_request_said_not_as_its_jwt() -> None:
+    pod, secret = extended_token_secret("as written")
+
+    recovered = tokens_from_secret(secret, pod)
+
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(hours=1)
+    assert refresh_at(recovered[API_ACCESS_KEY]) == ISSUED + datetime.timedelta(minutes=48)
+    # So the restarted virtual kubelet forges the very Secret it finds: no write.
+    assert not secret_needs_update(forge_secret(pod, recovered), secret)
+
+
+@pytest.mark.parametrize("annotation", [None, "", "next week", "2025-05-06T09:30:00"])
+def test_without_a_usable_expiration_annotation_a_token_lives_as_its_jwt_says(
+    annotation: str | None,
+) -> None:
+    pod, secret = extended_token_secret(annotation)
+
+    recovered = tokens_from_secret(secret, pod)
+
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(days=365)
+
+
+def test_an_expiration_annotation_before_the_tokens_issue_only_refreshes_it_at_once() -> None:
+    pod, secret = extended_token_secret("2000-01-01T00:00:00Z")
+
+    recovered = tokens_from_secret(secret, pod)
+
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED
+    assert needs_refresh(recovered[API_ACCESS_KEY], ISSUED)
 
 
 @pytest.mark.parametrize("uid", ["9e8d7c6b-another-pod", None])

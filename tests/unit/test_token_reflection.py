@@ -1,6 +1,7 @@
 """The token reflector writes a pod's token Secret once: reconciled again with nothing
 changed, it writes nothing, even where the token's JWT claims another lifetime than the
-TokenRequest answered (an API server extending kube-api-access tokens writes a year in `exp`)."""
+TokenRequest answered (an API server extending kube-api-access tokens writes a year in `exp`),
+and neither does a restarted one."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def token_reflector(pods: Informer) -> ServiceAccountTokenReflector:
     return ServiceAccountTokenReflector(reflector_options(Home()), pods, now=lambda: NOW)
 
 
-def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> None:
+def test_a_token_secret_is_written_once_whatever_its_jwt_says_restarted_or_not() -> None:
     client: Any = object()
     pods = Informer(client, "v1", "pods")
     token_source = {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}
@@ -98,6 +99,13 @@ def test_a_token_secret_is_written_once_whatever_its_jwt_says_of_its_life() -> N
 
     asyncio.run(tokens.reconcile(f"{LOCAL}/web"))
     assert [verb for verb, _ in provider.writes] == ["create"], "written again for nothing"
+
+    # Restarted: a new reflector, which knows the token's life from the Secret alone.
+    restarted = token_reflector(pods)
+    restarted.namespaces[LOCAL] = NamespaceReflection(LOCAL, REMOTE, provider, [secrets])  # type: ignore[arg-type]
+    result = asyncio.run(restarted.reconcile(f"{LOCAL}/web"))
+    assert [verb for verb, _ in provider.writes] == ["create"], "written again after a restart"
+    assert result.requeue_after == 48 * 60, "refreshed at 80% of the hour answered, not the year"
 
 
 def test_a_pod_reconciled_before_the_secrets_are_synced_waits_for_them_and_comes_again() -> None:

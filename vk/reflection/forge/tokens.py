@@ -236,21 +236,45 @@ def tokens_from_secret(
     """The tokens a restarted virtual kubelet finds in the provider Secret of `local_pod`, by
     key: only those of the pod's own token sources, and none if the Secret is bound to another
     pod of the same name (a recreated one), whose tokens the API server no longer accepts.
-    A value that is not a JWT is skipped: it is requested again."""
+    A value that is not a JWT is skipped: it is requested again.
+
+    Each lives from its JWT's `iat` to its `exp`, or to the Secret's expiration annotation if
+    that comes first: the TokenRequest's answer, which the JWT may overstate (an API server
+    extending kube-api-access tokens writes a year in `exp` and answers an hour). So a restart
+    neither rewrites every Secret with a year in its annotation nor refreshes a year late; with
+    several tokens, each is taken to end with the first (refreshed early, at worst once)."""
     pod_uid = (local_pod.get("metadata") or {}).get("uid")
     annotations = (remote_secret.get("metadata") or {}).get("annotations") or {}
     if not pod_uid or annotations.get(POD_UID_ANNOTATION) != pod_uid:
         return {}
+    annotated = _annotated_expiration(annotations.get(EXPIRATION_ANNOTATION))
     wanted = {source.key for source in token_sources(local_pod)}
     tokens = {}
     for key, encoded in (remote_secret.get("data") or {}).items():
         if key not in wanted:
             continue
         try:
-            tokens[key] = token_from_jwt(base64.b64decode(encoded, validate=True).decode())
+            token = token_from_jwt(base64.b64decode(encoded, validate=True).decode())
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
             continue
+        if annotated is not None and annotated < token.expires_at:
+            # Never before its issue (an annotation from the provider is not trusted to be
+            # sane): at worst the token is refreshed at once.
+            token = dataclasses.replace(token, expires_at=max(annotated, token.issued_at))
+        tokens[key] = token
     return tokens
+
+
+def _annotated_expiration(value: object) -> datetime.datetime | None:
+    """The Secret's expiration annotation as a time in UTC; None if absent or not RFC 3339
+    with a time zone."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(datetime.UTC) if moment.tzinfo is not None else None
 
 
 def secret_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
