@@ -28,6 +28,7 @@ BENCHES = [
             "time to all Ready, offloaded:",
             "ratio offloaded / local:",
             "per-pod startup p50 / p99:",
+            "token Secrets on the provider:",
             "virtual kubelet peak RSS:",
             "API writes per offloaded pod:",
             "watch events per offloaded pod:",
@@ -85,6 +86,11 @@ BENCHES = [
     ("bench.offload", "--pods 10 --stages", ["the virtual kubelet's CPU by stage"]),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
     ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
+    (
+        "bench.ledger",
+        "--api-server --held 5 --writes 20 --rounds 2",
+        ["ledger writes on an API server:", "| 5 |"],
+    ),
 ]
 
 
