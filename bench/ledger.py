@@ -159,8 +159,8 @@ class LedgerWriter:
 
     async def write(self, fold: bool) -> None:
         status: dict[str, Any] = dict(self.quota.get("status") or {"used": {"pods": "0"}})
-        if fold:
-            reservations = dict(status.get("reservations") or {})
+        reservations = dict(status.get("reservations") or {})
+        if fold and reservations:
             reservations.pop(min(reservations))  # keys sort by admission
             status["reservations"] = reservations
         else:

@@ -2,26 +2,27 @@
 
 On a playground of its own (consumer `home` peered with provider `far` by `vkctl peer`, the
 namespace offloaded by `vkctl offload namespace`: see bench/virtual_node.py; both clusters'
-controller managers and schedulers unthrottled, so that no client's rate limit paces either
-run), it times a Deployment of N replicas on home's local kwok node (the baseline), then the
-same Deployment offloaded through one virtual kubelet, on the real path: ShadowPods written
-with home's slice identity, admitted by far's webhook against the Quota's ledger, turned into
-Pods by far's controller manager. It prints: time to all Ready for each, their rates (DESIGN §7
-wants a baseline of at least 200 pods/s) and their ratio; per-pod startup p50/p99 in that burst
-(first seen -> Ready, watched: each pod waits its turn behind those before it, so bench.curve's
-pods paced are the ones to read for the startup of one); the virtual kubelet's peak RSS and CPU
-seconds; the virtual kubelet's API writes per offloaded pod on the pod path (its heartbeats,
+controller managers and schedulers unthrottled, so that no client's rate limit paces either run),
+it times a Deployment of N replicas on home's local kwok node (the baseline), then the same
+Deployment offloaded through one virtual kubelet, on the real path: ShadowPods written with home's
+slice identity, admitted by far's webhook against the Quota's ledger, turned into Pods by far's
+controller manager. It prints: time to all Ready for each, their rates (DESIGN §7 wants a baseline
+of at least 200 pods/s) and their ratio; per-pod startup p50/p99 in that burst (first seen ->
+Ready, watched: each pod waits its turn behind those before it, so bench.curve's pods paced are the
+ones to read for the startup of one); when each pod's ServiceAccount token Secret reached the
+provider, against its ShadowPod (a real kubelet waits for it); the virtual kubelet's peak RSS and
+CPU seconds; the virtual kubelet's API writes per offloaded pod on the pod path (its heartbeats,
 the Events it reflects and the ServiceAccount token path counted apart, each said why), the
-informers each vk process runs (one watch each), and, apart from them, the provider's own
-writes (its controller manager's and its webhook's); then `kill -9` of the virtual kubelet with
-N pods running, a new one started, the time until it has converged and the number of remote
-pods re-created (must be 0); then the throughput of one virtual kubelet (pods bound while none
-runs, then one started), with where the machine's CPU went in that phase and what far's API
-server did (its requests, webhook calls and watch events per pod, from its own metrics). Last,
-what its requests and watch events per pod cost alone, at the price of vk's API client timed in
-the bench's own process (`client_costs`): the floor under its CPU per pod.
-`--heap`, `--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go
-(bench/probe.py; `--stages` at the cost of a few per cent of its CPU, where cProfile triples it).
+informers each vk process runs (one watch each), and, apart from them, the provider's own writes
+(its controller manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods
+running, a new one started, the time until it has converged and the number of remote pods
+re-created (must be 0); then the throughput of one virtual kubelet (pods bound while none runs,
+then one started), with where the machine's CPU went in that phase and what far's API server did
+(its requests, webhook calls and watch events per pod, from its own metrics). Last, what its
+requests and watch events per pod cost alone, at the price of vk's API client timed in the bench's
+own process (`client_costs`): the floor under its CPU per pod. `--heap`, `--profile` and
+`--stages`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py; `--stages` at the
+cost of a few per cent of its CPU, where cProfile triples it).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
