@@ -448,6 +448,15 @@ def test_without_a_usable_expiration_annotation_a_token_lives_as_its_jwt_says(
     assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(days=365)
 
 
+def test_an_expiration_annotation_after_the_jwts_exp_does_not_lengthen_the_token() -> None:
+    # A hostile provider's annotation: the token still ends when its own claim says.
+    pod, secret = extended_token_secret("2125-01-01T00:00:00Z")
+
+    recovered = tokens_from_secret(secret, pod)
+
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(days=365)
+
+
 def test_an_expiration_annotation_before_the_tokens_issue_only_refreshes_it_at_once() -> None:
     pod, secret = extended_token_secret("2000-01-01T00:00:00Z")
 
