@@ -98,11 +98,16 @@ NAMESPACE = "default"
 CAPACITY = {"cpu": "4", "memory": "8Gi", "pods": "110"}
 
 
+def kind_of(plural: str) -> str:
+    """A twin's kind, from its plural: `atomicquotas` is `Atomicquota`."""
+    return plural.capitalize()[:-1]
+
+
 def twin_quota_crd(plural: str, atomic: bool) -> JSON:
     """vk's Quota CRD under the benchmark's group as `plural`, its `status.reservations` atomic
     as vk's is, or granular (the marker taken out): the same objects validate either way."""
     manifest = crd_manifest(next(r for r in CUSTOM_RESOURCES if r.model is Quota))
-    kind = plural.capitalize()[:-1]
+    kind = kind_of(plural)
     manifest["metadata"]["name"] = f"{plural}.{BENCH_GROUP}"
     spec = manifest["spec"]
     spec["group"] = BENCH_GROUP
@@ -136,7 +141,7 @@ async def create_twin(client: KubeClient, plural: str, atomic: bool) -> None:
 
 
 async def create_quota(client: KubeClient, plural: str, name: str) -> JSON:
-    kind = plural.capitalize()[:-1]
+    kind = kind_of(plural)
     quota = {
         "apiVersion": f"{BENCH_GROUP}/{Quota.VERSION}",
         "kind": kind,
