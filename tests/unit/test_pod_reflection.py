@@ -17,8 +17,8 @@ from vk.api.constants import (
 )
 from vk.kube.client import JSON, NotFound
 from vk.kube.events import EventRecorder
-from vk.kube.informer import MODIFIED
-from vk.reflection.workload.pods import PodReflector
+from vk.kube.informer import ADDED, DELETED, MODIFIED
+from vk.reflection.workload.pods import STATUS_REFUSED, PodReflector
 
 
 class Home:
@@ -336,3 +336,30 @@ async def test_a_shadow_pod_whose_pod_runs_now_is_left_to_that_pods_events() -> 
     for changed in (shadow("3", "Failed", [created]), shadow("3", "Running", [refused])):
         pods._on_shadow_pod(MODIFIED, changed, running)
         assert queued(pods) == (1, 0), changed
+
+
+async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_reporting() -> None:
+    """A Pod created, then bound, says nothing its local pod does not: no reconcile each. Its
+    containers, a failing condition or a status too large to keep (said once at home) are the
+    status queue's; a Pod gone is nothing there."""
+    pods = synced(offloading_shop(Home(), Provider()))
+    metadata = {"name": "web", "namespace": "shop-home", "uid": "p", "resourceVersion": "1"}
+    scheduled = {"type": "PodScheduled", "status": "True"}
+    for event, status in (
+        (ADDED, {"phase": "Pending"}),
+        (MODIFIED, {"phase": "Pending", "conditions": [scheduled]}),
+        (DELETED, {"phase": "Running"}),
+    ):
+        pods._on_remote_pod(event, {"metadata": metadata, "status": status}, None)
+        assert queued(pods) == (0, 0), (event, status)
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    waiting = {"name": "app", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    for pod in (
+        {"metadata": metadata, "status": {"phase": "Pending", "conditions": [unschedulable]}},
+        {"metadata": metadata, "status": {"phase": "Pending", "containerStatuses": [waiting]}},
+        {"metadata": metadata, "status": {"phase": "Running"}},
+        {"metadata": metadata, "status": {}, STATUS_REFUSED: 40_000},
+    ):
+        pods._on_remote_pod(MODIFIED, pod, None)
+        assert queued(pods) == (0, 1), pod
+        pods.status_controller.queue.done(await pods.status_controller.queue.get())

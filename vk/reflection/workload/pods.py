@@ -47,6 +47,7 @@ from vk.kube.client import (
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import (
+    DELETED,
     MODIFIED,
     Informer,
     namespace_index,
@@ -549,7 +550,12 @@ class PodReflector(Reconciler):
             and informer.store.get(object_key(shadow)) is not None
         )
 
-    def _on_remote_pod(self, _: str, pod: JSON, __: JSON | None) -> None:
+    def _on_remote_pod(self, event: str, pod: JSON, _: JSON | None) -> None:
+        # Only a status the status queue would act on: a Pod gone, or one still saying nothing
+        # the local pod does not (created, then bound: two of the three events of a Pod
+        # starting), would cost a reconcile each for nothing.
+        if event == DELETED or not (pod.get(STATUS_REFUSED) or status_worth_reporting(pod)):
+            return
         for key in self._local_keys(pod):
             self.status_controller.enqueue(key)
 
