@@ -24,7 +24,12 @@ import pytest
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import HOME, Replica, VirtualNodeSetup
-from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    SERVICE_ACCOUNT_NAME_LABEL,
+)
 from vk.reflection.forge.pods import remote_root_ca_configmap_name
 from vk.reflection.manager import REFLECTION_LEASE
 
@@ -401,7 +406,8 @@ def test_a_token_secret_the_provider_made_first_is_left_untouched_and_reported(
 ) -> None:
     """The Secret reflector and the token reflector share one cache of the provider's Secrets:
     a Secret named as a pod's token Secret that this virtual kubelet did not write is never
-    written over nor deleted, and the pod's owner is told."""
+    written over nor deleted, and the pod's owner is told. Nor is the pod offloaded meanwhile:
+    it would mount the provider's Secret as its token."""
     r = reflection
     planted = {
         "apiVersion": "v1",
@@ -414,10 +420,19 @@ def test_a_token_secret_the_provider_made_first_is_left_untouched_and_reported(
     r.bare_pod("planted")
     events = r.token_warnings("planted")
     assert "did not write" in events[0]["message"]
-    r.local("delete", "pod", "planted", "-n", r.namespace, "--wait=false")
-    wait_until(lambda: r.remote_object("pod", "planted") is None, "the remote pod gone", 30)
+    time.sleep(2)  # the pod reflector had its turn: a ShadowPod would be there by now
+    assert r.remote_object("shadowpod", "planted") is None
     after = r.remote_object("secret", "planted-token")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    # The provider's Secret gone, the pod gets its own tokens, then its ShadowPod.
+    r.provider("delete", "secret", "planted-token", "-n", r.remote)
+    secret = wait_until(
+        lambda: r.remote_object("secret", "planted-token"), "the virtual kubelet's token Secret"
+    )
+    assert secret["metadata"]["labels"][SERVICE_ACCOUNT_NAME_LABEL] == "default"
+    wait_until(lambda: r.remote_object("shadowpod", "planted"), "the ShadowPod, after the Secret")
+    r.local("delete", "pod", "planted", "-n", r.namespace, "--wait=false")
+    wait_until(lambda: r.remote_object("pod", "planted") is None, "the remote pod gone", 30)
 
 
 def test_a_token_secret_the_provider_refuses_is_reported_and_written_once_allowed(
@@ -448,11 +463,14 @@ def test_a_token_secret_the_provider_refuses_is_reported_and_written_once_allowe
         assert "refused the pod's ServiceAccount token Secret" in events[0]["message"]
         assert "exceeded quota: no-room" in events[0]["message"]
         assert r.remote_object("secret", "crowded-token") is None
+        # Its ShadowPod waits for the Secret: the provider's kubelet would start nothing.
+        assert r.remote_object("shadowpod", "crowded") is None
     finally:
         r.provider("delete", "resourcequota", "no-room", "-n", r.remote, check=False)
     wait_until(
         lambda: r.remote_object("secret", "crowded-token"), "the token Secret, with room", 60
     )
+    wait_until(lambda: r.remote_object("shadowpod", "crowded"), "the ShadowPod, after the Secret")
     r.local("delete", "pod", "crowded", "-n", r.namespace, "--wait=false")
     wait_until(lambda: r.remote_object("pod", "crowded") is None, "the remote pod gone", 30)
 

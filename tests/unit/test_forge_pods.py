@@ -27,6 +27,7 @@ from vk.reflection.forge.pods import (
     live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
+    mounted_token_secret,
     patches_containers,
     remote_root_ca_configmap_name,
     shadow_pod_as_pod,
@@ -1813,3 +1814,35 @@ def test_a_pod_changed_only_in_its_status_is_told_from_one_changed_elsewhere() -
         changed = copy.deepcopy(written)
         change(changed)
         assert changed_beyond_status(before, changed), changed
+
+
+@pytest.mark.parametrize(
+    ("annotation", "tokens_reflected", "volumes", "secret"),
+    [
+        (None, True, None, "web-token"),  # local_pod's kube-api-access token
+        (None, False, None, None),
+        ("remote", True, None, None),
+        ("disabled", True, None, None),
+        (None, True, [{"name": "data", "emptyDir": {}}], None),  # it projects no token
+    ],
+)
+def test_the_token_secret_a_remote_pod_mounts_is_the_one_its_volumes_name(
+    annotation: str | None, tokens_reflected: bool, volumes: list[JSON] | None, secret: str | None
+) -> None:
+    """What the pod reflector waits for before the ShadowPod: the Secret the forged pod's
+    volumes would name, and nothing when they name none."""
+    pod = local_pod()
+    pod["metadata"]["name"] = "web"
+    if annotation is not None:
+        pod["metadata"].setdefault("annotations", {})["liqo.io/api-server-support"] = annotation
+    if volumes is not None:
+        pod["spec"]["volumes"] = volumes
+    assert mounted_token_secret(pod, tokens_reflected) == secret
+    spec = forge(pod, service_account_tokens=tokens_reflected)["spec"]
+    named = {
+        source["secret"]["name"]
+        for volume in spec.get("volumes") or []
+        for source in (volume.get("projected") or {}).get("sources") or []
+        if "secret" in source
+    }
+    assert named == ({secret} if secret else set())

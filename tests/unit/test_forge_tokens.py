@@ -26,6 +26,7 @@ from vk.reflection.forge.tokens import (
     token_from_request_status,
     token_key,
     token_secret_name,
+    token_secret_pod,
     token_sources,
     tokens_from_secret,
 )
@@ -125,6 +126,12 @@ VAULT_KEY = "vault-927385"
 
 def test_token_secret_is_named_after_the_pod() -> None:
     assert token_secret_name("web-7c9f8d6b5-x2k4q") == "web-7c9f8d6b5-x2k4q-token"
+    assert token_secret_pod("web-7c9f8d6b5-x2k4q-token") == "web-7c9f8d6b5-x2k4q"
+
+
+@pytest.mark.parametrize("name", ["web", "token", "-token", "web-tokens", "web-token-2", ""])
+def test_a_secret_named_as_no_token_secret_is_of_no_pod(name: str) -> None:
+    assert token_secret_pod(name) is None
 
 
 @pytest.mark.parametrize(

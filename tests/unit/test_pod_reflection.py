@@ -18,7 +18,7 @@ from vk.api.constants import (
 from vk.kube.client import JSON, NotFound
 from vk.kube.events import EventRecorder
 from vk.kube.informer import ADDED, DELETED, MODIFIED
-from vk.reflection.workload.pods import STATUS_REFUSED, PodReflector
+from vk.reflection.workload.pods import STATUS_REFUSED, PodForging, PodReflector
 
 
 class Home:
@@ -363,3 +363,68 @@ async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_re
         pods._on_remote_pod(MODIFIED, pod, None)
         assert queued(pods) == (0, 1), pod
         pods.status_controller.queue.done(await pods.status_controller.queue.get())
+
+
+class TokenHome(Home):
+    """Home, its pod projecting a ServiceAccount token."""
+
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        async for page, version in super().current_objects(path, params):
+            token = {"serviceAccountToken": {"path": "token"}}
+            for pod in page:
+                pod["spec"]["volumes"] = [{"name": "api", "projected": {"sources": [token]}}]
+            yield page, version
+
+
+class Tokens:
+    """The token reflector as the pod reflector sees it: the Secret there once `there`."""
+
+    def __init__(self) -> None:
+        self.there = False
+        self.listeners: list[Any] = []
+
+    def holds_tokens_of(self, pod: JSON) -> bool:
+        return self.there
+
+    def on_tokens_written(self, listener: Any) -> None:
+        self.listeners.append(listener)
+
+
+async def test_a_pod_mounting_home_tokens_gets_its_shadow_pod_once_its_token_secret_is_there() -> (
+    None
+):
+    """The provider's kubelet would start none of its containers before the Secret: the
+    ShadowPod is asked for once the token reflector says it wrote it, and not before."""
+    provider = Provider()
+    pods = offloading_shop(TokenHome(), provider)
+    pods.pod_forging = PodForging(service_account_tokens=True)
+    tokens = Tokens()
+    pods.await_tokens_from(tokens)
+    async with reflecting(pods):
+        provider.listed.set()
+        await asyncio.wait_for(pods.shadows["shop-home"].synced.wait(), 1)
+        await asyncio.sleep(0.3)  # reconciled meanwhile
+        assert provider.created == [], "a ShadowPod before its token Secret"
+        for listener in tokens.listeners:
+            listener("shop/other")  # another pod's Secret: nothing for this one
+        await asyncio.sleep(0.1)
+        assert provider.created == []
+        tokens.there = True
+        for listener in tokens.listeners:
+            listener("shop/web")
+        await until_some(provider.created)
+
+
+async def test_a_pod_mounting_no_home_token_does_not_wait_for_one() -> None:
+    """No projected token (or the token reflection off): nothing to wait for."""
+    for home, forging in (
+        (Home(), PodForging(service_account_tokens=True)),
+        (TokenHome(), PodForging()),
+    ):
+        provider = Provider()
+        pods = offloading_shop(home, provider)
+        pods.pod_forging = forging
+        pods.await_tokens_from(Tokens())
+        async with reflecting(pods):
+            provider.listed.set()
+            await until_some(provider.created)

@@ -184,3 +184,50 @@ def test_a_pod_event_wakes_the_token_reflection_only_when_its_tokens_may_change(
     woken.clear()
     tokens._on_pod(DELETED, bound_pod(), bound_pod())
     assert woken == {f"{LOCAL}/web"}
+
+
+def test_the_pod_reflector_is_told_once_a_pods_own_token_secret_is_there() -> None:
+    """What the pod reflector waits on before a pod's ShadowPod: the provider holding that
+    pod's token Secret, as this reflector wrote it. A Secret of the provider's own making, or
+    one for an earlier pod of that name, is not it; its going wakes the pod's reconcile (it
+    may have its own now)."""
+    client: Any = object()
+    pods = Informer(client, "v1", "pods")
+    token_source = {"serviceAccountToken": {"path": "token"}}
+    pod = {
+        "metadata": {"name": "web", "namespace": LOCAL, "uid": "pod-uid"},
+        "spec": {
+            "volumes": [{"name": "kube-api-access-x", "projected": {"sources": [token_source]}}]
+        },
+    }
+    pods.store.upsert(pod)
+    pods.synced.set()
+    secrets = Informer(client, "v1", "secrets", namespace=REMOTE)
+    secrets.synced.set()
+    tokens = token_reflector(pods)
+    provider = Provider()
+    state = NamespaceReflection(LOCAL, REMOTE, provider, [secrets])  # type: ignore[arg-type]
+    told: list[str] = []
+    tokens.on_tokens_written(told.append)
+    assert not tokens.holds_tokens_of(pod), "no twin namespace reflected yet"
+    tokens.namespaces[LOCAL] = state
+
+    planted = {
+        "metadata": {"name": "web-token", "namespace": REMOTE, "uid": "p", "resourceVersion": "1"}
+    }
+    secrets.store.upsert(planted)
+    tokens.on_event(state, 0, ADDED, planted)
+    assert told == [f"{LOCAL}/web"]  # told: the reconcile judges whose it is
+    assert not tokens.holds_tokens_of(pod), "the provider's own Secret"
+    assert len(tokens.controller.queue) == 1
+    tokens.controller.queue.done(asyncio.run(tokens.controller.queue.get()))
+    secrets.store.delete(f"{REMOTE}/web-token")
+    tokens.on_event(state, 0, DELETED, planted)
+    assert told == [f"{LOCAL}/web"]
+    assert len(tokens.controller.queue) == 1, "its going reconciles the pod"
+
+    asyncio.run(tokens.reconcile(f"{LOCAL}/web"))
+    assert [verb for verb, _ in provider.writes] == ["create"]
+    assert told == [f"{LOCAL}/web"] * 2
+    assert tokens.holds_tokens_of(pod), "our write, before the cache shows it"
+    assert not tokens.holds_tokens_of({**pod, "metadata": {**pod["metadata"], "uid": "next"}})

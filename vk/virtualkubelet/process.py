@@ -33,6 +33,7 @@ from vk.kubelet.server import KubeletServer
 from vk.kubelet.stats import OffloadedPod, ResourceUsage, declared_containers
 from vk.node.controller import NodeController, NodeOptions
 from vk.reflection.addresses import HomeNetwork
+from vk.reflection.configuration.serviceaccounts import ServiceAccountTokenReflector
 from vk.reflection.generic import ReflectorOptions
 from vk.reflection.manager import ReflectionManager
 from vk.reflection.offloading_patch import OffloadingPatchSource
@@ -237,6 +238,8 @@ class VirtualKubelet:
             pods.offloaded_pod,
         ):
             reflection.add(reflector)
+            if isinstance(reflector, ServiceAccountTokenReflector):
+                pods.await_tokens_from(reflector)
         if options.pod_reflection_workers > 0:
             reflection.add(pods)
         # Work that failed while the provider was away is retried as soon as it answers again,

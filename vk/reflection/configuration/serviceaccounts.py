@@ -30,6 +30,7 @@ from vk.kube.informer import DELETED, Informer, shared_informer, split_key
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import API_SERVER_SUPPORT_ANNOTATION, uses_home_tokens
 from vk.reflection.forge.tokens import (
+    POD_UID_ANNOTATION,
     Token,
     TokenSource,
     forge_token_request,
@@ -40,6 +41,7 @@ from vk.reflection.forge.tokens import (
     token_from_request_status,
     token_key,
     token_secret_name,
+    token_secret_pod,
     token_sources,
     tokens_from_secret,
 )
@@ -55,7 +57,6 @@ from vk.reflection.generic import (
 )
 
 REASON_FAILED = "FailedSATokensReflection"  # Liqo's reason
-POD_FOR_ANNOTATION = "offloading.liqo.io/service-account-for-pod-name"
 
 Lifetime = tuple[datetime.datetime, datetime.datetime]  # (issued, expires)
 
@@ -101,6 +102,33 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         # kube-api-access tokens writes a year in `exp`); read back from the JWT, it changed
         # the Secret's expiration annotation, and the Secret was written again for nothing.
         self.lifetimes: dict[str, tuple[str, dict[str, Lifetime]]] = {}
+        self._written_listeners: list[Callable[[str], None]] = []
+
+    def holds_tokens_of(self, pod: JSON) -> bool:
+        """Whether the provider has `pod`'s token Secret, as far as this reflector knows (its
+        cache, or its own write before the cache shows it): ours, for this very pod (a pod of
+        the same name before it had its own)."""
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        state = self.active(namespace)
+        if state is None:
+            return False
+        key = f"{state.remote_namespace}/{token_secret_name(name)}"
+        secret = self.recent.current(key, state.informers[0].store.get(key))
+        return (
+            secret is not None
+            and self._is_ours(secret)
+            and (secret["metadata"].get("annotations") or {}).get(POD_UID_ANNOTATION)
+            == pod["metadata"]["uid"]
+        )
+
+    def on_tokens_written(self, listener: Callable[[str], None]) -> None:
+        """`listener(pod key)` is told whenever a pod's token Secret may have come to be
+        (`holds_tokens_of`): this reflector wrote it, or its cache took one in."""
+        self._written_listeners.append(listener)
+
+    def _tell_written(self, key: str) -> None:
+        for listener in self._written_listeners:
+            listener(key)
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -114,15 +142,18 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         ]
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
-        if not self.recent.observe(
-            f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj
-        ):
-            super().on_event(state, side, event, obj)  # not our own write coming back
+        if self.recent.observe(f"{state.remote_namespace}/{obj['metadata']['name']}", event, obj):
+            return  # our own write coming back
+        super().on_event(state, side, event, obj)
+        if event != DELETED:
+            for key in self.keys_of(state, side, obj):
+                self._tell_written(key)
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
-        # Whoever's it is: another node's token Secret of the same pod name going lets this
-        # one's pod have its own; the reconcile tells ours from the others.
-        pod = (obj["metadata"].get("annotations") or {}).get(POD_FOR_ANNOTATION)
+        # By its name, whoever's it is: another node's token Secret of the same pod name, or
+        # one the provider made, going lets this one's pod have its own; the reconcile tells
+        # ours from the others.
+        pod = token_secret_pod(obj["metadata"]["name"])
         return [f"{state.local_namespace}/{pod}"] if pod else []
 
     def _is_ours(self, secret: JSON) -> bool:
@@ -241,12 +272,14 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             if secret is None:
                 self.recent.wrote(secret_key, await state.client.create(collection, desired))
                 REFLECTION_ITEMS.labels(self.name, "created").inc()
+                self._tell_written(key)
             elif secret_needs_update(desired, secret):
                 written = await state.client.replace(
                     f"{collection}/{secret_name}", replacement(desired, secret)
                 )
                 self.recent.wrote(secret_key, written)
                 REFLECTION_ITEMS.labels(self.name, "updated").inc()
+                self._tell_written(key)
         except AlreadyExists:
             return Result(requeue_after=NOT_SYNCED_RETRY)
         except ApiError as error:

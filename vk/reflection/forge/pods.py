@@ -24,7 +24,12 @@ from vk.api.constants import (
 from vk.api.jsondata import as_mapping, cut_text, is_integer, json_copy
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.reflection.forge.meta import ownership_labels, without_keys
-from vk.reflection.forge.tokens import service_account_name, token_key, token_secret_name
+from vk.reflection.forge.tokens import (
+    service_account_name,
+    token_key,
+    token_secret_name,
+    token_sources,
+)
 
 JSON = dict[str, Any]
 
@@ -124,6 +129,16 @@ def uses_home_tokens(local_pod: Mapping[str, Any], service_account_tokens: bool)
     )
 
 
+def mounted_token_secret(local_pod: Mapping[str, Any], service_account_tokens: bool) -> str | None:
+    """The name of the provider Secret of home ServiceAccount tokens that the remote pod
+    mounts (`forge_remote_pod`), or None: the pod projects a token, and gets its home
+    cluster's. The provider's kubelet starts none of the pod's containers until that Secret
+    is there."""
+    if not uses_home_tokens(local_pod, service_account_tokens) or not token_sources(local_pod):
+        return None
+    return token_secret_name(local_pod["metadata"]["name"])
+
+
 def forge_remote_pod(
     local_pod: Mapping[str, Any],
     *,
@@ -192,7 +207,7 @@ def forge_remote_pod(
         spec["automountServiceAccountToken"] = False
         root_ca = remote_root_ca_configmap_name(local_cluster_id) if root_ca_reflected else None
         tokens = uses_home_tokens(local_pod, service_account_tokens)
-        token_secret = token_secret_name(metadata["name"]) if tokens else None
+        token_secret = mounted_token_secret(local_pod, service_account_tokens)
         spec["volumes"] = _remote_volumes(spec.get("volumes") or [], root_ca, token_secret)
         api_server_env = (
             _api_server_env(*home_api_server) if tokens and home_api_server is not None else []

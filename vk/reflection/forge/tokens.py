@@ -62,9 +62,22 @@ class Token:
 # --- Names ---------------------------------------------------------------------------------
 
 
+_TOKEN_SECRET_SUFFIX = "-token"
+
+
 def token_secret_name(pod_name: str) -> str:
     """The provider Secret holding the tokens of the offloaded pod `pod_name`."""
-    return f"{pod_name}-token"
+    return f"{pod_name}{_TOKEN_SECRET_SUFFIX}"
+
+
+def token_secret_pod(secret_name: str) -> str | None:
+    """The pod whose token Secret a Secret of that name would be (`token_secret_name`'s
+    inverse), whoever wrote it; None for a name no token Secret has."""
+    pod, suffix = (
+        secret_name[: -len(_TOKEN_SECRET_SUFFIX)],
+        secret_name[-len(_TOKEN_SECRET_SUFFIX) :],
+    )
+    return pod if suffix == _TOKEN_SECRET_SUFFIX and pod else None
 
 
 def token_key(volume_name: str, path: str) -> str:

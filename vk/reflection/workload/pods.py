@@ -17,7 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 import structlog
@@ -69,6 +69,7 @@ from vk.reflection.forge.pods import (
     live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
+    mounted_token_secret,
     patches_containers,
     shadow_pod_as_pod,
     shadow_pod_as_read,
@@ -126,6 +127,15 @@ class PodsByPhase(Collector):
         for phase in ("Pending", "Running", "Succeeded", "Failed", "Unknown"):
             family.add_metric([self.node, phase], counts.get(phase, 0))
         yield family
+
+
+class TokenSecrets(Protocol):
+    """The ServiceAccount token reflector, as the pod reflector asks it whether a pod's token
+    Secret is on the provider yet."""
+
+    def holds_tokens_of(self, pod: JSON) -> bool: ...
+
+    def on_tokens_written(self, listener: Callable[[str], None]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -300,6 +310,10 @@ class PodReflector(Reconciler):
         # Whether the provider admits ShadowPods now, and the pods waiting for it to.
         self.admission = AdmissionGate()
         self._awaiting_admission: set[str] = set()
+        # The token reflector, once `await_tokens_from` is given it, and the pods waiting for
+        # their token Secret on the provider before their ShadowPod is asked for.
+        self._tokens: TokenSecrets | None = None
+        self._awaiting_tokens: set[str] = set()
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
@@ -313,6 +327,19 @@ class PodReflector(Reconciler):
         }
 
     leader_only = False  # each virtual kubelet offloads its own node's pods
+
+    def await_tokens_from(self, tokens: TokenSecrets) -> None:
+        """A pod that mounts home ServiceAccount tokens gets its ShadowPod once `tokens` has
+        written its token Secret on the provider, not before: the provider's kubelet would
+        start none of its containers, and say FailedMount (copied home as a Warning) until
+        its mount's back-off lets it look again."""
+        self._tokens = tokens
+        tokens.on_tokens_written(self._tokens_written)
+
+    def _tokens_written(self, key: str) -> None:
+        if key in self._awaiting_tokens:
+            self._awaiting_tokens.discard(key)
+            self.controller.enqueue(key)
 
     @property
     def namespaces(self) -> Collection[str]:
@@ -584,6 +611,7 @@ class PodReflector(Reconciler):
             self._refused_ips.pop(key, None)
             self._refused_statuses.pop(key, None)
             self._awaiting_admission.discard(key)
+            self._awaiting_tokens.discard(key)
             if client and shadows and shadows.synced.is_set():
                 await self._delete_orphan(client, shadows, remote_namespace or "", name)
             return Result()
@@ -698,6 +726,14 @@ class PodReflector(Reconciler):
             )
             return Result(requeue_after=wait)
         self._awaiting_admission.discard(key)
+        if (
+            self._tokens is not None
+            and mounted_token_secret(local, self.pod_forging.service_account_tokens)
+            and not self._tokens.holds_tokens_of(local)
+        ):
+            self._awaiting_tokens.add(key)
+            return Result()  # the token reflector brings it back (`_tokens_written`)
+        self._awaiting_tokens.discard(key)
         name = local["metadata"]["name"]
         remote_pod = forge_remote_pod(
             local,
