@@ -73,11 +73,8 @@ def token_secret_name(pod_name: str) -> str:
 def token_secret_pod(secret_name: str) -> str | None:
     """The pod whose token Secret a Secret of that name would be (`token_secret_name`'s
     inverse), whoever wrote it; None for a name no token Secret has."""
-    pod, suffix = (
-        secret_name[: -len(_TOKEN_SECRET_SUFFIX)],
-        secret_name[-len(_TOKEN_SECRET_SUFFIX) :],
-    )
-    return pod if suffix == _TOKEN_SECRET_SUFFIX and pod else None
+    pod = secret_name.removesuffix(_TOKEN_SECRET_SUFFIX)
+    return pod if pod and pod != secret_name else None
 
 
 def token_key(volume_name: str, path: str) -> str:
