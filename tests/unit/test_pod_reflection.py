@@ -405,11 +405,11 @@ async def test_a_pod_mounting_home_tokens_gets_its_shadow_pod_once_its_token_sec
         await asyncio.wait_for(pods.shadows["shop-home"].synced.wait(), 1)
         await asyncio.sleep(0.3)  # reconciled meanwhile
         assert provider.created == [], "a ShadowPod before its token Secret"
-        for listener in tokens.listeners:
-            listener("shop/other")  # another pod's Secret: nothing for this one
-        await asyncio.sleep(0.1)
-        assert provider.created == []
         tokens.there = True
+        for listener in tokens.listeners:
+            listener("shop/other")  # another pod's Secret: this one is not woken by it
+        await asyncio.sleep(0.2)
+        assert provider.created == []
         for listener in tokens.listeners:
             listener("shop/web")
         await until_some(provider.created)
