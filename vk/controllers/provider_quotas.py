@@ -97,11 +97,13 @@ class ProviderQuotaUsage(Reconciler):
             Quota.PLURAL,
             indexers={CREATOR_INDEX: quota_creator_index},
         )
+        # The ShadowPod controller's informer, the provider's busiest: one watch of every
+        # ShadowPod per process (a second, of the stamped ones only, took each ShadowPod's
+        # changes in twice). The index leaves out the few that carry no stamp.
         self.shadow_pods = shared_informer(
             client,
             ShadowPod.group_version(),
             ShadowPod.PLURAL,
-            label_selector=CREATOR_USER_LABEL,
             indexers={CREATOR_INDEX: shadow_pod_creator_index},
         )
         # Each ShadowPod's share by key, worked out once per version of it: a recount adds
@@ -120,10 +122,13 @@ class ProviderQuotaUsage(Reconciler):
             share = self._shares[key] = share_of(shadow_pod)
         return share
 
-    def _on_shadow_pod(self, event: str, shadow_pod: JSON, __: JSON | None) -> None:
-        if event == DELETED:
+    def _on_shadow_pod(self, event: str, shadow_pod: JSON, old: JSON | None) -> None:
+        creators = shadow_pod_creator_index(shadow_pod)
+        if event == DELETED or not creators:
             self._shares.pop(object_key(shadow_pod), None)
-        for creator in shadow_pod_creator_index(shadow_pod):
+        # A stamp changed or gone (only an admin can: the webhook refuses it to tenants) takes
+        # the ShadowPod out of the Quota it counted in, which is counted again too.
+        for creator in {*creators, *(shadow_pod_creator_index(old) if old else ())}:
             for quota in self.quotas.store.by_index(CREATOR_INDEX, creator):
                 self._recount_soon(quota)
 
