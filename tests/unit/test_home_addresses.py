@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
-from vk.reflection.addresses import HomeAddresses, home_addresses, trusted_pod_ips
+from vk.kube.informer import ADDED, MODIFIED
+from vk.reflection.addresses import (
+    HomeAddresses,
+    HomeNetwork,
+    home_addresses,
+    node_as_read,
+    trusted_pod_ips,
+)
 
 NODES: list[dict[str, Any]] = [
     {
@@ -68,3 +76,58 @@ def test_a_refused_ip_is_left_out_of_the_status_and_the_rest_kept() -> None:
     assert alone == {"phase": "Running"}
     untouched = {"phase": "Running", "podIP": "10.245.0.7", "podIPs": [{"ip": "10.245.0.7"}]}
     assert trusted_pod_ips(untouched, HOME) == (untouched, [])
+
+
+def a_real_node(name: str, address: str, heartbeat: str) -> dict[str, Any]:
+    """A Node as a real kubelet writes it: mostly images, conditions and info no one here
+    reads."""
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": heartbeat,
+            "labels": {"kubernetes.io/hostname": name, "node-role.kubernetes.io/worker": ""},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+        },
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"], "taints": []},
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": name},
+            ],
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
+            "images": [
+                {"names": [f"registry.example/image-{i}@sha256:{'0' * 64}"], "sizeBytes": i}
+                for i in range(50)
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.36.4", "osImage": "Debian GNU/Linux 13"},
+        },
+    }
+
+
+def test_the_cache_keeps_of_a_node_what_the_home_addresses_are_made_of() -> None:
+    node = a_real_node("venice-worker-2", "172.18.0.3", "1")
+    kept = node_as_read(node)
+    assert home_addresses([kept], []) == home_addresses([node], [])
+    assert home_addresses([kept], []).refusal("10.244.1.9") is not None
+    assert home_addresses([kept], []).refusal("172.18.0.3") is not None
+    assert len(orjson.dumps(kept)) * 20 < len(orjson.dumps(node))
+
+
+def test_home_addresses_are_made_again_only_when_a_node_changes_in_them() -> None:
+    network = HomeNetwork(None)  # type: ignore[arg-type]  # its informers are fed by hand
+
+    def shows(node: dict[str, Any]) -> None:
+        kept = node_as_read(node)
+        old = network.nodes.store.upsert(kept)
+        network._changed(MODIFIED if old is not None else ADDED, kept, old)
+
+    shows(a_real_node("venice-worker-2", "172.18.0.3", "1"))
+    first = network.current()
+    assert first.refusal("172.18.0.3") is not None
+    shows(a_real_node("venice-worker-2", "172.18.0.3", "2"))  # its heartbeat: the same
+    assert network.current() is first
+    shows(a_real_node("venice-worker-2", "172.18.0.4", "3"))  # a new address
+    assert network.current().refusal("172.18.0.4") is not None
+    assert network.current().refusal("172.18.0.3") is None

@@ -18,10 +18,11 @@ from typing import Any
 import structlog
 
 from vk.kube.client import KubeClient
-from vk.kube.informer import Informer
+from vk.kube.informer import MODIFIED, Informer
 
 log = structlog.get_logger("vk.reflection.addresses")
 
+JSON = dict[str, Any]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SERVICE_CIDRS_WAIT = 10.0
 NODE_ADDRESS_TYPES = ("InternalIP", "ExternalIP")
@@ -123,19 +124,42 @@ def without_pod_ips(status: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in status.items() if key not in ("podIP", "podIPs")}
 
 
+def node_as_read(node: Mapping[str, Any]) -> JSON:
+    """What the virtual kubelet's cache keeps of a Node of this cluster: what `home_addresses`
+    reads (its name, pod ranges and addresses). A Node is mostly its images and conditions
+    (tens of KiB on a real one), every Node of the cluster is cached by each virtual kubelet,
+    and a consumer runs one per peering."""
+    metadata = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    return {
+        "metadata": {
+            key: metadata[key] for key in ("name", "uid", "resourceVersion") if key in metadata
+        },
+        "spec": {key: spec[key] for key in ("podCIDR", "podCIDRs") if key in spec},
+        "status": {"addresses": (node.get("status") or {}).get("addresses") or []},
+    }
+
+
+def _addressing(obj: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What of a Node or a ServiceCIDR (as cached) `home_addresses` reads, besides its name."""
+    return obj.get("spec"), obj.get("status")
+
+
 class HomeNetwork:
     """This cluster's Nodes and ServiceCIDRs, watched, and the HomeAddresses they make (made
-    again only after a change)."""
+    again only after a change of what they are made of: a Node's status written, its
+    addresses the same, changes nothing)."""
 
     def __init__(self, home: KubeClient) -> None:
-        self.nodes = Informer(home, "v1", "nodes")
+        self.nodes = Informer(home, "v1", "nodes", keep=node_as_read)
         self.service_cidrs = Informer(home, "networking.k8s.io/v1", "servicecidrs")
         self._current: HomeAddresses | None = None
         for informer in (self.nodes, self.service_cidrs):
-            informer.add_handler(lambda *_: self._changed())
+            informer.add_handler(self._changed)
 
-    def _changed(self) -> None:
-        self._current = None
+    def _changed(self, event: str, obj: JSON, old: JSON | None) -> None:
+        if old is None or event != MODIFIED or _addressing(obj) != _addressing(old):
+            self._current = None
 
     def current(self) -> HomeAddresses:
         if self._current is None:
