@@ -62,8 +62,9 @@ BENCHES = [
     ),
     (
         "bench.virtual_nodes",
-        "--nodes 3 --idle-seconds 10",
+        "--nodes 3 --idle-seconds 10 --home-nodes 20",
         [
+            "home's Nodes besides its own:",
             "import floor (those modules alone):",
             "idle virtual kubelet RSS (median):",
             "3 virtual kubelets, total PSS:",

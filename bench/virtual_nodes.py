@@ -9,7 +9,11 @@ processes really cost together: the interpreter's shared pages counted once betw
 idle CPU, and each one's RSS against the floor its third-party imports set: a fresh interpreter
 importing just the third-party modules the virtual kubelet imports, measured in the same run.
 
-    .venv/bin/python -m bench.virtual_nodes [--nodes 10] [--idle-seconds 30]
+`--home-nodes M` first gives home M more Nodes as a real kubelet writes them (50 images each,
+their conditions and nodeInfo): every virtual kubelet caches the home cluster's Nodes, and what
+it keeps of each is paid once per peering.
+
+    .venv/bin/python -m bench.virtual_nodes [--nodes 10] [--idle-seconds 30] [--home-nodes 0]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench.virtual_node import VKCTL, kubectl, proc_stats
 from vk.cli.progress import Progress
@@ -33,6 +38,7 @@ from vk.playground.spec import ClusterSpec
 
 CAPACITY = {"cpu": "1000", "memory": "4000Gi", "pods": "1000"}
 TARGET_ABOVE_FLOOR_MIB = 10.0  # issue 20
+BUSY_NODE = "bench.vk.io/busy-node"  # the label and taint of the Nodes --home-nodes adds
 
 # The third-party modules the virtual kubelet's code imports, as a fresh interpreter finds
 # them: imported alone, they are the floor no change to vk's own code can go below.
@@ -113,6 +119,63 @@ def wait_ready(home: Path, count: int, timeout: float = 300) -> None:
         time.sleep(1)
 
 
+def busy_node(index: int) -> dict[str, Any]:
+    """A Node as a real kubelet writes it, unschedulable (no kubelet runs it): its own pod range
+    and address, and mostly what no virtual kubelet reads (images, nodeInfo)."""
+    name = f"busy-node-{index}"
+    pod_range = f"10.{100 + index // 250}.{index % 250}.0/24"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, BUSY_NODE: "true"}},
+        "spec": {
+            "podCIDR": pod_range,
+            "podCIDRs": [pod_range],
+            "taints": [{"key": BUSY_NODE, "effect": "NoSchedule"}],
+        },
+        # Nodes take their status on create.
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": f"172.30.{index // 250}.{index % 250 + 1}"},
+                {"type": "Hostname", "address": name},
+            ],
+            "images": [
+                {
+                    "names": [
+                        f"registry.example/team-{image}/service@sha256:{index:064x}",
+                        f"registry.example/team-{image}/service:v1.{index}",
+                    ],
+                    "sizeBytes": 10_000_000 + image,
+                }
+                for image in range(50)
+            ],
+            "nodeInfo": {
+                "machineID": f"{index:032x}",
+                "systemUUID": f"{index:032x}",
+                "bootID": f"{index:032x}",
+                "kernelVersion": "6.1.0",
+                "osImage": "Debian GNU/Linux 13",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kubeletVersion": "v1.36.4",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def add_busy_nodes(home: Path, count: int) -> float:
+    """`count` busy Nodes made at home; their mean size as the API server holds them, in KiB."""
+    nodes = [busy_node(index) for index in range(count)]
+    listing = {"apiVersion": "v1", "kind": "List", "items": nodes}
+    kubectl(home, "create", "-f", "-", input=json.dumps(listing))
+    listed = json.loads(kubectl(home, "get", "nodes", "-l", f"{BUSY_NODE}=true", "-o", "json"))
+    if len(listed["items"]) != count:
+        raise RuntimeError(f"{len(listed['items'])} busy Nodes at home, not {count}")
+    return statistics.mean(len(json.dumps(node)) for node in listed["items"]) / 1024
+
+
 def vkctl(*args: str) -> None:
     done = subprocess.run([VKCTL, *args], capture_output=True, text=True)
     if done.returncode != 0:
@@ -123,6 +186,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=10)
     parser.add_argument("--idle-seconds", type=float, default=30)
+    parser.add_argument(
+        "--home-nodes",
+        type=int,
+        default=0,
+        help="Nodes added at home first, as a real kubelet writes them (each virtual kubelet "
+        "caches them)",
+    )
     arguments = parser.parse_args()
     n = arguments.nodes
 
@@ -141,6 +211,7 @@ def main() -> None:
             )
         )
         home, far = playground.kubeconfig("home"), playground.kubeconfig("far")
+        node_kib = add_busy_nodes(home, arguments.home_nodes) if arguments.home_nodes else 0.0
         print(f"peering home with far, then {n - 1} more ResourceSlices to far")
         vkctl("peer", f"--remote-kubeconfig={far}", f"--kubeconfig={home}", "--timeout=3m")
         for index in range(2, n + 1):
@@ -163,6 +234,10 @@ def main() -> None:
 
     above = rss - floor
     print(f"\n== results ({n} virtual nodes on one consumer, idle)")
+    print(
+        f"home's Nodes besides its own:          {arguments.home_nodes:7d}    "
+        f"({node_kib:.1f} KiB each, as a real kubelet writes them)"
+    )
     print(f"import floor (those modules alone):    {floor:7.1f} MiB RSS")
     print(
         f"idle virtual kubelet RSS (median):     {rss:7.1f} MiB   {above:.1f} above the floor, "
