@@ -17,12 +17,11 @@ from typing import Any
 
 import structlog
 
-from vk.kube.client import KubeClient
+from vk.kube.client import JSON, KubeClient
 from vk.kube.informer import MODIFIED, Informer
 
 log = structlog.get_logger("vk.reflection.addresses")
 
-JSON = dict[str, Any]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 SERVICE_CIDRS_WAIT = 10.0
 NODE_ADDRESS_TYPES = ("InternalIP", "ExternalIP")
