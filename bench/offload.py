@@ -380,6 +380,7 @@ def main() -> None:
         process = scene.process
         assert process is not None
         scene.wait_node_ready()
+        held = {0: scene.stats_by_process()}
         before = scene.metrics()
         provider_before = scene.provider_metrics()
         _, _, cpu_before = proc_stats(process.pid)
@@ -397,6 +398,7 @@ def main() -> None:
         after = scene.metrics()
         provider_after = scene.provider_metrics()
         _, peak_rss, cpu_after = proc_stats(process.pid)
+        held[n] = scene.stats_by_process()
         cpu = cpu_after - cpu_before
         per_pod = {
             what: (writes(after, what) - writes(before, what)) / n
@@ -433,6 +435,7 @@ def main() -> None:
         )
         scene.kill()
         backlog = asyncio.run(offload_backlog(scene, n))
+        held[2 * n] = scene.stats_by_process()
         print(
             f"home took the {n} pods in {backlog.created:.1f} s; the new virtual kubelet "
             f"wrote their ShadowPods in {backlog.offloaded:.1f} s after it started "
@@ -513,6 +516,7 @@ def main() -> None:
     for component, per_pod in provider_writes.items():
         print(f"far's {component} API writes per pod: {per_pod:7.2f}    (the provider's own)")
         print_breakdown(provider[component], n)
+    print_provider_memory(held)
     print(
         f"restart with {n} pods: converged in    {restart.converged:7.1f} s   target <= 10: "
         f"{verdict(restart.converged <= TARGETS['restart'])}"
@@ -563,6 +567,29 @@ def print_stages(before: dict[str, Any], after: dict[str, Any], n: int) -> None:
         if seconds / n >= 0.000005:
             each = seconds / max(count, 1) * 1e6
             print(f"    {seconds / n * 1000:6.3f}  {count / n:9.2f}  {each:8.0f}  {stage}")
+
+
+def print_provider_memory(held: dict[int, dict[str, tuple[float, float, float]]]) -> None:
+    """What the provider's own vk processes hold with no pod, N and 2N pods offloaded to it
+    (every ShadowPod and Pod is in their caches): their cost grows with the consumers' pods,
+    in a cluster whose owner pays for it."""
+    counts = sorted(held)
+    print(
+        "the provider's vk processes' RSS (MiB) with "
+        + ", ".join(f"{count} pods" for count in counts)
+        + ", and KiB per pod:"
+    )
+    for name in ("far vk-controller-manager", "far vk-webhook"):
+        if not all(name in held[count] for count in counts):
+            continue
+        rss = [held[count][name][0] for count in counts]
+        per_pod = (rss[-1] - rss[0]) * 1024 / counts[-1] if counts[-1] else 0.0
+        peak = held[counts[-1]][name][1]
+        print(
+            "    "
+            + " / ".join(f"{value:6.1f}" for value in rss)
+            + f"   {per_pod:5.1f} KiB per pod   (peak {peak:.1f})  {name.removeprefix('far ')}"
+        )
 
 
 def print_machine_cpu(backlog: Backlog) -> None:

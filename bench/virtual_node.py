@@ -326,10 +326,9 @@ class BenchVirtualNode:
     def component_pid(self, cluster: str, component: str) -> int:
         return int(self.playground.paths(cluster).pid(component).read_text())
 
-    def cpu_by_process(self) -> dict[str, float]:
-        """CPU seconds of every process of the scene until now, by `cluster component` (the
-        virtual kubelet as `home virtual-kubelet`): where a phase's CPU went, on cores that the
-        two clusters share."""
+    def processes(self) -> dict[str, int]:
+        """The pid of every process of the scene running now, by `cluster component` (the
+        virtual kubelet as `home virtual-kubelet`)."""
         pids: dict[str, int] = {}
         for cluster in ("home", "far"):
             for component in COMPONENTS:
@@ -341,13 +340,22 @@ class BenchVirtualNode:
                 pids[f"{cluster} vk-controller-manager"] = process.pid
         if self.process is not None and self.process.poll() is None:
             pids["home virtual-kubelet"] = self.process.pid
-        seconds = {}
-        for name, pid in pids.items():
+        return pids
+
+    def stats_by_process(self) -> dict[str, tuple[float, float, float]]:
+        """`proc_stats` of every process of the scene now, by `cluster component`: where a
+        phase's CPU went, on cores that the two clusters share, and what each holds."""
+        stats = {}
+        for name, pid in self.processes().items():
             try:
-                seconds[name] = proc_stats(pid)[2]
+                stats[name] = proc_stats(pid)
             except (FileNotFoundError, ProcessLookupError):
                 continue  # stopped meanwhile
-        return seconds
+        return stats
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds of every process of the scene until now, by `cluster component`."""
+        return {name: cpu for name, (_, _, cpu) in self.stats_by_process().items()}
 
     def restart(self, pods: int) -> Restart:
         """`kill -9` of the virtual kubelet with `pods` offloaded, and a new one: how long it
