@@ -36,6 +36,7 @@ from vk.controllers.provider_shadowpods import (
     is_adoptable,
     is_evicted,
     not_reserved_message,
+    provider_pod_as_read,
     refusal_reason,
     status_differs,
 )
@@ -437,6 +438,99 @@ def test_a_status_written_never_stands_in_for_a_shadow_pod_deleted_since() -> No
 
     asyncio.run(scenario())
     assert len(api.patches) == 1  # nothing written, nor a Pod made, for the ShadowPod gone
+
+
+def a_whole_pod(image: str = "nginx:1") -> JSON:
+    """The Pod of `shadow_pod()` as its API server and kubelet write it: its token volume and
+    mount named for it alone, defaults, the containers' statuses."""
+    made = pod("Running", podIP="10.0.0.7", hostIP="192.168.1.2")
+    made["metadata"].update(uid="pod-uid", resourceVersion="7")
+    made["spec"] = {
+        "nodeName": "naples-worker-1",
+        "containers": [
+            {
+                "name": "app",
+                "image": image,
+                "resources": {"requests": {"cpu": "100m"}},
+                "volumeMounts": [{"name": "kube-api-access-x7k2p", "mountPath": "/var/run"}],
+                "terminationMessagePath": "/dev/termination-log",
+            }
+        ],
+        "volumes": [{"name": "kube-api-access-x7k2p", "projected": {"sources": []}}],
+        "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+        "dnsPolicy": "ClusterFirst",
+    }
+    made["status"].update(
+        conditions=[{"type": "Ready", "status": "True"}],
+        containerStatuses=[
+            {"name": "app", "ready": True, "containerID": "containerd://1f2e", "image": image}
+        ],
+    )
+    return made
+
+
+def test_the_provider_keeps_of_its_pods_what_its_controllers_read() -> None:
+    whole = a_whole_pod()
+    kept = provider_pod_as_read(whole)
+    assert kept["spec"]["containers"] == [{"name": "app", "image": "nginx:1"}]
+    assert "volumes" not in kept["spec"]
+    assert "containerStatuses" not in kept["status"]
+    assert kept["spec"]["nodeName"] == "naples-worker-1"
+    assert kept["metadata"] == whole["metadata"]
+    evicted = a_whole_pod()
+    evicted["status"].update(phase="Failed", reason="Evicted")
+    assert is_evicted(provider_pod_as_read(evicted))
+    assert not is_evicted(kept)
+    # Every change the controller keeps its Pod in line with but an image, judged alike.
+    relabelled, tolerating, deadline = shadow_pod(), shadow_pod(), shadow_pod()
+    relabelled["metadata"]["labels"]["version"] = "2"
+    tolerating["spec"]["pod"]["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    deadline["spec"]["pod"]["activeDeadlineSeconds"] = 30
+    for shadow in (shadow_pod(), relabelled, tolerating, deadline):
+        wanted = forge_pod_of(shadow)
+        assert live_pod_patch(wanted, kept) == live_pod_patch(wanted, whole)
+
+
+class PodReads(StatusWrites):
+    """The provider's API server holding the ShadowPod and its whole Pod: writes recorded by
+    path."""
+
+    def __init__(self, shadow: JSON, whole_pod: JSON) -> None:
+        super().__init__(shadow)
+        self.whole_pod = whole_pod
+        self.pod_patches: list[JSON] = []
+
+    async def get(self, path: str) -> JSON:
+        if path == "/api/v1/namespaces/shop-venice/pods/web":
+            return self.whole_pod
+        raise NotFound(404, "NotFound", path)
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        if path == "/api/v1/namespaces/shop-venice/pods/web":
+            self.pod_patches.append(patch)
+            return self.whole_pod
+        return await super().merge_patch(path, patch)
+
+
+def test_a_new_image_is_patched_onto_the_whole_pod_read_afresh() -> None:
+    """The cache keeps a container's name and image only; a merge patch replaces the list
+    whole, so one built on the cache would strip the Pod's containers of the rest (and be
+    refused: a container is immutable but for its image)."""
+    shadow = shadow_pod()
+    shadow["spec"]["pod"]["containers"][0]["image"] = "nginx:2"
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = PodReads(shadow, a_whole_pod("nginx:1"))
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(shadow)
+    the_controller.pods.store.upsert(provider_pod_as_read(a_whole_pod("nginx:1")))
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    [patch] = api.pod_patches
+    assert patch["spec"]["containers"] == [
+        {**a_whole_pod()["spec"]["containers"][0], "image": "nginx:2"}
+    ]
+    # On the version read: a list built on it never replaces a newer one.
+    assert patch["metadata"]["resourceVersion"] == "7"
 
 
 # --- The virtual kubelet's side ---------------------------------------------------------------

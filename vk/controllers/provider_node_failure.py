@@ -16,7 +16,7 @@ import contextlib
 
 import structlog
 
-from vk.api.constants import SHADOW_POD_OWNED_LABEL
+from vk.controllers.provider_shadowpods import pods_made_of_shadow_pods
 from vk.controllers.virtualnodes import node_ready
 from vk.kube.client import JSON, KubeClient, NotFound, delete_options
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -24,6 +24,24 @@ from vk.kube.informer import object_key, shared_informer
 from vk.reflection.workload.pods import pod_path
 
 log = structlog.get_logger("vk.controllers.provider_node_failure")
+
+
+def node_readiness_as_read(node: JSON) -> JSON:
+    """What this controller keeps of a Node, all it reads (`node_ready`): its name and its
+    Ready condition. The rest of a Node (its images, its nodeInfo, its other conditions) was
+    most of it, and is written by every kubelet heartbeat."""
+    metadata = node.get("metadata") or {}
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return {
+        "metadata": {
+            key: metadata[key] for key in ("name", "uid", "resourceVersion") if key in metadata
+        },
+        "status": {
+            "conditions": [
+                c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"
+            ]
+        },
+    }
 
 
 class ProviderNodeFailure(Reconciler):
@@ -34,10 +52,8 @@ class ProviderNodeFailure(Reconciler):
     def __init__(self, client: KubeClient) -> None:
         self.client = client
         # The ShadowPod controller's informer: one cache of these Pods per process.
-        self.pods = shared_informer(
-            client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true"
-        )
-        self.nodes = shared_informer(client, "v1", "nodes")
+        self.pods = pods_made_of_shadow_pods(client)
+        self.nodes = shared_informer(client, "v1", "nodes", keep=node_readiness_as_read)
         self.controller = Controller(self)
         self._ready: dict[str, bool] = {}  # node -> its readiness when last seen
 

@@ -56,9 +56,9 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, shared_informer, split_key
-from vk.reflection.forge.pods import live_pod_patch
+from vk.reflection.forge.pods import live_pod_patch, replaces_containers
 from vk.reflection.generic import RecentWrites
-from vk.reflection.workload.pods import pod_path, shadow_pod_path
+from vk.reflection.workload.pods import patch_on_whole, pod_path, shadow_pod_path
 
 log = structlog.get_logger("vk.controllers.provider_shadowpods")
 
@@ -78,6 +78,10 @@ REFUSED_RETRY = 30.0
 # How long a deleted ShadowPod's Pod may still be there before it is looked at again.
 WAIT_FOR_GARBAGE_COLLECTION = 2.0
 MAX_GRACE_SECONDS = 24 * 3600
+# What the provider's controllers read of the Pods made of ShadowPods (`provider_pod_as_read`).
+_POD_SPEC_READ = ("nodeName", "activeDeadlineSeconds", "tolerations")
+_POD_CONTAINER_LISTS = ("containers", "initContainers")
+_POD_STATUS_READ = ("phase", "reason", "conditions")
 
 
 # --- Pure decisions ------------------------------------------------------------------------
@@ -113,6 +117,43 @@ def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
         pod_metadata["annotations"] = annotations
     spec = dict((shadow_pod.get("spec") or {}).get("pod") or {})
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
+
+
+def provider_pod_as_read(pod: JSON) -> JSON:
+    """What the provider's controller manager keeps of a Pod made of a ShadowPod, all that this
+    controller and the node-failure one read: its metadata; of its spec, its Node and what
+    `live_pod_patch` compares (its containers' names and images, activeDeadlineSeconds,
+    tolerations); of its status, whether it runs, finished or was put out (phase, reason,
+    conditions). Its volumes, the rest of its containers and their statuses are left: most of
+    a Pod, and most of what is its own (each pod's token volume has a name of its own). A patch
+    of its containers is built on the whole Pod, read afresh (`patch_on_whole`)."""
+    spec = pod.get("spec") or {}
+    kept_spec: JSON = {key: spec[key] for key in _POD_SPEC_READ if key in spec}
+    for key in _POD_CONTAINER_LISTS:
+        if isinstance(containers := spec.get(key), list):
+            kept_spec[key] = [
+                {field: container[field] for field in ("name", "image") if field in container}
+                for container in containers
+                if isinstance(container, dict)
+            ]
+    status = pod.get("status") or {}
+    return {
+        "metadata": pod.get("metadata") or {},
+        "spec": kept_spec,
+        "status": {key: status[key] for key in _POD_STATUS_READ if key in status},
+    }
+
+
+def pods_made_of_shadow_pods(client: KubeClient) -> Informer:
+    """The informer of the Pods this controller made, as `provider_pod_as_read` keeps them: one
+    cache of them in the process, shared with the node-failure controller."""
+    return shared_informer(
+        client,
+        "v1",
+        "pods",
+        label_selector=f"{SHADOW_POD_OWNED_LABEL}=true",
+        keep=provider_pod_as_read,
+    )
 
 
 def controller_uid(pod: Mapping[str, Any]) -> str | None:
@@ -298,9 +339,7 @@ class ProviderShadowPods(Reconciler):
         self.client = client
         self.quotas = quotas
         self.shadow_pods = shared_informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
-        self.pods = shared_informer(
-            client, "v1", "pods", label_selector=f"{SHADOW_POD_OWNED_LABEL}=true"
-        )
+        self.pods = pods_made_of_shadow_pods(client)
         # The namespaces the provider made for its consumers (tenant and twin namespaces alike
         # name the consumer): whatever ShadowPod is in one is that consumer's.
         self.consumer_namespaces = shared_informer(
@@ -369,6 +408,17 @@ class ProviderShadowPods(Reconciler):
         if pod["metadata"].get("deletionTimestamp"):
             return Result()  # deleted by someone: made again once it is gone
         patch = live_pod_patch(forge_pod_of(shadow), pod)
+        if replaces_containers(patch):
+            # The cache keeps only the containers' names and images: a new image is patched
+            # onto the whole list, read afresh (rare: a pod's image changed in place).
+            try:
+                patch = await patch_on_whole(
+                    self.client,
+                    pod_path(namespace, name),
+                    lambda whole: live_pod_patch(forge_pod_of(shadow), whole),
+                )
+            except NotFound:
+                return Result()  # gone meanwhile: its deletion brings us back
         if patch is not None:
             await self.client.merge_patch(pod_path(namespace, name), patch)
         phase = (pod.get("status") or {}).get("phase")

@@ -481,11 +481,16 @@ def _is_toleration(value: Any) -> bool:
     )
 
 
+def replaces_containers(pod_patch: JSON | None) -> bool:
+    """Whether a pod's patch (`live_pod_patch`) replaces a container list: a merge patch sends
+    lists whole, so it must be built on the whole object, not on the part a cache keeps."""
+    spec = (pod_patch or {}).get("spec") or {}
+    return any(key in spec for key in _CONTAINER_LISTS)
+
+
 def patches_containers(shadow_patch: JSON | None) -> bool:
-    """Whether a ShadowPod patch (`shadow_pod_patch`) replaces a container list: a merge patch
-    sends lists whole, so it must be built on the whole ShadowPod, not on its cached part."""
-    pod = ((shadow_patch or {}).get("spec") or {}).get("pod") or {}
-    return any(key in pod for key in _CONTAINER_LISTS)
+    """`replaces_containers`, of a ShadowPod's patch (`shadow_pod_patch`)."""
+    return replaces_containers({"spec": ((shadow_patch or {}).get("spec") or {}).get("pod")})
 
 
 def shadow_pod_patch(pod_patch: JSON | None) -> JSON | None:

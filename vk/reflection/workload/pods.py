@@ -167,6 +167,23 @@ def shadow_pod_path(namespace: str, name: str | None = None, subresource: str | 
     )
 
 
+async def patch_on_whole(
+    client: KubeClient, path: str, build: Callable[[JSON], JSON | None]
+) -> JSON | None:
+    """`build`'s merge patch of the object at `path` read afresh, for a patch that a cache's
+    part of the object cannot build (a container list, sent whole: `replaces_containers`).
+    Conditional on the version read: a list built on it must not replace a newer one. NotFound
+    if the object is gone."""
+    whole = await client.get(path)
+    patch = build(whole)
+    if patch is not None:
+        patch["metadata"] = {
+            **patch.get("metadata", {}),
+            "resourceVersion": whole["metadata"]["resourceVersion"],
+        }
+    return patch
+
+
 def provider_refusal(shadow_pod: JSON) -> tuple[str, str] | None:
     """(reason, message) when the provider says it made no Pod for `shadow_pod` and why;
     the message is the provider's, bounded."""
@@ -652,16 +669,13 @@ class PodReflector(Reconciler):
             # The cache keeps only the containers' names and images: a new image is patched
             # onto the whole list, read afresh (rare: a pod's image changed in place).
             try:
-                whole = await client.get(shadow_pod_path(remote_namespace, name))
+                patch = await patch_on_whole(
+                    client,
+                    shadow_pod_path(remote_namespace, name),
+                    lambda whole: self._shadow_pod_patch(local, whole),
+                )
             except NotFound:
                 return Result()  # gone meanwhile: its deletion brings us back
-            patch = self._shadow_pod_patch(local, whole)
-            if patch is not None:
-                # Conditional: a list built on what was read must not replace a newer one.
-                patch["metadata"] = {
-                    **patch.get("metadata", {}),
-                    "resourceVersion": whole["metadata"]["resourceVersion"],
-                }
         if patch is not None:
             await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
         if informer.store.get(remote_key) is not None:
