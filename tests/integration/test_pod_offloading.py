@@ -460,6 +460,20 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
         lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 4, "4 remote pods Running"
     )
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
+
+    def mounts() -> dict[str, Any]:
+        """Each remote pod's volumes and mounts: what the provider's cache does not keep of a
+        ShadowPod whose Pod it made, and a Pod made again must have all the same."""
+        return {
+            p["metadata"]["name"]: (
+                p["spec"].get("volumes"),
+                [c.get("volumeMounts") for c in p["spec"]["containers"]],
+            )
+            for p in setup.pods("naples", remote)
+        }
+
+    mounted = mounts()
+    assert all(volumes for volumes, _ in mounted.values())  # the token's, at least
     first = setup.replicas[0]
     first.signal(signal.SIGKILL)
     first.wait()
@@ -491,6 +505,9 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
         "the evicted pod made again by the provider",
         timeout=5,
     )
+    made_again = mounts()
+    assert made_again["deleted"] == mounted["deleted"]
+    assert made_again["evicted"] == mounted["evicted"]
     provider(
         "patch", "pod", "finished", "-n", remote, "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": {"phase": "Succeeded"}}),

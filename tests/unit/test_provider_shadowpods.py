@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -21,7 +22,12 @@ from vk.api.constants import (
     SHADOW_POD_OWNED_LABEL,
 )
 from vk.api.usage import forge_reserved_status, is_accounted
-from vk.controllers.provider_quotas import CREATOR_INDEX, quota_creator_index
+from vk.controllers.provider_caches import (
+    CREATION_SPEC_LEFT,
+    provider_pod_as_read,
+    provider_shadow_pod_as_read,
+)
+from vk.controllers.provider_quotas import CREATOR_INDEX, quota_creator_index, share_of
 from vk.controllers.provider_shadowpods import (
     REASON_FORBIDDEN,
     REASON_INVALID,
@@ -36,7 +42,6 @@ from vk.controllers.provider_shadowpods import (
     is_adoptable,
     is_evicted,
     not_reserved_message,
-    provider_pod_as_read,
     refusal_reason,
     status_differs,
 )
@@ -49,7 +54,7 @@ from vk.reflection.forge.pods import (
     shadow_pod_as_pod,
     shadow_pod_patch,
 )
-from vk.reflection.workload.pods import grace_annotation_patch, provider_refusal
+from vk.reflection.workload.pods import grace_annotation_patch, provider_refusal, shadow_pod_path
 
 JSON = dict[str, Any]
 OWNERSHIP = {ORIGIN_LABEL: "venice", DESTINATION_LABEL: "naples", NODENAME_LABEL: "naples"}
@@ -531,6 +536,104 @@ def test_a_new_image_is_patched_onto_the_whole_pod_read_afresh() -> None:
     ]
     # On the version read: a list built on it never replaces a newer one.
     assert patch["metadata"]["resourceVersion"] == "7"
+
+
+def a_whole_shadow_pod(**status: Any) -> JSON:
+    """The ShadowPod of a pod as a virtual kubelet writes it: a token volume and mount named for
+    this pod alone, a sidecar, an overhead; `status` as the provider wrote it."""
+    shadow = shadow_pod(**status)
+    shadow["metadata"].update(resourceVersion="3", finalizers=[SHADOW_POD_FINALIZER])
+    mount = {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets"}
+    shadow["spec"]["pod"] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "nginx:1",
+                "resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}},
+                "env": [{"name": "MODE", "value": "production"}],
+                "volumeMounts": [mount],
+            }
+        ],
+        "initContainers": [
+            {
+                "name": "proxy",
+                "image": "envoy:1",
+                "restartPolicy": "Always",
+                "resources": {"requests": {"cpu": "50m"}},
+                "volumeMounts": [mount],
+            }
+        ],
+        "volumes": [{"name": "kube-api-access-x7k2p", "secret": {"secretName": "web-token-x7k2p"}}],
+        "overhead": {"cpu": "10m"},
+        "tolerations": [{"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists"}],
+        "activeDeadlineSeconds": 600,
+    }
+    return shadow
+
+
+MADE = {"conditions": [{"type": "PodCreated", "status": "True"}], "phase": "Running"}
+
+
+def test_a_shadow_pod_is_kept_whole_until_its_pod_is_made_then_as_read() -> None:
+    waiting = a_whole_shadow_pod()
+    assert provider_shadow_pod_as_read(waiting) is waiting  # its Pod is made of it
+    whole = a_whole_shadow_pod(**MADE)
+    kept = provider_shadow_pod_as_read(whole)
+    assert kept[CREATION_SPEC_LEFT] is True
+    assert "volumes" not in kept["spec"]["pod"]
+    assert all("volumeMounts" not in c for c in kept["spec"]["pod"]["containers"])
+    assert kept["metadata"] == whole["metadata"]
+    assert kept["status"] == whole["status"]
+    # It counts in its Quota as it did whole: the sidecar and the overhead with the rest.
+    assert share_of(kept) == share_of(whole)
+    assert share_of(kept).usage == {
+        "cpu": Decimal("0.16"),
+        "memory": Decimal(64 * 1024 * 1024),
+        "pods": Decimal(1),
+    }
+    # Its Pod is kept in line with it as it was whole, whatever the consumer changes.
+    running = a_whole_pod()
+    for change in (
+        lambda s: s["metadata"]["labels"].update(version="2"),
+        lambda s: s["spec"]["pod"]["tolerations"].append({"key": "gpu", "operator": "Exists"}),
+        lambda s: s["spec"]["pod"].update(activeDeadlineSeconds=30),
+        lambda s: s["spec"]["pod"]["containers"][0].update(image="nginx:2"),
+    ):
+        changed = a_whole_shadow_pod(**MADE)
+        change(changed)
+        assert live_pod_patch(
+            forge_pod_of(provider_shadow_pod_as_read(changed)), running
+        ) == live_pod_patch(forge_pod_of(changed), running)
+
+
+class ShadowPodReads(StatusWrites):
+    """The provider's API server holding the whole ShadowPod: the Pods made recorded."""
+
+    def __init__(self, shadow: JSON) -> None:
+        super().__init__(shadow)
+        self.made: list[JSON] = []
+
+    async def get(self, path: str) -> JSON:
+        if path == shadow_pod_path("shop-venice", "web"):
+            return self.stored
+        raise NotFound(404, "NotFound", path)
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        self.made.append(body)
+        return body
+
+
+def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
+    """Its Pod evicted or deleted, a ShadowPod the cache keeps as read gets its Pod again, with
+    the volumes and the rest of its containers the cache does not keep."""
+    whole = a_whole_shadow_pod(**MADE)
+    api = ShadowPodReads(whole)
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(provider_shadow_pod_as_read(whole))
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    [made] = api.made
+    assert made == forge_pod_of(whole)
 
 
 # --- The virtual kubelet's side ---------------------------------------------------------------

@@ -16,7 +16,7 @@ import contextlib
 
 import structlog
 
-from vk.controllers.provider_shadowpods import pods_made_of_shadow_pods
+from vk.controllers.provider_caches import pods_made_of_shadow_pods
 from vk.controllers.virtualnodes import node_ready
 from vk.kube.client import JSON, KubeClient, NotFound, delete_options
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers

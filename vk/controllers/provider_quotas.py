@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 import structlog
 
 from vk.api.constants import CREATOR_USER_LABEL
-from vk.api.offloading import Quota, ShadowPod
+from vk.api.offloading import Quota
 from vk.api.usage import (
     Resources,
     creator_label_value,
@@ -32,6 +32,7 @@ from vk.api.usage import (
     pod_usage,
     sum_usage,
 )
+from vk.controllers.provider_caches import every_shadow_pod
 from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import DELETED, object_key, shared_informer, split_key
@@ -97,14 +98,9 @@ class ProviderQuotaUsage(Reconciler):
             Quota.PLURAL,
             indexers={CREATOR_INDEX: quota_creator_index},
         )
-        # The ShadowPod controller's informer, the provider's busiest: one watch of every
-        # ShadowPod per process (a second, of the stamped ones only, took each ShadowPod's
-        # changes in twice). The index leaves out the few that carry no stamp.
-        self.shadow_pods = shared_informer(
-            client,
-            ShadowPod.group_version(),
-            ShadowPod.PLURAL,
-            indexers={CREATOR_INDEX: shadow_pod_creator_index},
+        # The ShadowPod controller's informer. The index leaves out the few that carry no stamp.
+        self.shadow_pods = every_shadow_pod(
+            client, indexers={CREATOR_INDEX: shadow_pod_creator_index}
         )
         # Each ShadowPod's share by key, worked out once per version of it: a recount adds
         # them up. Working every share out again at each recount took 93 ms at 10,000 pods, up

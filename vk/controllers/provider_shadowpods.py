@@ -44,6 +44,11 @@ from vk.api.constants import (
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
 from vk.api.timestamps import kube_time
 from vk.api.usage import holds_reservation, is_accounted
+from vk.controllers.provider_caches import (
+    CREATION_SPEC_LEFT,
+    every_shadow_pod,
+    pods_made_of_shadow_pods,
+)
 from vk.controllers.provider_quotas import CREATOR_INDEX
 from vk.kube.client import (
     JSON,
@@ -78,10 +83,6 @@ REFUSED_RETRY = 30.0
 # How long a deleted ShadowPod's Pod may still be there before it is looked at again.
 WAIT_FOR_GARBAGE_COLLECTION = 2.0
 MAX_GRACE_SECONDS = 24 * 3600
-# What the provider's controllers read of the Pods made of ShadowPods (`provider_pod_as_read`).
-_POD_SPEC_READ = ("nodeName", "activeDeadlineSeconds", "tolerations")
-_POD_CONTAINER_LISTS = ("containers", "initContainers")
-_POD_STATUS_READ = ("phase", "reason", "conditions")
 
 
 # --- Pure decisions ------------------------------------------------------------------------
@@ -117,43 +118,6 @@ def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
         pod_metadata["annotations"] = annotations
     spec = dict((shadow_pod.get("spec") or {}).get("pod") or {})
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
-
-
-def provider_pod_as_read(pod: JSON) -> JSON:
-    """What the provider's controller manager keeps of a Pod made of a ShadowPod, all that this
-    controller and the node-failure one read: its metadata; of its spec, its Node and what
-    `live_pod_patch` compares (its containers' names and images, activeDeadlineSeconds,
-    tolerations); of its status, whether it runs, finished or was put out (phase, reason,
-    conditions). Its volumes, the rest of its containers and their statuses are left: most of
-    a Pod, and most of what is its own (each pod's token volume has a name of its own). A patch
-    of its containers is built on the whole Pod, read afresh (`patch_on_whole`)."""
-    spec = pod.get("spec") or {}
-    kept_spec: JSON = {key: spec[key] for key in _POD_SPEC_READ if key in spec}
-    for key in _POD_CONTAINER_LISTS:
-        if isinstance(containers := spec.get(key), list):
-            kept_spec[key] = [
-                {field: container[field] for field in ("name", "image") if field in container}
-                for container in containers
-                if isinstance(container, dict)
-            ]
-    status = pod.get("status") or {}
-    return {
-        "metadata": pod.get("metadata") or {},
-        "spec": kept_spec,
-        "status": {key: status[key] for key in _POD_STATUS_READ if key in status},
-    }
-
-
-def pods_made_of_shadow_pods(client: KubeClient) -> Informer:
-    """The informer of the Pods this controller made, as `provider_pod_as_read` keeps them: one
-    cache of them in the process, shared with the node-failure controller."""
-    return shared_informer(
-        client,
-        "v1",
-        "pods",
-        label_selector=f"{SHADOW_POD_OWNED_LABEL}=true",
-        keep=provider_pod_as_read,
-    )
 
 
 def controller_uid(pod: Mapping[str, Any]) -> str | None:
@@ -338,7 +302,7 @@ class ProviderShadowPods(Reconciler):
         """`quotas` is the Quota informer the recount runs (indexed by CREATOR_INDEX)."""
         self.client = client
         self.quotas = quotas
-        self.shadow_pods = shared_informer(client, ShadowPod.group_version(), ShadowPod.PLURAL)
+        self.shadow_pods = every_shadow_pod(client)
         self.pods = pods_made_of_shadow_pods(client)
         # The namespaces the provider made for its consumers (tenant and twin namespaces alike
         # name the consumer): whatever ShadowPod is in one is that consumer's.
@@ -475,6 +439,13 @@ class ProviderShadowPods(Reconciler):
         return False
 
     async def _create(self, shadow: JSON, namespace: str, name: str) -> Result:
+        if shadow.get(CREATION_SPEC_LEFT):
+            # Its Pod was made once, and the cache keeps no more of it than keeping that Pod
+            # in line reads: made again (deleted, evicted) of the ShadowPod read afresh.
+            try:
+                shadow = await self.client.get(shadow_pod_path(namespace, name))
+            except NotFound:
+                return Result()  # gone meanwhile: its deletion brings us back
         try:
             await self.client.create(
                 resource_path("v1", "pods", namespace=namespace), forge_pod_of(shadow)
