@@ -54,7 +54,12 @@ from vk.reflection.forge.pods import (
     shadow_pod_as_pod,
     shadow_pod_patch,
 )
-from vk.reflection.workload.pods import grace_annotation_patch, provider_refusal, shadow_pod_path
+from vk.reflection.workload.pods import (
+    grace_annotation_patch,
+    pod_path,
+    provider_refusal,
+    shadow_pod_path,
+)
 
 JSON = dict[str, Any]
 OWNERSHIP = {ORIGIN_LABEL: "venice", DESTINATION_LABEL: "naples", NODENAME_LABEL: "naples"}
@@ -388,15 +393,20 @@ class StatusWrites:
         return self.stored
 
 
+def controller_on(api: StatusWrites, cached_shadow: JSON) -> ProviderShadowPods:
+    """The ShadowPod controller talking to `api`, with `cached_shadow` in its cache."""
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(cached_shadow)
+    return the_controller
+
+
 def status_writing_controller(shadow: JSON) -> tuple[StatusWrites, ProviderShadowPods]:
     """The ShadowPod controller with `shadow` (version 1, with our finalizer) cached and stored
     by an API server that records its status writes."""
     shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
     api = StatusWrites(shadow)
-    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
-    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
-    the_controller.shadow_pods.store.upsert(shadow)
-    return api, the_controller
+    return api, controller_on(api, shadow)
 
 
 def test_a_status_written_is_not_written_again_on_the_caches_older_copy() -> None:
@@ -496,24 +506,31 @@ def test_the_provider_keeps_of_its_pods_what_its_controllers_read() -> None:
         assert live_pod_patch(wanted, kept) == live_pod_patch(wanted, whole)
 
 
-class PodReads(StatusWrites):
-    """The provider's API server holding the ShadowPod and its whole Pod: writes recorded by
-    path."""
+class ProviderObjects(StatusWrites):
+    """The provider's API server holding the whole ShadowPod and, if given, its whole Pod: the
+    Pods made and the Pod's patches recorded."""
 
-    def __init__(self, shadow: JSON, whole_pod: JSON) -> None:
+    def __init__(self, shadow: JSON, whole_pod: JSON | None = None) -> None:
         super().__init__(shadow)
         self.whole_pod = whole_pod
+        self.made: list[JSON] = []
         self.pod_patches: list[JSON] = []
 
     async def get(self, path: str) -> JSON:
-        if path == "/api/v1/namespaces/shop-venice/pods/web":
+        if path == shadow_pod_path("shop-venice", "web"):
+            return self.stored
+        if path == pod_path("shop-venice", "web") and self.whole_pod is not None:
             return self.whole_pod
         raise NotFound(404, "NotFound", path)
 
+    async def create(self, path: str, body: JSON) -> JSON:
+        self.made.append(body)
+        return body
+
     async def merge_patch(self, path: str, patch: JSON) -> JSON:
-        if path == "/api/v1/namespaces/shop-venice/pods/web":
+        if path == pod_path("shop-venice", "web"):
             self.pod_patches.append(patch)
-            return self.whole_pod
+            return self.whole_pod or {}
         return await super().merge_patch(path, patch)
 
 
@@ -524,10 +541,8 @@ def test_a_new_image_is_patched_onto_the_whole_pod_read_afresh() -> None:
     shadow = shadow_pod()
     shadow["spec"]["pod"]["containers"][0]["image"] = "nginx:2"
     shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
-    api = PodReads(shadow, a_whole_pod("nginx:1"))
-    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
-    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
-    the_controller.shadow_pods.store.upsert(shadow)
+    api = ProviderObjects(shadow, a_whole_pod("nginx:1"))
+    the_controller = controller_on(api, shadow)
     the_controller.pods.store.upsert(provider_pod_as_read(a_whole_pod("nginx:1")))
     asyncio.run(the_controller.reconcile("shop-venice/web"))
     [patch] = api.pod_patches
@@ -606,31 +621,12 @@ def test_a_shadow_pod_is_kept_whole_until_its_pod_is_made_then_as_read() -> None
         ) == live_pod_patch(forge_pod_of(changed), running)
 
 
-class ShadowPodReads(StatusWrites):
-    """The provider's API server holding the whole ShadowPod: the Pods made recorded."""
-
-    def __init__(self, shadow: JSON) -> None:
-        super().__init__(shadow)
-        self.made: list[JSON] = []
-
-    async def get(self, path: str) -> JSON:
-        if path == shadow_pod_path("shop-venice", "web"):
-            return self.stored
-        raise NotFound(404, "NotFound", path)
-
-    async def create(self, path: str, body: JSON) -> JSON:
-        self.made.append(body)
-        return body
-
-
 def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
     """Its Pod evicted or deleted, a ShadowPod the cache keeps as read gets its Pod again, with
     the volumes and the rest of its containers the cache does not keep."""
     whole = a_whole_shadow_pod(**MADE)
-    api = ShadowPodReads(whole)
-    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas")  # type: ignore[arg-type]
-    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
-    the_controller.shadow_pods.store.upsert(provider_shadow_pod_as_read(whole))
+    api = ProviderObjects(whole)
+    the_controller = controller_on(api, provider_shadow_pod_as_read(whole))
     asyncio.run(the_controller.reconcile("shop-venice/web"))
     [made] = api.made
     assert made == forge_pod_of(whole)
