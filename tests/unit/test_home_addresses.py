@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.unit.kube_objects import a_real_node
 from vk.kube.informer import ADDED, MODIFIED
 from vk.reflection.addresses import (
     HomeAddresses,
@@ -76,34 +77,6 @@ def test_a_refused_ip_is_left_out_of_the_status_and_the_rest_kept() -> None:
     assert alone == {"phase": "Running"}
     untouched = {"phase": "Running", "podIP": "10.245.0.7", "podIPs": [{"ip": "10.245.0.7"}]}
     assert trusted_pod_ips(untouched, HOME) == (untouched, [])
-
-
-def a_real_node(name: str, address: str, heartbeat: str) -> dict[str, Any]:
-    """A Node as a real kubelet writes it: mostly images, conditions and info no one here
-    reads."""
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": heartbeat,
-            "labels": {"kubernetes.io/hostname": name, "node-role.kubernetes.io/worker": ""},
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
-            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
-        },
-        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"], "taints": []},
-        "status": {
-            "addresses": [
-                {"type": "InternalIP", "address": address},
-                {"type": "Hostname", "address": name},
-            ],
-            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
-            "images": [
-                {"names": [f"registry.example/image-{i}@sha256:{'0' * 64}"], "sizeBytes": i}
-                for i in range(50)
-            ],
-            "nodeInfo": {"kubeletVersion": "v1.36.4", "osImage": "Debian GNU/Linux 13"},
-        },
-    }
 
 
 def test_the_cache_keeps_of_a_node_what_the_home_addresses_are_made_of() -> None:

@@ -7,25 +7,11 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.unit.kube_objects import a_real_node
 from vk.controllers.provider_node_failure import ProviderNodeFailure, node_readiness_as_read
 from vk.controllers.provider_shadowpods import ProviderShadowPods
 from vk.controllers.virtualnodes import node_ready
 from vk.kube.informer import Informer, informer_scope
-
-
-def a_real_node(conditions: list[dict[str, Any]]) -> dict[str, Any]:
-    """A Node as a real kubelet writes it: mostly images and info this controller never reads."""
-    return {
-        "metadata": {"name": "naples-worker-1", "uid": "node-uid", "resourceVersion": "9"},
-        "status": {
-            "conditions": conditions,
-            "images": [
-                {"names": [f"registry.example/image-{i}@sha256:{'0' * 64}"], "sizeBytes": i}
-                for i in range(50)
-            ],
-            "nodeInfo": {"kubeletVersion": "v1.36.4", "osImage": "Debian GNU/Linux 13"},
-        },
-    }
 
 
 @pytest.mark.parametrize(
@@ -39,7 +25,7 @@ def a_real_node(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     ],
 )
 def test_a_node_is_kept_as_its_readiness(conditions: list[dict[str, Any]]) -> None:
-    node = a_real_node(conditions)
+    node = a_real_node("naples-worker-1", conditions=conditions)
     kept = node_readiness_as_read(node)
     assert node_ready(kept) is node_ready(node)
     assert kept["metadata"]["name"] == "naples-worker-1"
