@@ -519,6 +519,16 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     assert shadow_phase("finished") == "Succeeded"
 
     during = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
+
+    def token_secret_versions() -> dict[str, str]:
+        return {
+            name: json.loads(
+                provider("get", "secret", f"{name}-token", "-n", remote, "-o", "json").stdout
+            )["metadata"]["resourceVersion"]
+            for name in ("deleted", "evicted", "untouched")
+        }
+
+    tokens_written = token_secret_versions()
     setup.start(first.identity)
     wait_until(setup.ready, "the virtual node Ready again")
 
@@ -545,6 +555,9 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
     assert after == during  # the virtual kubelet back re-created nothing
     assert after["untouched"] == before["untouched"]
+    # Nor wrote the pods' token Secrets again: the lifetimes it reads back from them (the
+    # API server's answers, bounded by what it requests) are those it wrote.
+    assert token_secret_versions() == tokens_written
 
 
 def test_a_plain_pod_an_older_vk_offloaded_is_adopted_without_a_restart(

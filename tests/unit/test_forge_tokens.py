@@ -41,6 +41,8 @@ POD_UID = "5f0c7a3e-9a51-4a43-8f0e-3b1f1b7d2c11"
 
 UTC = datetime.UTC
 ISSUED = datetime.datetime(2025, 5, 6, 9, 12, 44, tzinfo=UTC)
+# When the virtual kubelet restarts and reads the tokens back from the provider's Secret.
+RESTARTED = ISSUED + datetime.timedelta(minutes=10)
 
 
 def b64url(data: bytes) -> str:
@@ -410,7 +412,7 @@ def test_restarted_virtual_kubelet_recovers_the_tokens_from_the_secret() -> None
     vault_expires = pod_tokens[VAULT_KEY].expires_at
     api_access = pod_tokens[API_ACCESS_KEY]
 
-    assert tokens_from_secret(stored(forge_secret()), local_pod()) == {
+    assert tokens_from_secret(stored(forge_secret()), local_pod(), RESTARTED) == {
         VAULT_KEY: pod_tokens[VAULT_KEY],
         API_ACCESS_KEY: Token(api_access.value, api_access.issued_at, vault_expires),
     }
@@ -436,7 +438,7 @@ def extended_token_secret(annotation: str | None) -> tuple[JSON, JSON]:
 def test_a_token_recovered_lives_as_the_token_request_said_not_as_its_jwt() -> None:
     pod, secret = extended_token_secret("as written")
 
-    recovered = tokens_from_secret(secret, pod)
+    recovered = tokens_from_secret(secret, pod, RESTARTED)
 
     assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(hours=1)
     assert refresh_at(recovered[API_ACCESS_KEY]) == ISSUED + datetime.timedelta(minutes=48)
@@ -445,29 +447,50 @@ def test_a_token_recovered_lives_as_the_token_request_said_not_as_its_jwt() -> N
 
 
 @pytest.mark.parametrize("annotation", [None, "", "next week", "2025-05-06T09:30:00"])
-def test_without_a_usable_expiration_annotation_a_token_lives_as_its_jwt_says(
+def test_without_a_usable_expiration_annotation_a_token_lives_as_long_as_requested(
     annotation: str | None,
 ) -> None:
+    # Its JWT says a year; the pod's volume asks for 3607 s, which is all vk believes.
     pod, secret = extended_token_secret(annotation)
 
-    recovered = tokens_from_secret(secret, pod)
+    recovered = tokens_from_secret(secret, pod, RESTARTED)
 
-    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(days=365)
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(seconds=3607)
 
 
-def test_an_expiration_annotation_after_the_jwts_exp_does_not_lengthen_the_token() -> None:
-    # A hostile provider's annotation: the token still ends when its own claim says.
+def test_an_expiration_annotation_after_the_requested_lifetime_does_not_lengthen_it() -> None:
+    # A hostile provider's annotation: the token still ends when vk's request said.
     pod, secret = extended_token_secret("2125-01-01T00:00:00Z")
 
-    recovered = tokens_from_secret(secret, pod)
+    recovered = tokens_from_secret(secret, pod, RESTARTED)
 
-    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(days=365)
+    assert recovered[API_ACCESS_KEY].expires_at == ISSUED + datetime.timedelta(seconds=3607)
+
+
+def test_a_token_a_provider_forged_is_refreshed_within_one_requested_lifetime() -> None:
+    # The provider holds the Secret: it can write a JWT of its own, issued in ten years and
+    # expiring in a hundred, with an annotation to match. Unsigned claims never make vk keep a
+    # token longer than it asks for one, counted from now at the latest.
+    pod, secret = extended_token_secret(None)
+    forged = service_account_jwt(
+        RESTARTED + datetime.timedelta(days=3650), datetime.timedelta(days=36500)
+    )
+    secret["data"][API_ACCESS_KEY] = b64(forged)
+    secret["metadata"]["annotations"][EXPIRATION_ANNOTATION] = "2125-01-01T00:00:00Z"
+
+    recovered = tokens_from_secret(secret, pod, RESTARTED)
+
+    assert recovered[API_ACCESS_KEY].value == forged  # the pod runs on with what it has
+    assert recovered[API_ACCESS_KEY].issued_at == RESTARTED
+    assert refresh_at(recovered[API_ACCESS_KEY]) == RESTARTED + datetime.timedelta(
+        seconds=3607 * 0.8
+    )
 
 
 def test_an_expiration_annotation_before_the_tokens_issue_only_refreshes_it_at_once() -> None:
     pod, secret = extended_token_secret("2000-01-01T00:00:00Z")
 
-    recovered = tokens_from_secret(secret, pod)
+    recovered = tokens_from_secret(secret, pod, RESTARTED)
 
     assert recovered[API_ACCESS_KEY].expires_at == ISSUED
     assert needs_refresh(recovered[API_ACCESS_KEY], ISSUED)
@@ -478,7 +501,7 @@ def test_tokens_of_another_pod_of_the_same_name_are_not_recovered(uid: str | Non
     secret = stored(forge_secret())
     secret["metadata"]["annotations"]["offloading.liqo.io/service-account-for-pod-uid"] = uid
 
-    assert tokens_from_secret(secret, local_pod()) == {}
+    assert tokens_from_secret(secret, local_pod(), RESTARTED) == {}
 
 
 def test_tokens_that_do_not_decode_are_skipped_and_so_requested_again() -> None:
@@ -487,23 +510,23 @@ def test_tokens_that_do_not_decode_are_skipped_and_so_requested_again() -> None:
     secret["data"][API_ACCESS_KEY] = "not base64!"
     secret["data"][VAULT_KEY] = b64("opaque-token")
 
-    assert tokens_from_secret(secret, local_pod()) == {}
+    assert tokens_from_secret(secret, local_pod(), RESTARTED) == {}
     secret["data"][VAULT_KEY] = b64(pod_tokens[VAULT_KEY].value)
-    assert tokens_from_secret(secret, local_pod()) == {VAULT_KEY: pod_tokens[VAULT_KEY]}
+    assert tokens_from_secret(secret, local_pod(), RESTARTED) == {VAULT_KEY: pod_tokens[VAULT_KEY]}
 
 
 def test_keys_no_token_source_of_the_pod_names_are_not_recovered() -> None:
     secret = stored(forge_secret())
     secret["data"]["added-by-hand"] = secret["data"][API_ACCESS_KEY]
 
-    assert set(tokens_from_secret(secret, local_pod())) == {API_ACCESS_KEY, VAULT_KEY}
+    assert set(tokens_from_secret(secret, local_pod(), RESTARTED)) == {API_ACCESS_KEY, VAULT_KEY}
 
 
 def test_secret_without_data_recovers_nothing() -> None:
     secret = stored(forge_secret())
     del secret["data"]
 
-    assert tokens_from_secret(secret, local_pod()) == {}
+    assert tokens_from_secret(secret, local_pod(), RESTARTED) == {}
 
 
 def test_token_secret_is_not_rewritten_when_nothing_changed() -> None:

@@ -232,14 +232,14 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         # The tokens live in the Secret only (the cache's copy, or our last write until the
         # cache shows it): ten thousand pods' tokens kept twice were a kilobyte and a half each.
         # Their lifetimes are the TokenRequest's, when this process asked for them.
-        tokens = tokens_from_secret(secret, pod) if secret is not None else {}
+        now = self.now()
+        tokens = tokens_from_secret(secret, pod, now) if secret is not None else {}
         uid = pod["metadata"]["uid"]
         known = self.lifetimes.get(key)
         if known is not None and known[0] == uid:
             for slot, (issued_at, expires_at) in known[1].items():
                 if slot in tokens:
                     tokens[slot] = Token(tokens[slot].value, issued_at, expires_at)
-        now = self.now()
         try:
             for source in sources:
                 slot = token_key(source.volume, source.path)

@@ -241,38 +241,54 @@ def forge_token_secret(
 
 
 def tokens_from_secret(
-    remote_secret: Mapping[str, Any], local_pod: Mapping[str, Any]
+    remote_secret: Mapping[str, Any], local_pod: Mapping[str, Any], now: datetime.datetime
 ) -> dict[str, Token]:
     """The tokens a restarted virtual kubelet finds in the provider Secret of `local_pod`, by
     key: only those of the pod's own token sources, and none if the Secret is bound to another
     pod of the same name (a recreated one), whose tokens the API server no longer accepts.
     A value that is not a JWT is skipped: it is requested again.
 
-    Each lives from its JWT's `iat` to its `exp`, or to the Secret's expiration annotation if
-    that comes first: the TokenRequest's answer, which the JWT may overstate (an API server
-    extending kube-api-access tokens writes a year in `exp` and answers an hour). So a restart
-    neither rewrites every Secret with a year in its annotation nor refreshes a year late; with
-    several tokens, each is taken to end with the first (refreshed early, at worst once)."""
+    The provider holds the Secret and may have written any of it, so each token's lifetime is
+    read as the shortest of what it claims and what vk asks for (`recovered_lifetime`): a
+    provider's edit can make vk refresh a token early, never later than it would have."""
     pod_uid = (local_pod.get("metadata") or {}).get("uid")
     annotations = (remote_secret.get("metadata") or {}).get("annotations") or {}
     if not pod_uid or annotations.get(POD_UID_ANNOTATION) != pod_uid:
         return {}
     annotated = _annotated_expiration(annotations.get(EXPIRATION_ANNOTATION))
-    wanted = {source.key for source in token_sources(local_pod)}
+    requested = {source.key: source.expiration_seconds for source in token_sources(local_pod)}
     tokens = {}
     for key, encoded in (remote_secret.get("data") or {}).items():
-        if key not in wanted:
+        if key not in requested:
             continue
         try:
             token = token_from_jwt(base64.b64decode(encoded, validate=True).decode())
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
             continue
-        if annotated is not None and annotated < token.expires_at:
-            # Never before its issue (an annotation from the provider is not trusted to be
-            # sane): at worst the token is refreshed at once.
-            token = dataclasses.replace(token, expires_at=max(annotated, token.issued_at))
-        tokens[key] = token
+        tokens[key] = recovered_lifetime(token, annotated, requested[key], now)
     return tokens
+
+
+def recovered_lifetime(
+    token: Token,
+    annotated: datetime.datetime | None,
+    requested_seconds: int,
+    now: datetime.datetime,
+) -> Token:
+    """`token` (its lifetime from its JWT's `iat` and `exp`), as long as a Secret the provider
+    holds lets vk believe: issued no later than `now`, and ending at the first of its `exp`,
+    the Secret's expiration annotation (the TokenRequest's answer, which the JWT may
+    overstate: an API server extending kube-api-access tokens writes a year in `exp` and
+    answers an hour) and its issue plus the lifetime vk requests for it. So a restart neither
+    rewrites a Secret whose annotation is right nor, whatever the provider wrote in the JWT
+    or the annotation, refreshes a token later than one requested lifetime from now; with
+    several tokens, each is taken to end with the first (refreshed early, at worst once).
+    Never ending before its issue: at worst it is refreshed at once."""
+    issued = min(token.issued_at, now)
+    expires = min(token.expires_at, issued + datetime.timedelta(seconds=requested_seconds))
+    if annotated is not None:
+        expires = min(expires, annotated)
+    return Token(token.value, issued, max(expires, issued))
 
 
 def _annotated_expiration(value: object) -> datetime.datetime | None:
