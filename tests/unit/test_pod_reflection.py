@@ -365,6 +365,26 @@ async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_re
         pods.status_controller.queue.done(await pods.status_controller.queue.get())
 
 
+async def test_a_remote_pod_listed_before_the_twin_caches_are_whole_waits_for_its_reconcile() -> (
+    None
+):
+    """A restart's list of the twin namespace's Pods: every pod is reconciled once both caches
+    are whole, and hands a Pod it finds cached to the status queue then; the Pod's own event
+    doing so too had each status reconciled twice."""
+    pods = offloading_shop(Home(), Provider())
+    running = {
+        "metadata": {"name": "web", "namespace": "shop-home", "uid": "p", "resourceVersion": "1"},
+        "status": {"phase": "Running"},
+    }
+    pods._on_remote_pod(ADDED, running, None)
+    pods.remote["shop-home"].synced.set()
+    pods._on_remote_pod(MODIFIED, running, None)  # the ShadowPods not listed yet
+    assert queued(pods) == (0, 0)
+    pods.shadows["shop-home"].synced.set()
+    pods._on_remote_pod(MODIFIED, running, None)
+    assert queued(pods) == (0, 1)
+
+
 class TokenHome(Home):
     """Home, its pod projecting a ServiceAccount token."""
 

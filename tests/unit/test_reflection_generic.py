@@ -13,7 +13,14 @@ from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, SERVICE_ACCOUNT_NA
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from vk.reflection.configuration.secrets import SecretReflector
 from vk.reflection.forge.meta import ReflectionPolicy, RemoteObjectAsRead, is_owned_by_us
-from vk.reflection.generic import REMOTE, NamespaceReflection, RecentWrites, replacement, rv_newer
+from vk.reflection.generic import (
+    LOCAL,
+    REMOTE,
+    NamespaceReflection,
+    RecentWrites,
+    replacement,
+    rv_newer,
+)
 
 
 def versioned(rv: str) -> dict[str, Any]:
@@ -153,6 +160,7 @@ def test_a_remote_object_reflected_here_wakes_its_key_but_our_echo_and_anothers_
     client: Any = object()
     secrets = SecretReflector(reflector_options(client), ReflectionPolicy.DENY_LIST)
     state = NamespaceReflection("shop", "shop-far", client, [Informer(client, "v1", "secrets")])
+    state.informers[0].synced.set()
     queue = secrets.controller.queue
 
     def woken() -> list[str]:
@@ -184,6 +192,34 @@ def test_a_remote_object_reflected_here_wakes_its_key_but_our_echo_and_anothers_
         {**written, "metadata": {**written["metadata"], "resourceVersion": "8"}},
     )
     assert woken() == ["shop/settings"], "changed by someone else"
+
+
+def test_before_the_caches_are_whole_only_a_deletion_wakes_its_key_then_every_key_wakes_once() -> (
+    None
+):
+    """A restart's lists tell every object to the handlers just before each cache is marked
+    whole, and `namespace_synced` then enqueues every key the caches hold: each key was
+    reconciled twice. An object gone before the caches are whole is in none of them: its
+    deletion wakes its key."""
+    client: Any = object()
+    secrets = SecretReflector(reflector_options(client), ReflectionPolicy.DENY_LIST)
+    local, remote = Informer(client, "v1", "secrets"), Informer(client, "v1", "secrets")
+    state = NamespaceReflection("shop", "shop-far", client, [local, remote])
+    queue = secrets.controller.queue
+    settings = {"metadata": {"name": "settings", "namespace": "shop", "uid": "s"}}
+    local.store.upsert(settings)
+    local.synced.set()
+
+    secrets.on_event(state, LOCAL, ADDED, settings)
+    secrets.on_event(state, REMOTE, MODIFIED, {"metadata": {"name": "settings", "uid": "c"}})
+    assert list(queue._dirty) == []
+    secrets.on_event(state, REMOTE, DELETED, {"metadata": {"name": "gone", "uid": "g"}})
+    assert list(queue._dirty) == ["shop/gone"]
+
+    remote.synced.set()
+    secrets.namespace_synced(state)
+    assert sorted(queue._dirty) == ["shop/gone", "shop/settings"]
+    assert len(queue) == 2  # each once
 
 
 def test_a_copy_of_ours_is_kept_without_what_the_provider_piled_on_it() -> None:

@@ -186,6 +186,28 @@ def test_a_pod_event_wakes_the_token_reflection_only_when_its_tokens_may_change(
     assert woken == {f"{LOCAL}/web"}
 
 
+def test_a_pod_listed_before_its_namespaces_caches_are_whole_is_reconciled_once_they_are() -> None:
+    """A restart's list of the local pods tells each to the handlers just before the cache is
+    marked whole: `namespace_synced` enqueues every pod then, and the event doing so too had
+    each pod's tokens judged twice. A pod deleted meanwhile wakes its key at once."""
+    client: Any = object()
+    pods = Informer(client, "v1", "pods")
+    tokens = token_reflector(pods)
+    secrets = Informer(client, "v1", "secrets")
+    tokens.namespaces[LOCAL] = NamespaceReflection(LOCAL, REMOTE, client, [secrets])
+    woken = tokens.controller.queue._dirty
+    secrets.synced.set()
+
+    tokens._on_pod(ADDED, bound_pod(), None)
+    assert woken == set(), "the local pods not listed yet"
+    tokens._on_pod(DELETED, bound_pod(), bound_pod())
+    assert woken == {f"{LOCAL}/web"}
+    woken.clear()
+    pods.synced.set()
+    tokens._on_pod(ADDED, bound_pod(), None)
+    assert woken == {f"{LOCAL}/web"}
+
+
 def test_the_pod_reflector_is_told_once_a_pods_own_token_secret_is_there() -> None:
     """What the pod reflector waits on before a pod's ShadowPod: the provider holding that
     pod's token Secret, as this reflector wrote it. A Secret of the provider's own making, or

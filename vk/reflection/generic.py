@@ -342,6 +342,12 @@ class NamespacedReflector(Reconciler):
                     self._enqueue(self.keys_of(state, side, obj))
 
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
+        if event != DELETED and not self.is_synced(state):
+            # Held by a cache that `namespace_synced` enqueues whole once all are. A restart's
+            # lists tell their objects to the handlers just before each cache is marked whole:
+            # every key was reconciled twice, the second time for nothing (issue 20). A
+            # deletion is enqueued as before.
+            return
         self._enqueue(self.keys_of(state, side, obj))
 
     def _enqueue(self, keys: list[str]) -> None:

@@ -184,7 +184,11 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         # Most of a pod's changes are its status written (by this very virtual kubelet), which
         # its tokens do not depend on: only what they do brings a reconcile.
         if event == DELETED or old is None or token_inputs(pod) != token_inputs(old):
-            self.controller.enqueue(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+            namespace = pod["metadata"]["namespace"]
+            state = self.namespaces.get(namespace)
+            if event != DELETED and state is not None and not self.is_synced(state):
+                return  # `namespace_synced` enqueues every pod of the namespace (on_event)
+            self.controller.enqueue(f"{namespace}/{pod['metadata']['name']}")
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)

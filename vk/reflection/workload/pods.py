@@ -600,6 +600,16 @@ class PodReflector(Reconciler):
         # starting), would cost a reconcile each for nothing.
         if event == DELETED or not (pod.get(STATUS_REFUSED) or status_worth_reporting(pod)):
             return
+        namespace = pod["metadata"]["namespace"]
+        pods, shadows = self.remote.get(namespace), self.shadows.get(namespace)
+        if (
+            pods is not None
+            and shadows is not None
+            and not (pods.synced.is_set() and shadows.synced.is_set())
+        ):
+            # The twin caches' lists: once both are whole, every pod is reconciled, and hands
+            # its status to the status queue (a restart reconciled each status twice).
+            return
         for key in self._local_keys(pod):
             self.status_controller.enqueue(key)
 
