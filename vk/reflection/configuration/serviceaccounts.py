@@ -187,7 +187,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             namespace = pod["metadata"]["namespace"]
             state = self.namespaces.get(namespace)
             if event != DELETED and state is not None and not self.is_synced(state):
-                return  # `namespace_synced` enqueues every pod of the namespace (on_event)
+                return  # enqueued by `namespace_synced`, with every pod of the namespace
             self.controller.enqueue(f"{namespace}/{pod['metadata']['name']}")
 
     async def reconcile(self, key: str) -> Result:
