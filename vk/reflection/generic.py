@@ -341,12 +341,16 @@ class NamespacedReflector(Reconciler):
                 for obj in informer.store.objects():
                     self._enqueue(self.keys_of(state, side, obj))
 
+    def left_for_namespace_synced(self, state: NamespaceReflection, event: str) -> bool:
+        """Whether an event's key is left for `namespace_synced` to enqueue: any but a deletion
+        while the namespace's caches are not whole, since the object is in one that it
+        enqueues whole once all are. A restart's lists tell their objects to the handlers just
+        before each cache is marked whole: every key was reconciled twice, the second time for
+        nothing (issue 20)."""
+        return event != DELETED and not self.is_synced(state)
+
     def on_event(self, state: NamespaceReflection, side: int, event: str, obj: JSON) -> None:
-        if event != DELETED and not self.is_synced(state):
-            # Held by a cache that `namespace_synced` enqueues whole once all are. A restart's
-            # lists tell their objects to the handlers just before each cache is marked whole:
-            # every key was reconciled twice, the second time for nothing (issue 20). A
-            # deletion is enqueued as before.
+        if self.left_for_namespace_synced(state, event):
             return
         self._enqueue(self.keys_of(state, side, obj))
 

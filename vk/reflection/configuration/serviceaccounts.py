@@ -186,7 +186,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         if event == DELETED or old is None or token_inputs(pod) != token_inputs(old):
             namespace = pod["metadata"]["namespace"]
             state = self.namespaces.get(namespace)
-            if event != DELETED and state is not None and not self.is_synced(state):
+            if state is not None and self.left_for_namespace_synced(state, event):
                 return  # enqueued by `namespace_synced`, with every pod of the namespace
             self.controller.enqueue(f"{namespace}/{pod['metadata']['name']}")
 

@@ -520,11 +520,15 @@ class PodReflector(Reconciler):
         caches are not whole yet: its pods are all enqueued once they are (`_follow_twin`), and
         so every pod reconciled is judged on both caches, once."""
         reflected = self.reflected.get(key.split("/", 1)[0])
-        if reflected is not None:
-            pods, shadows = self.remote.get(reflected[0]), self.shadows.get(reflected[0])
-            if pods and shadows and not (pods.synced.is_set() and shadows.synced.is_set()):
-                return
+        if reflected is not None and self._twin_listing(reflected[0]):
+            return
         self.controller.enqueue(key)
+
+    def _twin_listing(self, remote_namespace: str) -> bool:
+        """Whether the twin namespace's caches are followed but not whole yet: once both are,
+        `_follow_twin` enqueues every pod mapped there."""
+        pods, shadows = self.remote.get(remote_namespace), self.shadows.get(remote_namespace)
+        return bool(pods and shadows and not (pods.synced.is_set() and shadows.synced.is_set()))
 
     def _local_keys(self, remote: JSON) -> list[str]:
         """The keys of the local pods an object in a twin namespace may be for."""
@@ -600,15 +604,9 @@ class PodReflector(Reconciler):
         # starting), would cost a reconcile each for nothing.
         if event == DELETED or not (pod.get(STATUS_REFUSED) or status_worth_reporting(pod)):
             return
-        namespace = pod["metadata"]["namespace"]
-        pods, shadows = self.remote.get(namespace), self.shadows.get(namespace)
-        if (
-            pods is not None
-            and shadows is not None
-            and not (pods.synced.is_set() and shadows.synced.is_set())
-        ):
-            # The twin caches' lists: once both are whole, every pod is reconciled, and hands
-            # its status to the status queue (a restart reconciled each status twice).
+        if self._twin_listing(pod["metadata"]["namespace"]):
+            # Once both caches are whole, every pod is reconciled, and hands a Pod it finds
+            # cached to the status queue (a restart reconciled each status twice).
             return
         for key in self._local_keys(pod):
             self.status_controller.enqueue(key)
