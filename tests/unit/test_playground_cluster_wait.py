@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from vk.playground.binaries import Binaries
+from tests.unit.playground_fakes import FAKE_BINARIES
 from vk.playground.cluster import ClusterRuntime, PlaygroundError
 from vk.playground.cluster_objects import node_names
 from vk.playground.spec import DEFAULT_CLUSTERS
 
-BINARIES = Binaries(*(Path(f"/bin/{n}") for n in Binaries.__dataclass_fields__))
 VENICE = DEFAULT_CLUSTERS[0]
 
 
@@ -38,7 +37,7 @@ class ReadyCluster:
 
 @pytest.fixture
 def runtime(tmp_path: Path) -> ClusterRuntime:
-    cluster = ClusterRuntime(VENICE, tmp_path, BINARIES, "10.244.0.0/24")
+    cluster = ClusterRuntime(VENICE, tmp_path, FAKE_BINARIES, "10.244.0.0/24")
     cluster.paths.pid("kwok").parent.mkdir(parents=True)
     cluster.paths.log("kwok").parent.mkdir(parents=True)
     cluster.paths.log("kwok").write_text("starting\nfatal: cannot reach the API server\n")

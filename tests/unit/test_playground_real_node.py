@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vk.playground.binaries import Binaries, NodeBinaries
+from tests.unit.playground_fakes import FAKE_BINARIES
+from vk.playground.binaries import NodeBinaries
 from vk.playground.cluster import cluster_components, node_not_ready_reason
 from vk.playground.cluster_objects import metrics_server_service, playground_chart_values
 from vk.playground.commandlines import apiserver_args
@@ -33,8 +34,6 @@ from vk.playground.spec import (
     validate_clusters,
     with_real_node,
 )
-
-BINARIES = Binaries(*(Path(f"/bin/{n}") for n in Binaries.__dataclass_fields__))
 
 
 def test_real_node_mode_gives_the_consumer_a_node_for_vk_and_naples_its_only_node() -> None:
@@ -118,11 +117,11 @@ def test_containerd_keeps_everything_under_the_node_and_restricts_oom_score_adj(
 def test_api_servers_listen_where_the_node_reaches_them_and_audit_service_accounts() -> None:
     paths = ClusterPaths(Path("/pg/venice"))
     ports = {"apiserver": 6443, "etcd": 2379}
-    plain = apiserver_args(BINARIES, paths, ports)
+    plain = apiserver_args(FAKE_BINARIES, paths, ports)
     assert "--bind-address=127.0.0.1" in plain
     assert "--endpoint-reconciler-type=none" in plain
     assert not [a for a in plain if a.startswith("--audit")]
-    real = apiserver_args(BINARIES, paths, ports, HOST_ADDRESS, audit=True)
+    real = apiserver_args(FAKE_BINARIES, paths, ports, HOST_ADDRESS, audit=True)
     assert f"--bind-address={HOST_ADDRESS}" in real
     assert f"--advertise-address={HOST_ADDRESS}" in real
     assert "--endpoint-reconciler-type=lease" in real

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from vk.playground.binaries import Binaries
+from tests.unit.playground_fakes import FAKE_BINARIES
 from vk.playground.cluster_objects import scheduler_configuration
 from vk.playground.commandlines import controller_manager_args, scheduler_args
 from vk.playground.paths import ClusterPaths
@@ -86,17 +85,13 @@ def test_playground_file_may_leave_vk_out_of_a_cluster() -> None:
         parse_playground_file("clusters: [{name: a, vk: 'no'}]")
 
 
-def some_binaries() -> Binaries:
-    return Binaries(**{f.name: Path("/bin") / f.name for f in dataclasses.fields(Binaries)})
-
-
 def test_controller_qps_raises_both_controllers_rates_and_is_recorded() -> None:
     (kept, raised) = parse_playground_file("clusters: [{name: a}, {name: b, controllerQPS: 1000}]")
     assert (kept.controller_qps, raised.controller_qps) == (None, 1000)
     assert cluster_spec(raised.to_dict()) == raised  # the recorded state gives it back
     paths = ClusterPaths(Path("/state/b"))
     ports = {"controller-manager": 1, "scheduler": 2}
-    binaries = some_binaries()
+    binaries = FAKE_BINARIES
     manager = controller_manager_args(binaries, paths, ports, raised.controller_qps)
     assert manager[-2:] == ["--kube-api-qps=1000", "--kube-api-burst=2000"]
     assert not any("kube-api" in flag for flag in controller_manager_args(binaries, paths, ports))
@@ -115,7 +110,7 @@ def test_controller_qps_raises_both_controllers_rates_and_is_recorded() -> None:
 
 def test_scheduler_reads_its_client_from_its_configuration_file() -> None:
     paths = ClusterPaths(Path("/state/b"))
-    flags = scheduler_args(some_binaries(), paths, {"scheduler": 2})
+    flags = scheduler_args(FAKE_BINARIES, paths, {"scheduler": 2})
     assert f"--config={paths.scheduler_config}" in flags
     # Beside --config, kube-scheduler ignores --kubeconfig: none is given to mislead.
     assert not any(flag.startswith("--kubeconfig=") for flag in flags)
