@@ -236,3 +236,10 @@ POD_SECURITY_WARN_VERSION_LABEL = "pod-security.kubernetes.io/warn-version"
 # its tenants' twin namespaces.
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
 DEFAULT_TENANT_POD_SECURITY = "baseline"
+# The provider's ShadowPods and ShadowEndpointSlices reconciled at once (Liqo's defaults for
+# its --shadow-pod-ctrl-workers and --shadow-endpointslice-ctrl-workers). A ShadowPod's
+# reconciles wait on the API server, not on this process's CPU: with 4 of them, a burst of
+# 1000 offloaded pods kept 370 ShadowPods waiting, and their reservations, unfolded, made each
+# write of the Quota's ledger 30 KiB.
+DEFAULT_SHADOW_POD_WORKERS = 10
+DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS = 10

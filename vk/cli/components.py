@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from vk.api.constants import DEFAULT_TENANT_POD_SECURITY, POD_SECURITY_LEVELS
+from vk.api.constants import (
+    DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
+    DEFAULT_SHADOW_POD_WORKERS,
+    DEFAULT_TENANT_POD_SECURITY,
+    POD_SECURITY_LEVELS,
+)
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
@@ -468,6 +473,22 @@ def kubelet(
     default=None,
     help="Where local virtual kubelets keep their kubeconfig, ports, pid and log.",
 )
+@click.option(
+    "--shadow-pod-ctrl-workers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SHADOW_POD_WORKERS,
+    show_default=True,
+    help="As a provider, the ShadowPods made into Pods at once (Liqo's flag). Each waits on "
+    "the API server twice (its Pod made, its status written), so a burst of offloaded pods "
+    "goes as fast as this many round trips at a time.",
+)
+@click.option(
+    "--shadow-endpointslice-ctrl-workers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
+    show_default=True,
+    help="As a provider, the ShadowEndpointSlices made into EndpointSlices at once (Liqo's flag).",
+)
 @go_bool_option(
     "--enable-node-failure-controller",
     "As a provider, delete at once (grace 0) the Pods made of ShadowPods that are being deleted "
@@ -491,6 +512,8 @@ def controller_manager(
     virtual_kubelet_tolerations: str | None,
     local_launcher_dir: Path | None,
     load_balancer_classes: str,
+    shadow_pod_ctrl_workers: int,
+    shadow_endpointslice_ctrl_workers: int,
     enable_node_failure_controller: bool,
 ) -> None:
     """vk's controllers of this cluster, in the consumer and the provider role."""
@@ -552,6 +575,8 @@ def controller_manager(
         tenant_namespace_quota=namespace_quota,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
+        shadow_pod_workers=shadow_pod_ctrl_workers,
+        shadow_endpointslice_workers=shadow_endpointslice_ctrl_workers,
         load_balancer_classes=tuple(
             c.strip() for c in load_balancer_classes.split(",") if c.strip()
         ),

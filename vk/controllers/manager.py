@@ -26,6 +26,8 @@ import structlog
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
     CONTROLLER_MANAGER,
+    DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
+    DEFAULT_SHADOW_POD_WORKERS,
     DEFAULT_TENANT_POD_SECURITY,
     VK_NAMESPACE,
 )
@@ -80,6 +82,9 @@ class ManagerOptions:
     load_balancer_classes: tuple[str, ...] = ()
     # Terminating Pods of ShadowPods on a Node not Ready are deleted at once (provider).
     node_failure_controller: bool = False
+    # The ShadowPods and ShadowEndpointSlices reconciled at once (provider).
+    shadow_pod_workers: int = DEFAULT_SHADOW_POD_WORKERS
+    shadow_endpointslice_workers: int = DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS
 
 
 async def read_identity(client: KubeClient, namespace: str) -> ClusterIdentity:
@@ -126,8 +131,12 @@ async def run_manager(options: ManagerOptions) -> int:
                     options.reserved_namespaces,
                     options.tenant_namespace_quota,
                 ).run(),
-                ProviderShadowPods(client, quota_usage.quotas).run(),
-                ProviderShadowEndpointSlices(client).run(),
+                ProviderShadowPods(
+                    client, quota_usage.quotas, workers=options.shadow_pod_workers
+                ).run(),
+                ProviderShadowEndpointSlices(
+                    client, workers=options.shadow_endpointslice_workers
+                ).run(),
                 quota_usage.run(),
                 ForeignClusters(client).run(),
                 Tenants(client).run(),

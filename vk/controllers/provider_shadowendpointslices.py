@@ -22,7 +22,12 @@ from typing import Any
 
 import structlog
 
-from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, tenant_namespace
+from vk.api.constants import (
+    DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+    tenant_namespace,
+)
 from vk.api.offloading import ShadowEndpointSlice
 from vk.kube.client import (
     JSON,
@@ -182,7 +187,9 @@ class ProviderShadowEndpointSlices(Reconciler):
 
     name = "provider-shadowendpointslices"
 
-    def __init__(self, client: KubeClient) -> None:
+    def __init__(
+        self, client: KubeClient, *, workers: int = DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS
+    ) -> None:
         self.client = client
         self.shadows = shared_informer(
             client, ShadowEndpointSlice.group_version(), ShadowEndpointSlice.PLURAL
@@ -198,7 +205,7 @@ class ProviderShadowEndpointSlices(Reconciler):
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
         self.applied = AppliedObjects(client)
-        self.controller = Controller(self, workers=2)
+        self.controller = Controller(self, workers=workers)
 
     def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
         consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)

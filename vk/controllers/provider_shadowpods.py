@@ -30,6 +30,7 @@ import structlog
 
 from vk.api.constants import (
     CREATOR_USER_LABEL,
+    DEFAULT_SHADOW_POD_WORKERS,
     DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     NODENAME_LABEL,
@@ -298,7 +299,9 @@ class ProviderShadowPods(Reconciler):
 
     name = "provider-shadowpods"
 
-    def __init__(self, client: KubeClient, quotas: Informer, *, workers: int = 4) -> None:
+    def __init__(
+        self, client: KubeClient, quotas: Informer, *, workers: int = DEFAULT_SHADOW_POD_WORKERS
+    ) -> None:
         """`quotas` is the Quota informer the recount runs (indexed by CREATOR_INDEX)."""
         self.client = client
         self.quotas = quotas
