@@ -309,33 +309,42 @@ async def test_a_local_pod_changed_only_in_its_status_goes_to_the_status_queue_a
     assert queued(pods) == (1, 1)
 
 
-async def test_a_shadow_pod_whose_pod_runs_now_is_left_to_that_pods_events() -> None:
-    """Pending to Running, its Pod cached: the main reconcile would only hand the key to the
-    status queue, as the Pod's own events do. A finished phase, a condition (a refusal), or a
-    Pod not cached goes to the main reconcile."""
+async def test_a_shadow_pod_that_says_its_pod_is_made_or_runs_is_left_to_that_pods_events() -> None:
+    """Its Pod made and its share counted, then Pending to Running, its Pod cached or not: the
+    main reconcile would do nothing but hand a cached Pod to the status queue, as the Pod's own
+    events do. A finished phase, a refusal or a change beyond the status goes to the main
+    reconcile."""
     pods = synced(offloading_shop(Home(), Provider()))
     labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
     metadata = {"name": "web", "namespace": "shop-home", "uid": "s", "labels": labels}
     created = {"type": "PodCreated", "status": "True", "reason": "Created", "message": ""}
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "Reserved", "message": ""}
 
-    def shadow(version: str, phase: str, conditions: list[JSON]) -> JSON:
+    def shadow(version: str, phase: str, conditions: list[JSON], image: str = "nginx") -> JSON:
         return {
             "metadata": {**metadata, "resourceVersion": version},
-            "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+            "spec": {"pod": {"containers": [{"name": "app", "image": image}]}},
             "status": {"phase": phase, "conditions": conditions},
         }
 
-    pending, running = shadow("1", "Pending", [created]), shadow("2", "Running", [created])
-    pods._on_shadow_pod(MODIFIED, running, pending)
-    assert queued(pods) == (1, 0), "no Pod cached: the main reconcile's"
-    pods.controller.queue.done(await pods.controller.queue.get())
-    pods.remote["shop-home"].store.upsert({"metadata": {**metadata, "uid": "p"}})
-    pods._on_shadow_pod(MODIFIED, running, pending)
-    assert queued(pods) == (0, 0)
+    stored = shadow("1", "", [])
+    pending = shadow("2", "Pending", [created, reserved])
+    running = shadow("3", "Running", [created, reserved])
+    for cached in (False, True):
+        if cached:
+            pods.remote["shop-home"].store.upsert({"metadata": {**metadata, "uid": "p"}})
+        for old, new in ((stored, pending), (pending, running)):
+            pods._on_shadow_pod(MODIFIED, new, old)
+            assert queued(pods) == (0, 0), (cached, new["status"])
     refused = {**created, "status": "False", "reason": "NotReserved"}
-    for changed in (shadow("3", "Failed", [created]), shadow("3", "Running", [refused])):
+    for changed in (
+        shadow("4", "Failed", [created, reserved]),
+        shadow("4", "Running", [refused]),
+        shadow("4", "Running", [created, reserved], image="nginx:2"),
+    ):
         pods._on_shadow_pod(MODIFIED, changed, running)
         assert queued(pods) == (1, 0), changed
+        pods.controller.queue.done(await pods.controller.queue.get())
 
 
 async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_reporting() -> None:

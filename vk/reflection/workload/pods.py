@@ -51,7 +51,6 @@ from vk.kube.informer import (
     MODIFIED,
     Informer,
     namespace_index,
-    object_key,
     resource_version,
     split_key,
 )
@@ -228,6 +227,18 @@ _REMOTE_POD_METADATA_READ = (
 MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
 # Where the cache's copy of a remote Pod whose status was not kept says how large it was.
 STATUS_REFUSED = "statusBytesRefused"
+
+
+def says_nothing_to_act_on(old: JSON, shadow: JSON) -> bool:
+    """Whether a ShadowPod changed only in what its provider reports of a Pod it made (its
+    Pod made, its Quota share counted, Pending to Running): the main reconcile would do nothing
+    but hand the Pod, if cached, to the status queue, which the Pod's own events bring it to. A
+    finished phase (perhaps of a Pod gone since) and a refusal are the main reconcile's."""
+    return (
+        not changed_beyond_status(old, shadow)
+        and (shadow.get("status") or {}).get("phase") not in POD_TERMINAL_PHASES
+        and provider_refusal(shadow) is None
+    )
 
 
 def remote_pod_as_read(pod: JSON, *, of_a_local_pod: bool = True) -> JSON:
@@ -578,25 +589,10 @@ class PodReflector(Reconciler):
         self._enqueue(key)
 
     def _on_shadow_pod(self, event: str, shadow: JSON, old: JSON | None) -> None:
-        if event == MODIFIED and old is not None and self._phase_moved_on(old, shadow):
+        if event == MODIFIED and old is not None and says_nothing_to_act_on(old, shadow):
             return
         for key in self._local_keys(shadow):
             self._enqueue(key)
-
-    def _phase_moved_on(self, old: JSON, shadow: JSON) -> bool:
-        """Whether a ShadowPod changed only in the phase its provider reports of a Pod it runs
-        and vk's cache holds (Pending to Running, say): the main reconcile would hand that Pod
-        to the status queue, which its own events bring it to. A finished phase, a condition
-        changed (a refusal) or a Pod not cached is the main reconcile's."""
-        status = shadow.get("status") or {}
-        informer = self.remote.get(shadow["metadata"]["namespace"])
-        return (
-            not changed_beyond_status(old, shadow)
-            and status.get("phase") not in POD_TERMINAL_PHASES
-            and status.get("conditions") == (old.get("status") or {}).get("conditions")
-            and informer is not None
-            and informer.store.get(object_key(shadow)) is not None
-        )
 
     def _on_remote_pod(self, event: str, pod: JSON, _: JSON | None) -> None:
         # Only a status the status queue would act on: a Pod gone, or one still saying nothing
