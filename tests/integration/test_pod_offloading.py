@@ -461,18 +461,15 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     )
     before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}
 
-    def mounts() -> dict[str, Any]:
-        """Each remote pod's volumes and mounts: what the provider's cache does not keep of a
+    def mounts(pod: dict[str, Any]) -> tuple[Any, ...]:
+        """A remote pod's volumes and mounts: what the provider's cache does not keep of a
         ShadowPod whose Pod it made, and a Pod made again must have all the same."""
-        return {
-            p["metadata"]["name"]: (
-                p["spec"].get("volumes"),
-                [c.get("volumeMounts") for c in p["spec"]["containers"]],
-            )
-            for p in setup.pods("naples", remote)
-        }
+        return (
+            pod["spec"].get("volumes"),
+            [c.get("volumeMounts") for c in pod["spec"]["containers"]],
+        )
 
-    mounted = mounts()
+    mounted = {p["metadata"]["name"]: mounts(p) for p in setup.pods("naples", remote)}
     assert all(volumes for volumes, _ in mounted.values())  # the token's, at least
     first = setup.replicas[0]
     first.signal(signal.SIGKILL)
@@ -481,33 +478,32 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     def provider(*args: str) -> Any:
         return setup.clusters.kubectl("naples", *args)
 
-    def remote_uid(name: str) -> str | None:
-        found = {p["metadata"]["name"]: p for p in setup.pods("naples", remote, OWNERSHIP)}
-        return found[name]["metadata"]["uid"] if name in found else None
+    def made_again(name: str) -> dict[str, Any] | None:
+        """The remote pod `name` once the provider made it again and it runs. Running, not
+        just made: kwok deletes a pod by its name, without its uid, and one more deletion of
+        the pod before, late, takes the new one too (a kubelet names the uid)."""
+        found = {p["metadata"]["name"]: p for p in running(setup.pods("naples", remote))}
+        pod = found.get(name)
+        return pod if pod and pod["metadata"]["uid"] != before[name] else None
 
     def shadow_phase(name: str) -> str | None:
         shadow = json.loads(provider("get", "shadowpod", name, "-n", remote, "-o", "json").stdout)
         return (shadow.get("status") or {}).get("phase")
 
     provider("delete", "pod", "deleted", "-n", remote, "--wait=false")
-    wait_until(
-        lambda: remote_uid("deleted") not in (None, before["deleted"]),
-        "the deleted pod made again by the provider",
-        timeout=5,
+    deleted = wait_until(
+        lambda: made_again("deleted"), "the deleted pod made again by the provider", timeout=10
     )
-    evicted = {"status": {"phase": "Failed", "reason": "Evicted", "message": "node pressure"}}
+    eviction = {"status": {"phase": "Failed", "reason": "Evicted", "message": "node pressure"}}
     provider(
         "patch", "pod", "evicted", "-n", remote, "--subresource=status", "--type=merge",
-        "-p", json.dumps(evicted),
+        "-p", json.dumps(eviction),
     )  # fmt: skip
-    wait_until(
-        lambda: remote_uid("evicted") not in (None, before["evicted"]),
-        "the evicted pod made again by the provider",
-        timeout=5,
+    evicted = wait_until(
+        lambda: made_again("evicted"), "the evicted pod made again by the provider", timeout=10
     )
-    made_again = mounts()
-    assert made_again["deleted"] == mounted["deleted"]
-    assert made_again["evicted"] == mounted["evicted"]
+    assert mounts(deleted) == mounted["deleted"]
+    assert mounts(evicted) == mounted["evicted"]
     provider(
         "patch", "pod", "finished", "-n", remote, "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": {"phase": "Succeeded"}}),
@@ -515,7 +511,7 @@ def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload:
     wait_until(lambda: shadow_phase("finished") == "Succeeded", "the ShadowPod Succeeded")
     provider("delete", "pod", "finished", "-n", remote, "--wait=true")
     time.sleep(3)  # a re-creation takes well under a second: none came
-    assert remote_uid("finished") is None
+    assert "finished" not in {p["metadata"]["name"] for p in setup.pods("naples", remote)}
     assert shadow_phase("finished") == "Succeeded"
 
     during = {p["metadata"]["name"]: p["metadata"]["uid"] for p in setup.pods("naples", remote)}

@@ -621,6 +621,38 @@ def test_a_shadow_pod_is_kept_whole_until_its_pod_is_made_then_as_read() -> None
         ) == live_pod_patch(forge_pod_of(changed), running)
 
 
+class PodDeletions(StatusWrites):
+    """The provider's API server recording the deletions of Pods."""
+
+    def __init__(self, shadow: JSON) -> None:
+        super().__init__(shadow)
+        self.deleted: list[tuple[str, JSON | None]] = []
+
+    async def delete(self, path: str, body: JSON | None = None) -> None:
+        self.deleted.append((path, body))
+
+
+def test_an_evicted_pod_is_deleted_once_then_left_until_it_is_gone() -> None:
+    """Deleted already, a Pod is not deleted again at each of its events until it is gone:
+    each deletion is one more event for every watcher (kwok's, deleting by name, took the Pod
+    made again after it)."""
+    shadow = shadow_pod()
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = PodDeletions(shadow)
+    the_controller = controller_on(api, shadow)
+    evicted = pod("Failed", reason="Evicted")
+    the_controller.pods.store.upsert(evicted)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    [(path, options)] = api.deleted
+    assert path == pod_path("shop-venice", "web")
+    assert (options or {}).get("preconditions") == {"uid": "pod-uid"}
+    evicted["metadata"]["deletionTimestamp"] = "2026-11-28T19:14:34Z"
+    the_controller.pods.store.upsert(evicted)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert len(api.deleted) == 1
+    assert api.patches == []  # nor its status written meanwhile
+
+
 def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
     """Its Pod evicted or deleted, a ShadowPod the cache keeps as read gets its Pod again, with
     the volumes and the rest of its containers the cache does not keep."""

@@ -367,13 +367,15 @@ class ProviderShadowPods(Reconciler):
                 # Quota (a cache behind the API server) is worth another look.
                 return Result(requeue_after=None if quotas else REFUSED_RETRY)
             return await self._create(shadow, namespace, name)
+        if pod["metadata"].get("deletionTimestamp"):
+            # Deleted by someone, or by us for an eviction (not again: each deletion is one
+            # more event of it for every watcher): made again once it is gone.
+            return Result()
         if is_evicted(pod) and not finished(shadow):
             # Put out, not finished: it runs again, as a ReplicaSet would make a new one.
             log.info("pod evicted, making it again", namespace=namespace, pod=name)
             await self._delete_pod(pod, None)
             return Result()  # its deletion brings us back
-        if pod["metadata"].get("deletionTimestamp"):
-            return Result()  # deleted by someone: made again once it is gone
         patch = live_pod_patch(forge_pod_of(shadow), pod)
         if replaces_containers(patch):
             # The cache keeps only the containers' names and images: a new image is patched
