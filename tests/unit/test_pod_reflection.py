@@ -15,7 +15,8 @@ from vk.api.constants import (
     NODENAME_LABEL,
     ORIGIN_LABEL,
 )
-from vk.kube.client import JSON, NotFound
+from vk.api.jsondata import json_copy
+from vk.kube.client import JSON, AlreadyExists, NotFound
 from vk.kube.events import EventRecorder
 from vk.kube.informer import ADDED, DELETED, MODIFIED
 from vk.reflection.workload.pods import STATUS_REFUSED, PodForging, PodReflector
@@ -457,3 +458,61 @@ async def test_a_pod_mounting_no_home_token_does_not_wait_for_one() -> None:
         async with reflecting(pods):
             provider.listed.set()
             await until_some(provider.created)
+
+
+LOCAL_POD = {
+    "metadata": {"name": "web", "namespace": "shop", "uid": "u", "resourceVersion": "1"},
+    "spec": {"nodeName": "far", "containers": [{"name": "app", "image": "nginx"}]},
+    "status": {"phase": "Pending"},
+}
+SHADOW_PODS = "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods"
+
+
+class Patched(Provider):
+    """A provider taking the ShadowPods' patches too."""
+
+    async def merge_patch(self, path: str, body: JSON) -> JSON:
+        return {}
+
+
+async def test_a_shadow_pod_created_is_not_asked_for_again_until_the_cache_shows_it() -> None:
+    """Asked for again, the provider's webhook would reserve the Quota's share for that
+    creation, which the API server then refuses (the name is taken), instead of for the
+    ShadowPod that exists: refused NotReserved, it would be withdrawn."""
+    provider = Patched()
+    pods = synced(offloading_shop(Home(), provider))
+    pods.local.store.upsert(json_copy(LOCAL_POD))
+    await pods.reconcile("shop/web")
+    assert provider.created == [SHADOW_PODS]
+    waiting = await pods.reconcile("shop/web")  # its pod's status written, say
+    assert provider.created == [SHADOW_PODS]
+    assert 0 < (waiting.requeue_after or 0) <= 15
+    labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+    shadow = {
+        "metadata": {"name": "web", "namespace": "shop-home", "uid": "s", "labels": labels},
+        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+    }
+    pods.shadows["shop-home"].store.upsert(shadow)
+    await pods.reconcile("shop/web")
+    pods.shadows["shop-home"].store.delete("shop-home/web")  # deleted on the provider
+    await pods.reconcile("shop/web")
+    assert provider.created == [SHADOW_PODS, SHADOW_PODS], "asked for again once seen gone"
+
+
+class NameTaken(Provider):
+    """A provider where the ShadowPod exists already (ours: the cache is behind)."""
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        self.created.append(path)
+        raise AlreadyExists(409, "AlreadyExists", "shadowpods.offloading.liqo.io web exists")
+
+    async def get(self, path: str, params: Any = None) -> JSON:
+        labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+        return {"metadata": {"name": "web", "namespace": "shop-home", "labels": labels}}
+
+
+async def test_a_shadow_pod_found_made_already_waits_for_its_event() -> None:
+    pods = synced(offloading_shop(Home(), NameTaken()))
+    pods.local.store.upsert(json_copy(LOCAL_POD))
+    result = await pods.reconcile("shop/web")  # was: UnboundLocalError, retried with back-off
+    assert result.requeue_after is None

@@ -104,6 +104,9 @@ REFUSED_RETRY = 10.0
 # (429) a ShadowPod: said at home, and asked again after this long, not after the work queue's
 # back-off (which reaches 1000 s).
 PROVIDER_FAILURE_RETRY = 5.0
+# A ShadowPod this virtual kubelet created is not asked for again, until its cache shows it, for
+# this long at most (a watch event lost behind a relist would otherwise hold the pod for ever).
+CREATED_UNSEEN_SECONDS = 15.0
 # What the API server gives a pod that sets no terminationGracePeriodSeconds.
 DEFAULT_TERMINATION_GRACE_SECONDS = 30
 
@@ -342,6 +345,12 @@ class PodReflector(Reconciler):
         # their token Secret on the provider before their ShadowPod is asked for.
         self._tokens: TokenSecrets | None = None
         self._awaiting_tokens: set[str] = set()
+        # key -> until when: the ShadowPods created and not in the cache yet. A reconcile
+        # meanwhile (its pod's status written, its token Secret) created them again, and the
+        # provider's webhook, which reserves before the API server finds the name taken, gave
+        # the Quota's share to that failed creation: the ShadowPod that exists was refused
+        # (NotReserved), withdrawn and asked for again, 43 of 1000 in a burst.
+        self._created_unseen: dict[str, float] = {}
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
@@ -633,6 +642,7 @@ class PodReflector(Reconciler):
             self._refused_statuses.pop(key, None)
             self._awaiting_admission.discard(key)
             self._awaiting_tokens.discard(key)
+            self._created_unseen.pop(key, None)
             if client and shadows and shadows.synced.is_set():
                 await self._delete_orphan(client, shadows, remote_namespace or "", name)
             return Result()
@@ -667,7 +677,10 @@ class PodReflector(Reconciler):
             # this pod gets its own; its status is never this pod's.
             return await self._delete_earlier(client, shadow, remote_namespace)
         if shadow is None:
+            if (unseen := self._created_unseen.get(key, 0.0) - time.monotonic()) > 0:
+                return Result(requeue_after=unseen)  # its event brings us back before that
             return await self._create(client, local, remote_namespace)
+        self._created_unseen.pop(key, None)
         patch = self._shadow_pod_patch(local, shadow)
         if patches_containers(patch):
             # The cache keeps only the containers' names and images: a new image is patched
@@ -782,6 +795,7 @@ class PodReflector(Reconciler):
                     "it there",
                 )
             # ours: the informer has not caught up yet; its event brings us back
+            return Result()
         except ApiError as error:
             if error.status >= 500 or error.status == 429:
                 await self._report(
@@ -803,6 +817,7 @@ class PodReflector(Reconciler):
                 f"{error.message[:MAX_PROVIDER_MESSAGE]}",
             )
             return Result(requeue_after=REFUSED_RETRY)
+        self._created_unseen[key] = time.monotonic() + CREATED_UNSEEN_SECONDS
         if is_stamped(created) and self.admission.admitted():
             # The provider's webhook is back: every pod that waited for it asks now.
             for waiting in self._awaiting_admission:
