@@ -199,7 +199,11 @@ def granted_everywhere(clusters: Clusters, name: str) -> dict[str, dict[str, str
     """What each layer holds for the slice `name`: the slice's status, the provider's Quota,
     the VirtualNode's quota and the Node's capacity."""
     quota = wait_until(lambda: slice_quota(clusters, name), f"the Quota of {name}")
-    virtual_node = get_json(clusters, CONSUMER, VIRTUALNODES, name, "-n", TENANT)
+    # The consumer makes the VirtualNode once the slice is accepted: it may come after the Quota.
+    virtual_node = wait_until(
+        lambda: get_json(clusters, CONSUMER, VIRTUALNODES, name, "-n", TENANT),
+        f"the VirtualNode {name}",
+    )
     return {
         "ResourceSlice status.resources": accepted_slice(clusters, name)["status"]["resources"],
         "Quota spec.resources": quota["spec"]["resources"],
