@@ -268,7 +268,10 @@ class BenchVirtualNode:
 
     def start_kubelet(self) -> subprocess.Popen[bytes]:
         """The virtual kubelet, always as the same POD_NAME: a kill -9 then models a container
-        restart in the same pod, which holds the HA Lease already."""
+        restart in the same pod, which holds the HA Lease already. Never two at once: with one
+        identity, both would lead, and each would create the other's ShadowPods again."""
+        if self.process is not None and self.process.poll() is None:
+            raise RuntimeError("a virtual kubelet runs already: kill() it first")
         self.metrics_port, self.kubelet_port = free_port(), free_port()
         env = {
             **os.environ,

@@ -349,8 +349,9 @@ class PodReflector(Reconciler):
         # meanwhile (its pod's status written, its token Secret) would create one again, and
         # the provider's webhook, which reserves before the API server finds the name taken,
         # would give the Quota's share to that failed creation instead of to the ShadowPod
-        # that exists (refused NotReserved, then withdrawn). Argued, not seen to matter: the
-        # NotReserved refusals of a cold burst of 1000 (50 to 140) did not fall with this.
+        # that exists (refused NotReserved, then withdrawn). Argued, not seen: the NotReserved
+        # refusals once seen in a burst (50 to 140 of 1000) were this across two processes, a
+        # bench script's two virtual kubelets of one identity both leading.
         self._created_unseen: dict[str, float] = {}
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
