@@ -1,20 +1,26 @@
-"""vk/kube against a real API server: the informer's cache follows the cluster, and Lease
-leader election gives the lease to exactly one candidate at a time."""
+"""vk/kube against a real API server: the informer's cache follows the cluster, Lease leader
+election gives the lease to exactly one candidate at a time, and a client certificate from an
+exec plugin is renewed when it expires or the server refuses it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import Clusters
 from vk.kube.client import API_REQUESTS, KubeClient, resource_path
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer, namespace_index
 from vk.kube.kubeconfig import load_kubeconfig_file
 from vk.kube.leaderelection import LeaderElector
+from vk.kube.pki import issue
+from vk.playground.pki import load_ca
 
 
 @pytest.fixture
@@ -211,3 +217,131 @@ async def test_leader_that_cannot_renew_reports_lost(
         assert task.done()
     lease = json.dumps(await venice.get(path))
     assert '"holderIdentity": "intruder"' in lease
+
+
+# --- A client certificate from an exec plugin, renewed --------------------------------------
+
+
+def exec_certificate_kubeconfig(
+    clusters: Clusters, tmp_path: Path, credentials: list[dict]
+) -> Path:
+    """A kubeconfig for venice whose user is an exec plugin answering `credentials` in turn
+    (the last one again once they run out), each run counted in `runs`."""
+    for index, credential in enumerate(credentials, start=1):
+        (tmp_path / f"credential-{index}.json").write_text(json.dumps(credential))
+    script = tmp_path / "plugin.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'cd "{tmp_path}"\n'
+        "n=$(( $(cat runs 2>/dev/null || echo 0) + 1 ))\n"
+        "echo $n > runs\n"
+        f"[ -f credential-$n.json ] || n={len(credentials)}\n"
+        "cat credential-$n.json\n"
+    )
+    script.chmod(0o755)
+    venice = yaml.safe_load(clusters.kubeconfig("venice").read_text())
+    cluster = venice["clusters"][0]
+    path = tmp_path / "config"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "exec",
+                "clusters": [{"name": "venice", "cluster": cluster["cluster"]}],
+                "contexts": [{"name": "exec", "context": {"cluster": "venice", "user": "exec"}}],
+                "users": [
+                    {
+                        "name": "exec",
+                        "user": {
+                            "exec": {
+                                "apiVersion": "client.authentication.k8s.io/v1",
+                                "command": str(script),
+                                "interactiveMode": "Never",
+                            }
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+def certificate_credential(
+    clusters: Clusters, user: str, valid_for: datetime.timedelta, expires: datetime.datetime | None
+) -> dict:
+    """An ExecCredential holding a client certificate for `user`, signed by venice's CA."""
+    ca, ca_key = load_ca(clusters.playground.paths("venice").pki.root, "ca")
+    issued = issue(ca, ca_key, user, datetime.datetime.now(datetime.UTC), client=True,
+                   validity=valid_for)  # fmt: skip
+    status = {
+        "clientCertificateData": issued.cert_pem.decode(),
+        "clientKeyData": issued.key_pem.decode(),
+    }
+    if expires is not None:
+        status["expirationTimestamp"] = expires.isoformat()
+    return {"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+            "status": status}  # fmt: skip
+
+
+def first_then_second(
+    clusters: Clusters,
+    tmp_path: Path,
+    first_valid_for: datetime.timedelta,
+    first_said_to_expire: datetime.datetime | None,
+) -> Path:
+    """A kubeconfig whose plugin gives a certificate for vk-exec-first, then one for
+    vk-exec-second (valid for an hour, no expiry said) at every run after."""
+    return exec_certificate_kubeconfig(
+        clusters,
+        tmp_path,
+        [
+            certificate_credential(
+                clusters, "vk-exec-first", first_valid_for, first_said_to_expire
+            ),
+            certificate_credential(clusters, "vk-exec-second", datetime.timedelta(hours=1), None),
+        ],
+    )
+
+
+async def who_am_i(client: KubeClient) -> str:
+    review = await client.create(
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    return str(review["status"]["userInfo"]["username"])
+
+
+def refused(client: KubeClient) -> float:
+    return float(API_REQUESTS.labels(client.name, "POST", "selfsubjectreviews", "401")._value.get())
+
+
+async def test_an_exec_plugins_certificate_the_server_refuses_is_renewed(
+    clusters: Clusters, tmp_path: Path
+) -> None:
+    # The first certificate expires in 3 s and the plugin does not say so: the server's 401
+    # is the only sign. A connection kept alive presented it; a new one must present the next.
+    path = first_then_second(clusters, tmp_path, datetime.timedelta(seconds=3), None)
+    async with KubeClient(load_kubeconfig_file(path), name="exec-refused") as client:
+        assert await who_am_i(client) == "vk-exec-first"
+        await asyncio.sleep(4)
+        assert await who_am_i(client) == "vk-exec-second"
+        assert refused(client) == 1
+    assert (tmp_path / "runs").read_text().strip() == "2"
+
+
+async def test_an_exec_plugins_certificate_is_renewed_before_it_expires(
+    clusters: Clusters, tmp_path: Path
+) -> None:
+    # The plugin says its first credential expires 35 s on: vk asks again 30 s before, with
+    # no request refused.
+    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=35)
+    path = first_then_second(clusters, tmp_path, datetime.timedelta(hours=1), soon)
+    async with KubeClient(load_kubeconfig_file(path), name="exec-expiring") as client:
+        assert await who_am_i(client) == "vk-exec-first"
+        await asyncio.sleep(
+            max(0.0, (soon - datetime.datetime.now(datetime.UTC)).total_seconds() - 29)
+        )
+        assert await who_am_i(client) == "vk-exec-second"
+        assert refused(client) == 0

@@ -338,3 +338,26 @@ def test_a_token_file_is_read_again_each_minute_and_after_a_refusal(
     connection.forget_credential()  # what a 401 does
     assert connection.bearer_token() == "third"
     assert not ClusterConnection(server="https://127.0.0.1:6443", token="static").renewable
+
+
+def test_only_a_certificate_from_the_plugin_is_the_plugins_to_renew(tmp_path: Path) -> None:
+    """`exec_certificate`, which the client watches to renew its TLS: the plugin's credential
+    when it gives the certificate; never when it gives a token, or when the kubeconfig has a
+    certificate of its own (the plugin then gives the token alone, and is not run for TLS)."""
+    tokens = plugin(tmp_path, credential({"token": "t"}))
+    assert parse_kubeconfig(kubeconfig(exec_user(str(tokens)))).exec_certificate() is None
+    (tmp_path / "runs").unlink()
+    own = ClusterConnection(
+        server="https://127.0.0.1:6443",
+        client_cert_pem=b"CERT",
+        client_key_pem=b"KEY",
+        exec_plugin=parse_kubeconfig(kubeconfig(exec_user(str(tokens)))).exec_plugin,
+    )
+    assert own.exec_certificate() is None
+    assert runs(tmp_path) == []
+    certificates = plugin(
+        tmp_path, credential({"clientCertificateData": "C", "clientKeyData": "K"})
+    )
+    given = parse_kubeconfig(kubeconfig(exec_user(str(certificates)))).exec_certificate()
+    assert given is not None
+    assert given.client_cert_pem == b"C"

@@ -609,3 +609,43 @@ async def test_a_refused_token_is_read_again_from_its_file_and_the_request_sent_
     sent = [request.split(b"Authorization: Bearer ")[1][:3] for request in server.requests]
     assert sent == [b"old", b"old", b"new"]
     listening.close()
+
+
+async def test_connections_opened_before_a_tls_renewal_carry_no_further_request(
+    tmp_path: Path,
+) -> None:
+    """A client certificate renewed (`renew_tls`): neither the connection idle then nor the
+    one busy then (which finishes its request) carries another: each presented the
+    certificate before, which the server may refuse now."""
+    ca, ca_key = pki.build_ca("test-ca", NOW)
+    answer_slow = asyncio.Event()
+
+    def make(server: Server) -> Handler:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while True:
+                head, body = await read_request(reader)
+                server.requests.append(head + body)
+                if head.startswith(b"GET /slow "):
+                    await answer_slow.wait()
+                writer.write(OK)
+                await writer.drain()
+
+        return handle
+
+    server, base, listening = await start(make, tls=serving_context(ca, ca_key, "api", tmp_path))
+    ca_pem = ca.public_bytes(serialization.Encoding.PEM).decode()
+    endpoint = Endpoint(base, ssl_context=ssl.create_default_context(cadata=ca_pem))
+    slow = asyncio.create_task(endpoint.request("GET", "/slow", {}, None))
+    while not server.requests:
+        await asyncio.sleep(0.01)
+    await endpoint.request("GET", "/fast", {}, None)  # a second connection, idle after
+    assert server.connections == 2
+    renewed = ssl.create_default_context(cadata=ca_pem)
+    endpoint.renew_tls(renewed)
+    answer_slow.set()
+    assert (await slow)[0].status == 200
+    await asyncio.gather(*(endpoint.request("GET", "/after", {}, None) for _ in range(2)))
+    assert server.connections == 4
+    assert endpoint.ssl_context is renewed
+    await endpoint.close()
+    listening.close()

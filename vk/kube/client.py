@@ -18,7 +18,7 @@ import orjson
 import structlog
 from prometheus_client import Counter
 
-from vk.kube.kubeconfig import ClusterConnection
+from vk.kube.kubeconfig import ClusterConnection, ExecCredential
 from vk.kube.transport import Endpoint
 
 log = structlog.get_logger("vk.kube.client")
@@ -225,6 +225,8 @@ class KubeClient:
         self.name = name  # the `client` label of vk_api_requests_total
         self._timeout = timeout
         self._endpoint: Endpoint | None = None
+        # The exec plugin's credential whose client certificate the endpoint presents, if so.
+        self._exec_certificate: ExecCredential | None = None
         # Whether the API server streams lists (a watch that sends the objects there are
         # first): None until asked, False once it refused.
         self._streams_lists: bool | None = None
@@ -244,6 +246,7 @@ class KubeClient:
         if self._endpoint is not None:
             await self._endpoint.close()
             self._endpoint = None
+            self._exec_certificate = None
 
     def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
         headers = {"Accept": accept, "User-Agent": "vk"}
@@ -256,16 +259,26 @@ class KubeClient:
 
     def _endpoint_or_new(self) -> Endpoint:
         """The connections to the server (vk/kube/transport.py), opened as requests need them,
-        with the kubeconfig's TLS, tls-server-name and proxy-url."""
-        if self._endpoint is None:
+        with the kubeconfig's TLS, tls-server-name and proxy-url; and with the client
+        certificate an exec plugin gives, if it does, renewed as it is (before it expires, or
+        after the server refused it: `forget_credential`)."""
+        endpoint = self._endpoint
+        if endpoint is None:
             https = self.connection.server.startswith("https")
-            self._endpoint = Endpoint(
+            if https:
+                self._exec_certificate = self.connection.exec_certificate()
+            endpoint = self._endpoint = Endpoint(
                 self.connection.server,
                 ssl_context=self.connection.ssl_context() if https else None,
                 server_hostname=self.connection.tls_server_name,
                 proxy_url=self.connection.proxy_url,
             )
-        return self._endpoint
+        elif self._exec_certificate is not None:
+            renewed = self.connection.exec_certificate()
+            if renewed is not self._exec_certificate:
+                self._exec_certificate = renewed
+                endpoint.renew_tls(self.connection.ssl_context())
+        return endpoint
 
     async def request(
         self,

@@ -77,12 +77,20 @@ class ClusterConnection:
         elif self.ca_pem is not None:
             context.load_verify_locations(cadata=self.ca_pem.decode())
         cert, key = self.client_cert_pem, self.client_key_pem
-        if not (cert and key) and self.exec_plugin is not None:
-            credential = self.exec_plugin.credential()
+        if (credential := self.exec_certificate()) is not None:
             cert, key = credential.client_cert_pem, credential.client_key_pem
         if cert and key:
             load_key_pair(context, cert, key)
         return context
+
+    def exec_certificate(self) -> ExecCredential | None:
+        """The exec plugin's credential when it is the client certificate connections present
+        (the plugin run if it has none, or one about to expire); None when the certificate is
+        the kubeconfig's own, or the plugin gives a token."""
+        if self.exec_plugin is None or (self.client_cert_pem and self.client_key_pem):
+            return None
+        credential = self.exec_plugin.credential()
+        return credential if credential.client_cert_pem and credential.client_key_pem else None
 
     def bearer_token(self) -> str | None:
         if self.token_file is not None:

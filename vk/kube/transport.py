@@ -257,6 +257,7 @@ class _Connection(asyncio.Protocol):
         self.failure: BaseException | None = None  # why the connection can carry no more
         self.idle_since = 0.0
         self.reused = False
+        self.tls_generation = 0  # the Endpoint's TLS settings it was opened with (renew_tls)
         self._wake: asyncio.Future[None] | None = None
         self._paused = False
         self._last_read = 0.0
@@ -481,6 +482,17 @@ class Endpoint:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._slots = asyncio.Semaphore(max_requests_in_flight)
+        self._tls_generation = 0
+
+    def renew_tls(self, ssl_context: ssl.SSLContext) -> None:
+        """New connections handshake with `ssl_context` (a client certificate renewed). Those
+        opened before presented the one before, which the server may refuse now: none carries
+        another request (a watch on one runs on to its end)."""
+        self.ssl_context = ssl_context
+        self._tls_generation += 1
+        for connection in self._idle:
+            self._drop(connection)
+        self._idle.clear()
 
     async def close(self) -> None:
         for connection in list(self._open):
@@ -608,7 +620,12 @@ class Endpoint:
 
     def _release(self, connection: _Connection) -> None:
         parser = connection.parser
-        if parser is not None and parser.keep_alive and connection.failure is None:
+        if (
+            parser is not None
+            and parser.keep_alive
+            and connection.failure is None
+            and connection.tls_generation == self._tls_generation
+        ):
             connection.idle_since = time.monotonic()
             self._idle.append(connection)
         else:
@@ -629,6 +646,7 @@ class Endpoint:
         except OSError as error:
             raise ConnectionError(f"cannot connect to {where}: {error}") from error
         connection.idle_since = time.monotonic()
+        connection.tls_generation = self._tls_generation
         return connection
 
     async def _opened(self) -> _Connection:
