@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
-from tests.integration.conftest import VK
+from tests.integration.conftest import VK, installed_controller_manager_stopped
 from tests.integration.polling import wait_until
 from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
 from vk.controllers.local_processes import free_port
@@ -173,6 +173,37 @@ def test_a_pod_beyond_the_quota_is_denied_and_counts_until_it_is_gone(
         lambda: webhook.create(user, "second", requests={"cpu": "600m"}).returncode == 0,
         "the deleted pod's cpu given back once it is gone",
     )
+
+
+def test_a_second_create_of_a_name_never_lets_the_first_run_on_the_seconds_share(
+    webhook: QuotaWebhook,
+) -> None:
+    """An attacker's try: a big ShadowPod admitted, then the same name created again asking
+    for little. The API server refuses the second as AlreadyExists, but only after the webhook
+    reserved its share in the ledger, in place of the first's (one reservation per name, so
+    that a retried creation is not counted twice). The provider's controller, stopped
+    meanwhile so that the second review surely comes first, must not take that share for the
+    big one's (it names the second's uid): the big one gets no Pod and says NotReserved, and
+    the Quota is not spent on it."""
+    user = new_user()
+    webhook.quota(user, {"cpu": "2", "pods": "10"})
+    with installed_controller_manager_stopped(webhook.clusters, PROVIDER):
+        big = webhook.create(user, "big", requests={"cpu": "1500m"})
+        assert big.returncode == 0, big.stderr
+        small = webhook.create(user, "big", requests={"cpu": "100m"})
+        assert small.returncode != 0
+        assert "AlreadyExists" in small.stderr or "already exists" in small.stderr
+
+    def reasons() -> set[str]:
+        out = webhook.kubectl("get", "shadowpod", "big", "-n", webhook.namespace, "-o", "json")
+        conditions = (json.loads(out.stdout).get("status") or {}).get("conditions") or []
+        return {str(c.get("reason")) for c in conditions}
+
+    wait_until(lambda: "NotReserved" in reasons(), "the big ShadowPod refused")
+    pod = webhook.kubectl("get", "pod", "big", "-n", webhook.namespace, check=False)
+    assert pod.returncode != 0, "a Pod was made on a share reserved for another ShadowPod"
+    third = webhook.create(user, "third", requests={"cpu": "1"})
+    assert third.returncode == 0, third.stderr
 
 
 def test_a_resource_the_quota_lacks_is_denied(webhook: QuotaWebhook) -> None:
