@@ -151,6 +151,10 @@ async def test_informer_selects_by_label(venice: KubeClient, namespace_name: str
         assert informer.store.keys() == [f"{namespace_name}/mine"]
 
 
+def lease_path(namespace: str) -> str:
+    return resource_path("coordination.k8s.io/v1", "leases", namespace=namespace, name="vk-test")
+
+
 def elector(client: KubeClient, namespace: str, identity: str) -> LeaderElector:
     return LeaderElector(
         client,
@@ -161,6 +165,17 @@ def elector(client: KubeClient, namespace: str, identity: str) -> LeaderElector:
         renew_deadline=2,
         retry_period=0.2,
     )
+
+
+@contextlib.asynccontextmanager
+async def leading(
+    client: KubeClient, namespace: str
+) -> AsyncIterator[tuple[LeaderElector, asyncio.Task]]:
+    """Candidate `a` running, once it leads; and its task."""
+    leader = elector(client, namespace, "a")
+    async with running(leader.run()) as task:
+        await asyncio.wait_for(leader.is_leader.wait(), 5)
+        yield leader, task
 
 
 async def test_only_one_candidate_leads_and_release_hands_over_at_once(
@@ -177,11 +192,22 @@ async def test_only_one_candidate_leads_and_release_hands_over_at_once(
             await asyncio.wait_for(second.is_leader.wait(), 5)
             # Released, not expired: the standby did not wait out the 4 s lease.
             assert asyncio.get_running_loop().time() - started < 2.0
-    lease = await venice.get(
-        resource_path("coordination.k8s.io/v1", "leases", namespace=namespace_name, name="vk-test")
-    )
+    lease = await venice.get(lease_path(namespace_name))
     assert lease["spec"]["holderIdentity"] == "b"
     assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_released_elector_never_takes_the_lease_again(
+    venice: KubeClient, namespace_name: str
+) -> None:
+    # Its `run` still going (a release is not a cancellation): with no one else to take the
+    # Lease, it would take it back within a retry period, and a standby would wait for ever.
+    async with leading(venice, namespace_name) as (leader, task):
+        await leader.release()
+        await asyncio.sleep(1.0)  # five retry periods
+        assert not leader.is_leader.is_set()
+        assert task.done()
+    assert not (await venice.get(lease_path(namespace_name)))["spec"].get("holderIdentity")
 
 
 async def test_standby_takes_over_when_the_leader_stops_renewing(
@@ -200,12 +226,8 @@ async def test_standby_takes_over_when_the_leader_stops_renewing(
 async def test_leader_that_cannot_renew_reports_lost(
     venice: KubeClient, namespace_name: str
 ) -> None:
-    leader = elector(venice, namespace_name, "a")
-    async with running(leader.run()) as task:
-        await asyncio.wait_for(leader.is_leader.wait(), 5)
-        path = resource_path(
-            "coordination.k8s.io/v1", "leases", namespace=namespace_name, name="vk-test"
-        )
+    async with leading(venice, namespace_name) as (leader, task):
+        path = lease_path(namespace_name)
         # Someone else holds it now, freshly renewed: `a` cannot renew and must step down.
         for _ in range(12):
             await venice.merge_patch(

@@ -32,6 +32,10 @@ from vk.kube.client import (
 
 log = structlog.get_logger("vk.kube.leaderelection")
 
+# A release that loses to a renewal of its own holder, sent just before, reads the Lease again
+# this many times at most.
+RELEASE_ATTEMPTS = 3
+
 
 def forge_lease_spec(
     identity: str, duration: int, now: datetime.datetime, previous: JSON | None
@@ -80,12 +84,15 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._observed: JSON | None = None  # the Lease's spec as last read
         self._observed_at = 0.0  # monotonic time it last changed
+        self._released = False  # given up for good (`release`): no more campaigning
         self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
 
     async def run(self) -> None:
         last_renewed = time.monotonic()
-        while True:
+        while not self._released:
             held = await self._try_acquire_or_renew()
+            if self._released:
+                return  # given up while that round was on its way: it does not count
             now = time.monotonic()
             if held:
                 last_renewed = now
@@ -149,27 +156,36 @@ class LeaderElector:
         return True
 
     async def release(self) -> None:
-        """Gives the Lease up (on SIGTERM) so a standby takes over without waiting it out."""
+        """Gives the Lease up (on SIGTERM) so a standby takes over without waiting it out; the
+        elector campaigns no more, even if its `run` goes on (it would take the Lease again
+        before the standby could)."""
+        self._released = True
         if not self.is_leader.is_set():
             return
         self.is_leader.clear()
-        try:
-            lease = await self.client.get(self.path)
-            if lease.get("spec", {}).get("holderIdentity") != self.identity:
+        for _ in range(RELEASE_ATTEMPTS):
+            try:
+                lease = await self.client.get(self.path)
+                if lease.get("spec", {}).get("holderIdentity") != self.identity:
+                    return
+                now = kube_micro_time(datetime.datetime.now(datetime.UTC))
+                lease["spec"].update(
+                    {
+                        "holderIdentity": None,
+                        "leaseDurationSeconds": 1,
+                        "renewTime": now,
+                        "acquireTime": now,
+                    }
+                )
+                await self.client.replace(self.path, lease)
+                self._log.info("released the lease")
                 return
-            now = kube_micro_time(datetime.datetime.now(datetime.UTC))
-            lease["spec"].update(
-                {
-                    "holderIdentity": None,
-                    "leaseDurationSeconds": 1,
-                    "renewTime": now,
-                    "acquireTime": now,
-                }
-            )
-            await self.client.replace(self.path, lease)
-            self._log.info("released the lease")
-        except (TimeoutError, ApiError, OSError) as error:
-            self._log.warning("cannot release the lease", error=str(error))
+            except Conflict:
+                continue  # a renewal of ours, sent before, landed first: read it again
+            except (TimeoutError, ApiError, OSError) as error:
+                self._log.warning("cannot release the lease", error=str(error))
+                return
+        self._log.warning("cannot release the lease: it keeps changing")
 
 
 async def _first(*awaitables: Coroutine[Any, Any, Any] | asyncio.Task[Any]) -> int:
