@@ -17,7 +17,7 @@ import yaml
 from tests.conftest import Clusters
 from vk.kube.client import API_REQUESTS, KubeClient, resource_path
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer, namespace_index
-from vk.kube.kubeconfig import load_kubeconfig_file
+from vk.kube.kubeconfig import EXEC_REFRESH_MARGIN, load_kubeconfig_file
 from vk.kube.leaderelection import LeaderElector
 from vk.kube.pki import issue
 from vk.playground.pki import load_ca
@@ -356,14 +356,13 @@ async def test_an_exec_plugins_certificate_the_server_refuses_is_renewed(
 async def test_an_exec_plugins_certificate_is_renewed_before_it_expires(
     clusters: Clusters, tmp_path: Path
 ) -> None:
-    # The plugin says its first credential expires 35 s on: vk asks again 30 s before, with
-    # no request refused.
-    soon = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=35)
+    # The plugin says its first credential expires 5 s past the margin: vk asks again once
+    # the margin is reached, with no request refused.
+    soon = datetime.datetime.now(datetime.UTC) + EXEC_REFRESH_MARGIN + datetime.timedelta(seconds=5)
     path = first_then_second(clusters, tmp_path, datetime.timedelta(hours=1), soon)
     async with KubeClient(load_kubeconfig_file(path), name="exec-expiring") as client:
         assert await who_am_i(client) == "vk-exec-first"
-        await asyncio.sleep(
-            max(0.0, (soon - datetime.datetime.now(datetime.UTC)).total_seconds() - 29)
-        )
+        due = soon - EXEC_REFRESH_MARGIN + datetime.timedelta(seconds=1)
+        await asyncio.sleep(max(0.0, (due - datetime.datetime.now(datetime.UTC)).total_seconds()))
         assert await who_am_i(client) == "vk-exec-second"
         assert refused(client) == 0
