@@ -23,7 +23,6 @@ import asyncio
 import json
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -31,7 +30,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.virtual_node import proc_stats
+from bench.virtual_node import proc_stats, scratch_directory
 from vk.api.crds import CUSTOM_RESOURCES, crd_manifest
 from vk.api.offloading import Quota
 from vk.api.usage import Ledger, Resources, forge_reserved_status, ledger_usage
@@ -228,17 +227,17 @@ async def api_server_costs(
 
 
 def measure_api_server(held: list[int], writes: int, rounds: int) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix="vk-bench-ledger-"))
-    playground = Playground(scratch / "playground", Progress())
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    try:
-        playground.up((ClusterSpec(CLUSTER, "provider", 1, {}, CAPACITY),))
-        apiserver = int(playground.paths(CLUSTER).pid("kube-apiserver").read_text())
-        results = asyncio.run(
-            api_server_costs(playground.kubeconfig(CLUSTER), apiserver, held, writes, rounds)
-        )
-    finally:
-        playground.down()
+    with scratch_directory("ledger") as scratch:
+        playground = Playground(scratch / "playground", Progress())
+        try:
+            playground.up((ClusterSpec(CLUSTER, "provider", 1, {}, CAPACITY),))
+            apiserver = int(playground.paths(CLUSTER).pid("kube-apiserver").read_text())
+            results = asyncio.run(
+                api_server_costs(playground.kubeconfig(CLUSTER), apiserver, held, writes, rounds)
+            )
+        finally:
+            playground.down()
     print(
         f"\nledger writes on an API server: its CPU per Quota status PUT ({writes * rounds} "
         "writes each, half adding a reservation, half folding one)"

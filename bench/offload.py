@@ -17,12 +17,13 @@ informers each vk process runs (one watch each), and, apart from them, the provi
 (its controller manager's and its webhook's); then `kill -9` of the virtual kubelet with N pods
 running, a new one started, the time until it has converged and the number of remote pods
 re-created (must be 0); then the throughput of one virtual kubelet (pods bound while none runs,
-then one started), with where the machine's CPU went in that phase and what far's API server did
-(its requests, webhook calls and watch events per pod, from its own metrics). Last, what its
-requests and watch events per pod cost alone, at the price of vk's API client timed in the bench's
-own process (`client_costs`): the floor under its CPU per pod. `--heap`, `--profile` and
-`--stages`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py; `--stages` at the
-cost of a few per cent of its CPU, where cProfile triples it).
+then one started), with where the machine's CPU went in that phase, the rates that CPU per pod
+allows (the whole path on this machine; the virtual kubelet on a core of its own), and what far's
+API server did (its requests, webhook calls and watch events per pod, from its own metrics).
+Last, what its requests and watch events per pod cost alone, at the price of vk's API client
+timed in the bench's own process (`client_costs`): the floor under its CPU per pod. `--heap`,
+`--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py;
+`--stages` at the cost of a few per cent of its CPU, where cProfile triples it).
 
     .venv/bin/python -m bench.offload [--pods 1000]
 """
@@ -491,6 +492,7 @@ def main() -> None:
         f"included)   target <= 3 ms: {verdict(backlog.cpu / n * 1000 <= TARGETS['cpu_ms'])}"
     )
     print_machine_cpu(backlog)
+    print_ceilings(backlog, n)
     print_far_apiserver(backlog, n)
     print(
         f"  the virtual kubelet's API writes in that phase: "
@@ -608,6 +610,22 @@ def print_machine_cpu(backlog: Backlog) -> None:
 
 def request_kind(verb: str, resource: str, subresource: str) -> str:
     return f"{verb} {resource}" + (f"/{subresource}" if subresource else "")
+
+
+def print_ceilings(backlog: Backlog, n: int) -> None:
+    """The rates the CPU per pod allows: of the whole path on this machine's cores (what the
+    throughput above cannot pass), and of the virtual kubelet alone on a core of its own (one
+    event loop: what it could reach if the API servers ran elsewhere and kept up). Both
+    include, as the CPU above does, the virtual kubelet's start and its resync of the pods
+    running."""
+    cores = os.cpu_count() or 1
+    path = sum(backlog.machine_cpu.values()) / n
+    kubelet = backlog.cpu / n
+    print(
+        f"  the rates that CPU per pod allows: the whole path {path * 1000:.1f} ms per pod, at "
+        f"most {cores / path:.0f} pods/s on these {cores} cores; the virtual kubelet alone "
+        f"{kubelet * 1000:.1f} ms, at most {1 / kubelet:.0f} pods/s on a core of its own"
+    )
 
 
 def print_far_apiserver(backlog: Backlog, n: int) -> None:

@@ -14,8 +14,10 @@ with it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -23,7 +25,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -48,6 +50,35 @@ SECRET = "kubeconfig-resourceslice-far"
 LOCAL_NAMESPACE, REMOTE_NAMESPACE = "bench-remote", "bench-remote-home"
 
 Sample = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def make_scratch(name: str) -> Path:
+    """A directory of a benchmark's own in the system's temporary one: its playground, the
+    logs of the processes it runs, its probe's reports (`leave_scratch`)."""
+    return Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
+
+
+def leave_scratch(scratch: Path, *, failed: bool, keep: bool = False) -> None:
+    """Removes a benchmark's scratch directory once it ended well (a run of every benchmark
+    left a few of them, and they piled up); one that failed, or whose files are what was asked
+    for (`keep`: a probe's reports), is kept, and said where."""
+    if failed or keep:
+        why = "it failed or was stopped; its logs are there" if failed else "its probe's reports"
+        print(f"[bench] kept {scratch}: {why}", file=sys.stderr)
+    else:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_directory(name: str) -> Iterator[Path]:
+    """`make_scratch`, left with `leave_scratch` as the block ends."""
+    scratch = make_scratch(name)
+    try:
+        yield scratch
+    except BaseException:
+        leave_scratch(scratch, failed=True)
+        raise
+    leave_scratch(scratch, failed=False)
 
 
 def kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
@@ -133,7 +164,7 @@ class BenchVirtualNode:
         self.probe = probe
         self.workers = dict(workers or {})
         self.capacity = {"cpu": "1000", "memory": "4000Gi", "pods": str(pods_capacity)}
-        self.scratch = Path(tempfile.mkdtemp(prefix=f"vk-bench-{name}-"))
+        self.scratch = make_scratch(name)
         self.playground = Playground(self.scratch / "playground", Progress())
         self.process: subprocess.Popen[bytes] | None = None
         # By cluster: the vk controller managers the benchmark runs instead of the playground.
@@ -248,6 +279,7 @@ class BenchVirtualNode:
                     process.wait(timeout=30)
         finally:
             self.playground.down()
+            leave_scratch(self.scratch, failed=kind is not None, keep=self.probe is not None)
 
     def _run_controller_manager(self, cluster: str, *flags: str) -> subprocess.Popen[bytes]:
         """`cluster`'s vk controller manager run by the benchmark instead of the playground,
