@@ -274,15 +274,19 @@ class BenchVirtualNode:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        failed = kind is not None
         try:
             self.kill()
             for process in self.controller_managers.values():
                 if process.poll() is None:
                     process.send_signal(signal.SIGTERM)
                     process.wait(timeout=30)
+        except BaseException:
+            failed = True  # a process that would not stop: its log says why, so it is kept
+            raise
         finally:
             self.playground.down()
-            leave_scratch(self.scratch, failed=kind is not None, keep=self.probe is not None)
+            leave_scratch(self.scratch, failed=failed, keep=self.probe is not None)
 
     def _run_controller_manager(self, cluster: str, *flags: str) -> subprocess.Popen[bytes]:
         """`cluster`'s vk controller manager run by the benchmark instead of the playground,
