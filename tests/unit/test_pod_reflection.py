@@ -516,3 +516,51 @@ async def test_a_shadow_pod_found_made_already_waits_for_its_event() -> None:
     pods.local.store.upsert(json_copy(LOCAL_POD))
     result = await pods.reconcile("shop/web")  # was: UnboundLocalError, retried with back-off
     assert result.requeue_after is None
+
+
+async def test_a_shadow_pod_coming_back_as_it_was_created_is_not_reconciled_again() -> None:
+    """Its ADDED event, of the very version its creation was answered with, its local pod
+    unchanged but for its status: nothing for the main reconcile, and the Pod, cached before
+    its ShadowPod, handed to the status queue. Anything else (another version, its local pod
+    changed meanwhile) goes to the main reconcile, as before."""
+    labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+    metadata = {"name": "web", "namespace": "shop-home", "uid": "s", "labels": labels}
+
+    def shadow(version: str) -> JSON:
+        return {
+            "metadata": {**metadata, "resourceVersion": version},
+            "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+        }
+
+    async def created(pods: PodReflector) -> None:
+        pods.local.store.upsert(json_copy(LOCAL_POD))
+        await pods.reconcile("shop/web")  # created, answered as version 2 (Provider.create)
+
+    pods = synced(offloading_shop(Home(), Patched()))
+    await created(pods)
+    running = json_copy(LOCAL_POD)
+    running["metadata"]["resourceVersion"] = "3"
+    running["status"] = {"phase": "Running"}  # its status written meanwhile
+    pods.local.store.upsert(running)
+    pods._on_shadow_pod(ADDED, shadow("2"), None)
+    assert queued(pods) == (0, 0)
+    assert pods._created_unseen == {}, "seen: a ShadowPod gone after this is asked for again"
+
+    pods = synced(offloading_shop(Home(), Patched()))
+    await created(pods)
+    pods.remote["shop-home"].store.upsert({"metadata": {**metadata, "uid": "p"}})
+    pods._on_shadow_pod(ADDED, shadow("2"), None)
+    assert queued(pods) == (0, 1), "the Pod cached first is the status queue's"
+
+    pods = synced(offloading_shop(Home(), Patched()))
+    await created(pods)
+    pods._on_shadow_pod(ADDED, shadow("5"), None)  # changed since its creation
+    assert queued(pods) == (1, 0)
+
+    pods = synced(offloading_shop(Home(), Patched()))
+    await created(pods)
+    relabelled = json_copy(LOCAL_POD)
+    relabelled["metadata"] |= {"resourceVersion": "3", "labels": {"tier": "front"}}
+    pods.local.store.upsert(relabelled)
+    pods._on_shadow_pod(ADDED, shadow("2"), None)
+    assert queued(pods) == (1, 0), "its local pod changed: the ShadowPod may need a patch"

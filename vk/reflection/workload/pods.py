@@ -47,6 +47,7 @@ from vk.kube.client import (
 from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import (
+    ADDED,
     DELETED,
     MODIFIED,
     Informer,
@@ -345,14 +346,14 @@ class PodReflector(Reconciler):
         # their token Secret on the provider before their ShadowPod is asked for.
         self._tokens: TokenSecrets | None = None
         self._awaiting_tokens: set[str] = set()
-        # key -> until when: the ShadowPods created and not in the cache yet. A reconcile
+        # The ShadowPods created and not in the cache yet, by key (`_Created`). A reconcile
         # meanwhile (its pod's status written, its token Secret) would create one again, and
         # the provider's webhook, which reserves before the API server finds the name taken,
         # would give the Quota's share to that failed creation instead of to the ShadowPod
         # that exists (refused NotReserved, then withdrawn). Argued, not seen: the NotReserved
         # refusals once seen in a burst (50 to 140 of 1000) were this across two processes, a
         # bench script's two virtual kubelets of one identity both leading.
-        self._created_unseen: dict[str, float] = {}
+        self._created_unseen: dict[str, _Created] = {}
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
@@ -603,7 +604,31 @@ class PodReflector(Reconciler):
         if event == MODIFIED and old is not None and says_nothing_to_act_on(old, shadow):
             return
         for key in self._local_keys(shadow):
-            self._enqueue(key)
+            if not (event == ADDED and self._own_creation_back(key, shadow)):
+                self._enqueue(key)
+
+    def _own_creation_back(self, key: str, shadow: JSON) -> bool:
+        """Whether `shadow` is the ShadowPod this virtual kubelet created for `key` coming
+        back as it was answered (its very resourceVersion), its local pod unchanged since but
+        for its status: the main reconcile would find nothing to do, but hand the Pod, if
+        cached already, to the status queue, which is done here. That reconcile, and the
+        status reconcile it handed a Pod whose status was reflected already, were two of a
+        pod's three that did nothing (issue 20)."""
+        created = self._created_unseen.get(key)
+        if created is None or resource_version(shadow) != created.version:
+            return False
+        local = self.local.store.get(key)
+        if local is None or (
+            local is not created.made_from and changed_beyond_status(created.made_from, local)
+        ):
+            return False
+        del self._created_unseen[key]
+        remote_namespace, name = shadow["metadata"]["namespace"], shadow["metadata"]["name"]
+        pods = self.remote.get(remote_namespace)
+        if pods is not None and pods.store.get(f"{remote_namespace}/{name}") is not None:
+            # Cached before its ShadowPod was: its status reconcile found no ShadowPod then.
+            self.status_controller.enqueue(key)
+        return True
 
     def _on_remote_pod(self, event: str, pod: JSON, _: JSON | None) -> None:
         # Only a status the status queue would act on: a Pod gone, or one still saying nothing
@@ -679,7 +704,8 @@ class PodReflector(Reconciler):
             # this pod gets its own; its status is never this pod's.
             return await self._delete_earlier(client, shadow, remote_namespace)
         if shadow is None:
-            if (unseen := self._created_unseen.get(key, 0.0) - time.monotonic()) > 0:
+            created = self._created_unseen.get(key)
+            if created is not None and (unseen := created.until - time.monotonic()) > 0:
                 return Result(requeue_after=unseen)  # its event brings us back before that
             return await self._create(client, local, remote_namespace)
         self._created_unseen.pop(key, None)
@@ -820,7 +846,11 @@ class PodReflector(Reconciler):
                 f"{error.message[:MAX_PROVIDER_MESSAGE]}",
             )
             return Result(requeue_after=REFUSED_RETRY)
-        self._created_unseen[key] = time.monotonic() + CREATED_UNSEEN_SECONDS
+        self._created_unseen[key] = _Created(
+            until=time.monotonic() + CREATED_UNSEEN_SECONDS,
+            version=resource_version(created),
+            made_from=local,
+        )
         if is_stamped(created) and self.admission.admitted():
             # The provider's webhook is back: every pod that waited for it asks now.
             for waiting in self._awaiting_admission:
@@ -1056,6 +1086,15 @@ class _StatusReflection(Reconciler):
 
     async def reconcile(self, key: str) -> Result:
         return await self.pods.reconcile_status(key)
+
+
+@dataclass(frozen=True, slots=True)
+class _Created:
+    """A ShadowPod this virtual kubelet created, until its cache shows it."""
+
+    until: float  # asked for again after this (time.monotonic()) if the cache still does not
+    version: str  # the resourceVersion its creation was answered with
+    made_from: JSON  # its local pod, as the cache held it then
 
 
 def _key(pod: JSON) -> str:
