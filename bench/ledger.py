@@ -30,14 +30,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from bench.virtual_node import proc_stats, scratch_directory
+from bench.virtual_node import proc_stats, scratch_directory, scratch_playground
 from vk.api.crds import CUSTOM_RESOURCES, crd_manifest
 from vk.api.offloading import Quota
 from vk.api.usage import Ledger, Resources, forge_reserved_status, ledger_usage
-from vk.cli.progress import Progress
 from vk.kube.client import JSON, KubeClient, NotFound
 from vk.kube.kubeconfig import load_kubeconfig_file
-from vk.playground.playground import Playground
 from vk.playground.spec import ClusterSpec
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
@@ -228,16 +226,12 @@ async def api_server_costs(
 
 def measure_api_server(held: list[int], writes: int, rounds: int) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    with scratch_directory("ledger") as scratch:
-        playground = Playground(scratch / "playground", Progress())
-        try:
-            playground.up((ClusterSpec(CLUSTER, "provider", 1, {}, CAPACITY),))
-            apiserver = int(playground.paths(CLUSTER).pid("kube-apiserver").read_text())
-            results = asyncio.run(
-                api_server_costs(playground.kubeconfig(CLUSTER), apiserver, held, writes, rounds)
-            )
-        finally:
-            playground.down()
+    with scratch_directory("ledger") as scratch, scratch_playground(scratch) as playground:
+        playground.up((ClusterSpec(CLUSTER, "provider", 1, {}, CAPACITY),))
+        apiserver = int(playground.paths(CLUSTER).pid("kube-apiserver").read_text())
+        results = asyncio.run(
+            api_server_costs(playground.kubeconfig(CLUSTER), apiserver, held, writes, rounds)
+        )
     print(
         f"\nledger writes on an API server: its CPU per Quota status PUT ({writes * rounds} "
         "writes each, half adding a reservation, half folding one)"

@@ -84,6 +84,30 @@ def scratch_directory(name: str) -> Iterator[Path]:
     leave_scratch(scratch, failed=False)
 
 
+def keep_cluster_logs(playground: Playground, scratch: Path) -> None:
+    """The logs of `playground`'s clusters (their API servers', kwok's, vk's processes')
+    copied into `scratch`'s `logs`, out of the playground, which `down` removes: a benchmark
+    that failed keeps them there."""
+    for cluster in playground.recorded_clusters() or ():
+        logs = playground.paths(cluster.name).root / "logs"
+        if logs.is_dir():
+            shutil.copytree(logs, scratch / "logs" / cluster.name, dirs_exist_ok=True)
+
+
+@contextlib.contextmanager
+def scratch_playground(scratch: Path) -> Iterator[Playground]:
+    """A playground in `scratch`, down as the block ends; its clusters' logs kept in
+    `scratch` first if the block failed (`keep_cluster_logs`)."""
+    playground = Playground(scratch / "playground", Progress())
+    try:
+        yield playground
+    except BaseException:
+        keep_cluster_logs(playground, scratch)
+        raise
+    finally:
+        playground.down()
+
+
 def kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
     return subprocess.run(
         ["kubectl", f"--kubeconfig={kubeconfig}", *args],
@@ -188,8 +212,10 @@ class BenchVirtualNode:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         try:
             self._set_up()
-        except BaseException:
-            self.__exit__(None, None, None)
+        except BaseException as error:
+            # As failed: its scratch directory, which holds the playground's logs that the
+            # error may point to, is kept.
+            self.__exit__(type(error), error, error.__traceback__)
             raise
         return self
 
@@ -285,6 +311,8 @@ class BenchVirtualNode:
             failed = True  # a process that would not stop: its log says why, so it is kept
             raise
         finally:
+            if failed:
+                keep_cluster_logs(self.playground, self.scratch)
             self.playground.down()
             leave_scratch(self.scratch, failed=failed, keep=self.probe is not None)
 

@@ -29,8 +29,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.virtual_node import VKCTL, kubectl, proc_stats, scratch_directory
-from vk.cli.progress import Progress
+from bench.virtual_node import (
+    VKCTL,
+    kubectl,
+    proc_stats,
+    scratch_directory,
+    scratch_playground,
+)
 from vk.controllers.virtualnodes import VIRTUAL_KUBELET_PYTHON_ENV
 from vk.playground.playground import Playground
 from vk.playground.spec import ClusterSpec
@@ -200,36 +205,32 @@ def main() -> None:
     print(f"the virtual kubelet's third-party packages: {', '.join(packages)}")
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    with scratch_directory("nodes") as scratch:
-        playground = Playground(scratch / "playground", Progress())
-        try:
-            playground.up(
-                (
-                    ClusterSpec("home", "consumer", 1, {}, CAPACITY),
-                    ClusterSpec("far", "provider", 1, {}, CAPACITY),
-                )
+    with scratch_directory("nodes") as scratch, scratch_playground(scratch) as playground:
+        playground.up(
+            (
+                ClusterSpec("home", "consumer", 1, {}, CAPACITY),
+                ClusterSpec("far", "provider", 1, {}, CAPACITY),
             )
-            home, far = playground.kubeconfig("home"), playground.kubeconfig("far")
-            node_kib = add_busy_nodes(home, arguments.home_nodes) if arguments.home_nodes else 0.0
-            print(f"peering home with far, then {n - 1} more ResourceSlices to far")
-            vkctl("peer", f"--remote-kubeconfig={far}", f"--kubeconfig={home}", "--timeout=3m")
-            for index in range(2, n + 1):
-                vkctl(
-                    "create", "resourceslice", f"far-{index}", "--remote-cluster-id=far",
-                    "--cpu=1", "--memory=1Gi", "--pods=10", f"--kubeconfig={home}", "--timeout=3m",
-                )  # fmt: skip
-            wait_ready(home, n)
-            pids = virtual_kubelet_pids(playground)
-            if len(pids) != n:
-                raise RuntimeError(f"{len(pids)} virtual kubelet processes for {n} virtual nodes")
-            time.sleep(10)  # start-up allocations settle, the first heartbeats pass
-            cpu_before = {pid: proc_stats(pid)[2] for pid in pids}
-            time.sleep(arguments.idle_seconds)
-            cpu = sum(proc_stats(pid)[2] - cpu_before[pid] for pid in pids)
-            pss = sum(pss_mib(pid) for pid in pids)
-            rss = statistics.median(proc_stats(pid)[0] for pid in pids)
-        finally:
-            playground.down()
+        )
+        home, far = playground.kubeconfig("home"), playground.kubeconfig("far")
+        node_kib = add_busy_nodes(home, arguments.home_nodes) if arguments.home_nodes else 0.0
+        print(f"peering home with far, then {n - 1} more ResourceSlices to far")
+        vkctl("peer", f"--remote-kubeconfig={far}", f"--kubeconfig={home}", "--timeout=3m")
+        for index in range(2, n + 1):
+            vkctl(
+                "create", "resourceslice", f"far-{index}", "--remote-cluster-id=far",
+                "--cpu=1", "--memory=1Gi", "--pods=10", f"--kubeconfig={home}", "--timeout=3m",
+            )  # fmt: skip
+        wait_ready(home, n)
+        pids = virtual_kubelet_pids(playground)
+        if len(pids) != n:
+            raise RuntimeError(f"{len(pids)} virtual kubelet processes for {n} virtual nodes")
+        time.sleep(10)  # start-up allocations settle, the first heartbeats pass
+        cpu_before = {pid: proc_stats(pid)[2] for pid in pids}
+        time.sleep(arguments.idle_seconds)
+        cpu = sum(proc_stats(pid)[2] - cpu_before[pid] for pid in pids)
+        pss = sum(pss_mib(pid) for pid in pids)
+        rss = statistics.median(proc_stats(pid)[0] for pid in pids)
 
     above = rss - floor
     print(f"\n== results ({n} virtual nodes on one consumer, idle)")
