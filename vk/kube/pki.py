@@ -144,6 +144,7 @@ def build_ca(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.KeyUsage(
                 digital_signature=True,
@@ -182,6 +183,7 @@ def issue(
         key,
         subject_name(common_name, organizations),
         ca.subject,
+        _authority_key_identifier(ca),
         now,
         dns_names=dns_names,
         ip_addresses=ip_addresses,
@@ -208,6 +210,7 @@ def issue_self_signed(
         key,
         subject,
         subject,
+        x509.AuthorityKeyIdentifier.from_issuer_public_key(key.public_key()),
         now,
         dns_names=dns_names,
         ip_addresses=ip_addresses,
@@ -219,10 +222,21 @@ def issue_self_signed(
     return Issued(cert.public_bytes(serialization.Encoding.PEM), private_key_pem(key))
 
 
+def _authority_key_identifier(ca: x509.Certificate) -> x509.AuthorityKeyIdentifier:
+    """What names `ca` in the certificates it signs: its own Subject Key Identifier, or one
+    derived from its key if it has none (a CA made before vk wrote one)."""
+    try:
+        own = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    except x509.ExtensionNotFound:
+        return x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.public_key())  # type: ignore[arg-type]
+    return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(own)
+
+
 def _leaf(
     key: PrivateKey,
     subject: x509.Name,
     issuer: x509.Name,
+    authority: x509.AuthorityKeyIdentifier,
     now: datetime.datetime,
     *,
     dns_names: tuple[str, ...],
@@ -244,6 +258,11 @@ def _leaf(
         .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        # RFC 5280 §4.2.1.1-2, which OpenSSL's strict verification (Python 3.13's default
+        # context) holds a chain to: without them, a client on 3.13 refused every certificate
+        # vk made (its playground's API servers, its webhooks').
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(authority, critical=False)
     )
     alt_names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
     alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
