@@ -228,6 +228,8 @@ def _authority_key_identifier(ca: x509.Certificate) -> x509.AuthorityKeyIdentifi
     try:
         own = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     except x509.ExtensionNotFound:
+        # A CA's key signs, so it is none of the kinds the type also names that cannot
+        # (X25519, X448), which from_issuer_public_key does not take.
         return x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.public_key())  # type: ignore[arg-type]
     return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(own)
 
