@@ -694,6 +694,9 @@ def print_profile(
             f"    {own / n * 1000:10.3f}  {cumulative / n * 1000:17.3f}  {calls / n:9.1f}  "
             f"{function}"
         )
+    print("  own CPU by where the functions are (ms/pod):")
+    for where, own in sorted(own_cpu_by_package(phase).items(), key=lambda i: -i[1])[:8]:
+        print(f"    {own / n * 1000:10.3f}  {where}")
     # What each of vk's functions costs with all it calls: which of its steps to make cheaper
     # (a coroutine's time counts only while it runs, not while it awaits).
     ours = {function: totals for function, totals in phase.items() if is_vk_function(function)}
@@ -701,6 +704,23 @@ def print_profile(
     print("    cumulative ms/pod  calls/pod  function")
     for function, (calls, _, cumulative) in sorted(ours.items(), key=lambda i: -i[1][2])[:25]:
         print(f"    {cumulative / n * 1000:17.3f}  {calls / n:9.1f}  {function}")
+
+
+def own_cpu_by_package(phase: dict[str, list[float]]) -> dict[str, float]:
+    """Own CPU seconds by where each function is: vk's own modules (what compiling them could
+    speed up), each library, the standard library, and the interpreter's built-ins."""
+    totals: dict[str, float] = {}
+    for function, (_, own, _) in phase.items():
+        if is_vk_function(function):
+            where = "vk"
+        elif function.startswith("~"):
+            where = "built-ins (C)"
+        elif function.startswith("/"):
+            where = "standard library"
+        else:
+            where = function.split("/", 1)[0].split(":", 1)[0]
+        totals[where] = totals.get(where, 0.0) + own
+    return totals
 
 
 def is_vk_function(function: str) -> bool:

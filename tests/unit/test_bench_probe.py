@@ -1,5 +1,5 @@
 """bench/probe.py's `stages` probe: each stage's CPU is its own steps', counted once a run,
-and the probe is wired into the controllers it times."""
+and the probe is wired into the controllers it times; and how bench/offload.py sums a profile."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from bench import offload
 from bench.probe import OnCpuOf, StageTimes, instrument_stages
 from vk.kube import client, controller, informer, transport
 from vk.kube.controller import Controller, Reconciler, Result
@@ -115,3 +116,17 @@ async def test_instrumented_controllers_time_each_reconcile(
     event = b'{"type": "ADDED", "object": {"metadata": {"name": "a"}}}'
     assert client.parse_watch_event(event)["type"] == "ADDED"
     assert stages.totals["event decoded"][0] == 1
+
+
+def test_a_profile_is_summed_by_where_its_functions_are() -> None:
+    # Named as bench/probe.py names them: below vk/, below site-packages/, or whole paths.
+    phase = {
+        "kube/compaction.py:82(_share_within)": [38, 0.8, 1.4],
+        "reflection/forge/pods.py:377(shadow_pod_as_read)": [3, 0.2, 1.0],
+        "~:0(<orjson.loads>)": [23, 0.7, 0.7],
+        "/usr/lib/python3.11/asyncio/events.py:78(_run)": [90, 0.3, 6.0],
+        "prometheus_client/metrics.py:138(labels)": [8, 0.1, 0.2],
+    }
+    assert offload.own_cpu_by_package(phase) == pytest.approx(
+        {"vk": 1.0, "built-ins (C)": 0.7, "standard library": 0.3, "prometheus_client": 0.1}
+    )
