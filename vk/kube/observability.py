@@ -38,16 +38,18 @@ def _add_logger_name(logger: Any, _: str, event: EventDict) -> EventDict:
 def configure_logging(level: str = "info", **context: str) -> None:
     """JSON lines on stderr: `level`, `ts`, `logger`, `msg`, plus `context` (e.g. the node) and
     whatever each call binds (namespace, pod, ...). Modules take their logger as
-    `structlog.get_logger("vk.<module>")`; it is resolved on first use, so after this."""
+    `structlog.get_logger("vk.<module>")`; it is resolved on first use, so after this.
+
+    What the libraries log through the standard library's logging comes out as the same JSON
+    lines, from warnings up: asyncio's word on a task whose exception nobody retrieved,
+    aiohttp's on a request its server could not handle. Left to the standard library, these
+    were bare text, tracebacks over many lines, among the JSON. Their info lines (aiohttp's
+    access log: a line per Prometheus scrape) are left out."""
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+            *_LEADING_PROCESSORS,
             _add_logger_name,
-            structlog.processors.EventRenamer("msg"),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(sort_keys=False),
+            *_TRAILING_PROCESSORS,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(
             logging.getLevelNamesMapping()[level.upper()]
@@ -56,6 +58,35 @@ def configure_logging(level: str = "info", **context: str) -> None:
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(**context)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[*_LEADING_PROCESSORS, structlog.stdlib.add_logger_name],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *_TRAILING_PROCESSORS,
+            ],
+        )
+    )
+    # `force`: a second call (a test's) replaces the handler, never adds one more.
+    logging.basicConfig(
+        handlers=[handler],
+        level=max(logging.WARNING, logging.getLevelNamesMapping()[level.upper()]),
+        force=True,
+    )
+
+
+# Every line's processors, vk's own and the libraries' alike, around how each names its logger.
+_LEADING_PROCESSORS = (
+    structlog.contextvars.merge_contextvars,
+    structlog.processors.add_log_level,
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
+)
+_TRAILING_PROCESSORS = (
+    structlog.processors.EventRenamer("msg"),
+    structlog.processors.format_exc_info,
+    structlog.processors.JSONRenderer(sort_keys=False),
+)
 
 
 class MetricsServer:
