@@ -1,11 +1,12 @@
 """A supervised task that fails is restarted, counted and named by /readyz; cancelling it
-stops it."""
+stops it. Background tasks are held while they run, and their failures logged."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pytest
+from structlog.testing import capture_logs
 
 from vk.kube import supervision
 from vk.kube.supervision import (
@@ -13,6 +14,7 @@ from vk.kube.supervision import (
     MAX_BACKOFF,
     RECENT_SECONDS,
     TASK_RESTARTS,
+    BackgroundTasks,
     TaskState,
     next_backoff,
     supervise,
@@ -77,3 +79,60 @@ def test_back_off_doubles_on_quick_failures_and_resets_after_a_long_run() -> Non
     assert next_backoff(1.0, ran_for=0.1) == 2.0
     assert next_backoff(MAX_BACKOFF, ran_for=0.1) == MAX_BACKOFF
     assert next_backoff(8.0, ran_for=RECENT_SECONDS) == supervision.MIN_BACKOFF
+
+
+async def test_background_tasks_are_held_while_they_run_and_let_go_when_they_end() -> None:
+    tasks = BackgroundTasks("recording")
+    go_on = asyncio.Event()
+    ran = []
+
+    async def record(n: int) -> None:
+        await go_on.wait()
+        ran.append(n)
+
+    started = [tasks.start(record(n)) for n in range(3)]
+    await asyncio.sleep(0)
+    assert len(tasks) == 3
+    go_on.set()
+    await asyncio.gather(*started)
+    await asyncio.sleep(0)  # the done callbacks run in the loop's next turn
+    assert sorted(ran) == [0, 1, 2]
+    assert len(tasks) == 0
+
+
+async def test_a_background_tasks_failure_is_logged_with_its_name_when_it_happens() -> None:
+    tasks = BackgroundTasks("closing-clients")
+
+    async def fails() -> None:
+        raise ConnectionResetError("the provider hung up")
+
+    async def succeeds() -> None:
+        return None
+
+    with capture_logs() as logs:
+        for task in (tasks.start(fails()), tasks.start(succeeds())):
+            await asyncio.wait([task])
+        await asyncio.sleep(0)
+    [failure] = logs
+    assert failure["event"] == "background task failed"
+    assert failure["log_level"] == "error"
+    assert failure["tasks"] == "closing-clients"
+    assert failure["error"] == "ConnectionResetError: the provider hung up"
+    assert len(tasks) == 0
+
+
+async def test_cancelling_background_tasks_stops_them_and_logs_no_failure() -> None:
+    tasks = BackgroundTasks("connections")
+
+    async def serve() -> None:
+        await asyncio.Event().wait()
+
+    serving = tasks.start(serve())
+    await asyncio.sleep(0)
+    with capture_logs() as logs:
+        tasks.cancel()
+        await asyncio.wait([serving])
+        await asyncio.sleep(0)
+    assert serving.cancelled()
+    assert logs == []
+    assert len(tasks) == 0

@@ -36,6 +36,7 @@ from vk.kube.controller import Controller, Reconciler, Result, run_with_informer
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import EventHandler, Informer, object_key, shared_informer, split_key
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
+from vk.kube.supervision import BackgroundTasks
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
@@ -166,7 +167,7 @@ class Replicator(Reconciler):
         )
         self.links: dict[str, ProviderLink] = {}
         self._kubeconfigs: dict[str, bytes] = {}
-        self._stopping: set[asyncio.Task[None]] = set()
+        self._stopping = BackgroundTasks("provider-links-stopping")
         self.controller = Controller(self, workers=4)
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
@@ -209,9 +210,7 @@ class Replicator(Reconciler):
             if wanted.get(provider) != self._kubeconfigs.get(provider):
                 link = self.links.pop(provider)
                 self._kubeconfigs.pop(provider, None)
-                stopping = asyncio.create_task(link.stop())
-                self._stopping.add(stopping)
-                stopping.add_done_callback(self._stopping.discard)
+                self._stopping.start(link.stop())
         for provider, kubeconfig in wanted.items():
             if provider in self.links:
                 continue

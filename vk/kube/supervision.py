@@ -1,6 +1,7 @@
-"""Long-running tasks that do not die silently: `supervise` runs one for ever, restarting it
+"""Tasks that do not die silently: `supervise` runs a long-running one for ever, restarting it
 after an unexpected exception (logged with its traceback, counted in `vk_task_restarts_total`)
-with back-off, and `task_problems` names, for /readyz, those that failed lately.
+with back-off, and `task_problems` names, for /readyz, those that failed lately;
+`BackgroundTasks` holds the short ones started and not awaited, and logs their failures.
 
 What each task expects (a provider away, a 409) it handles itself: what reaches the
 supervisor is a bug, or a failure nobody foresaw. Restarting the task (and not the process)
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from prometheus_client import Counter
@@ -83,3 +85,41 @@ async def supervise(name: str, run: Callable[[], Awaitable[None]]) -> None:
         TASK_RESTARTS.labels(name).inc()
         FAILED[name] = TaskState(problem, time.monotonic())
         await asyncio.sleep(backoff)
+
+
+class BackgroundTasks:
+    """Tasks started and not awaited (a connection served, a client closed later, an Event
+    recorded): held until they end, since the event loop keeps only weak references to its
+    tasks and would let one be collected mid-run; a failure logged when it happens, with
+    `name` (asyncio would say it only once the task is collected, if ever)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def start(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._ended)
+        return task
+
+    def cancel(self) -> None:
+        """Cancels those still running (a server stopping)."""
+        for task in self._tasks:
+            task.cancel()
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error(
+                "background task failed",
+                tasks=self.name,
+                error=f"{type(error).__name__}: {error}",
+                exc_info=error,
+            )

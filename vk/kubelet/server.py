@@ -38,7 +38,7 @@ from vk.kube.client import JSON, ApiError
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, load_key_pair
 from vk.kube.pki import issue_self_signed
-from vk.kube.supervision import supervise
+from vk.kube.supervision import BackgroundTasks, supervise
 from vk.kubelet.auth import CLIENT_CA_CONFIGMAP, KubeletAuth, User
 from vk.kubelet.certificates import ServingCertificateManager
 from vk.kubelet.probes import ProbeResults, render_probe_metrics
@@ -291,7 +291,7 @@ class KubeletServer:
         listener.setblocking(False)
         self._log.info("kubelet API listening", address=f"{self.address}:{self.port}")
         self.ready.set()
-        connections: set[asyncio.Task[None]] = set()
+        connections = BackgroundTasks("kubelet-api-connections")
         loop = asyncio.get_running_loop()
         try:
             while True:
@@ -304,13 +304,10 @@ class KubeletServer:
                     self._log.warning("cannot accept a connection", error=str(error))
                     await asyncio.sleep(ACCEPT_RETRY)
                     continue
-                task = asyncio.create_task(self._serve(connection, str(peer[0])))
-                connections.add(task)
-                task.add_done_callback(connections.discard)
+                connections.start(self._serve(connection, str(peer[0])))
         finally:
             listener.close()
-            for task in connections:
-                task.cancel()
+            connections.cancel()
             client_ca_watch.cancel()
             if renewal is not None:
                 renewal.cancel()

@@ -16,6 +16,7 @@ import structlog
 from vk.kube.client import ApiError, KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, connection_from_secret
+from vk.kube.supervision import BackgroundTasks
 
 RETIRED_CLIENT_GRACE = 60.0  # seconds an old client stays open after the Secret changed
 
@@ -38,7 +39,7 @@ class ProviderConnection:
         self._listeners: list[Callable[[], None]] = []
         self._connection: ClusterConnection | None = None
         self._retired: list[KubeClient] = []
-        self._closers: set[asyncio.Task[None]] = set()
+        self._closers = BackgroundTasks("retired-provider-clients")
         self.loaded = asyncio.Event()  # the Secret has been read once (successfully or not)
 
     @property
@@ -102,8 +103,7 @@ class ProviderConnection:
                 self._retired.remove(client)
                 await client.close()
 
-        self._closers.add(task := asyncio.get_running_loop().create_task(close_later()))
-        task.add_done_callback(self._closers.discard)
+        self._closers.start(close_later())
 
     def _notify(self) -> None:
         for listener in self._listeners:

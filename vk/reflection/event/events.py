@@ -10,7 +10,6 @@ those about an object vk reflects, as the reflector reads them, within bounds (b
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Callable
 
@@ -21,6 +20,7 @@ from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_p
 from vk.kube.controller import Result
 from vk.kube.events import WARNING
 from vk.kube.informer import Informer, Store, object_key, split_key
+from vk.kube.supervision import BackgroundTasks
 from vk.reflection.forge.events import (
     event_needs_update,
     forge_local_event,
@@ -88,7 +88,7 @@ class EventReflector(NamespacedReflector):
         self._local_objects: dict[str, JSON | None] = {}
         self.recent = RecentWrites()  # the local Events written, until their informer shows them
         self._refusals_said: set[tuple[str, str]] = set()  # (twin namespace, why), said once
-        self._saying: set[asyncio.Task[None]] = set()
+        self._saying = BackgroundTasks("provider-events-refused")
 
     def informers(
         self, local_namespace: str, remote_namespace: str, client: KubeClient
@@ -142,11 +142,7 @@ class EventReflector(NamespacedReflector):
         message = f"Events of {remote_namespace} not copied home: {refusal}"
         log.warning("provider events refused", namespace=remote_namespace, refusal=refusal)
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node_name}}
-        task = asyncio.get_running_loop().create_task(
-            self.events.record(node, WARNING, "ProviderEventsRefused", message)
-        )
-        self._saying.add(task)
-        task.add_done_callback(self._saying.discard)
+        self._saying.start(self.events.record(node, WARNING, "ProviderEventsRefused", message))
 
     def keys_of(self, state: NamespaceReflection, side: int, obj: JSON) -> list[str]:
         return [f"{state.local_namespace}/{obj['metadata']['name']}"]
