@@ -530,6 +530,78 @@ async def test_a_provider_without_the_agent_is_read_from_metrics_k8s_io_and_aske
     assert counters.node_cpu_seconds == pytest.approx(2.54)
 
 
+def rates_item(
+    *containers: Any,
+    name: Any = "web-1",
+    namespace: Any = "shop-venice",
+    window: Any = "10s",
+    timestamp: Any = "2026-11-22T08:00:00Z",
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "timestamp": timestamp,
+        "window": window,
+        "containers": list(containers),
+    }
+
+
+def rates_container(name: Any = "app", cpu: Any = "250m", memory: Any = "2Ki") -> Any:
+    return {"name": name, "usage": {"cpu": cpu, "memory": memory}}
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        rates_item(rates_container(name=5)),  # raised in rendering, at every scrape
+        rates_item(rates_container(name="../app")),
+        rates_item(rates_container(), window="9" * 40 + "h"),  # an infinite counter, for ever
+        rates_item(rates_container(), window="0s"),
+        rates_item(rates_container(), window=15),
+        rates_item(rates_container(cpu="1e400")),
+        rates_item(rates_container(cpu="-1")),
+        rates_item(rates_container(memory="9" * 30)),
+        rates_item(rates_container(), timestamp="1969-12-31T23:59:59Z"),
+        rates_item(rates_container(), timestamp=1795334400),
+        rates_item({"name": "app", "usage": "lots"}),
+        rates_item(rates_container(), namespace="bank-venice"),  # another namespace's web-1
+        rates_item(rates_container(), name="web-9"),
+        rates_item(rates_container(name="sidecar")),  # a container web-1 does not declare
+        {"metadata": {"name": "web-1", "namespace": "shop-venice"}, "containers": "app"},
+        "web-1",
+    ],
+)
+async def test_whatever_a_provider_without_the_agent_answers_reaches_no_counter(
+    item: Any, recorded: RecordedLog
+) -> None:
+    declared = OffloadedPod("shop", "web-1", "uid-web-1", "shop-venice", frozenset({"app"}))
+    provider = FakeProvider(
+        {AGENT: NotFound(404, "NotFound", "no agent"), RATES: {"items": [item]}}
+    )
+    usage = ResourceUsage(lambda: cast(KubeClient, provider), lambda: [declared], clock=Clock())
+    counters = await usage.refresh()
+    assert counters.containers == {}
+    assert counters.node_cpu_seconds == 0.0
+    render_resource_metrics(counters)
+    forge_summary("vn-1", 0.0, counters)
+
+
+async def test_of_a_pods_metrics_listed_twice_the_first_counts(recorded: RecordedLog) -> None:
+    provider = FakeProvider(
+        {
+            AGENT: NotFound(404, "NotFound", "no agent"),
+            RATES: {
+                "items": [
+                    rates_item(rates_container(cpu="1"), rates_container(cpu="3")),
+                    rates_item(rates_container(cpu="500")),
+                ]
+            },
+        }
+    )
+    counters = await resource_usage(provider).refresh()
+    [counter] = counters.containers.values()
+    assert counter.cpu_cores == 1.0
+
+
 @pytest.mark.parametrize(
     "error",
     [

@@ -50,6 +50,10 @@ MAX_COUNT = 2**63
 # The times a point may carry: a kubelet's are after 1970, and /stats/summary writes them back
 # as dates, which end with year 9999.
 _TIMES = (0.0, datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC).timestamp())
+# A PodMetrics' window, at most (metrics-server's are its kubelets' housekeeping windows, 10 to
+# 30 s), and the cores of a container, at most (more than any machine has).
+MAX_WINDOW = 3600.0
+MAX_CORES = 1e6
 _CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
 # A failed request for usage: the provider is away, refuses, or answers what is not JSON.
 FETCH_ERRORS = (ApiError, OSError, TimeoutError, ValueError)
@@ -94,31 +98,73 @@ def declared_containers(pod: JSON) -> frozenset[str]:
     )
 
 
-def parse_timestamp(value: str) -> float:
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-
-
-def pod_sample(pod_metrics: JSON, offloaded: OffloadedPod) -> PodSample:
-    """A provider PodMetrics object as a sample of the local pod it runs for; ValueError (or
-    KeyError, TypeError) if it is not one."""
-    containers = tuple(
-        ContainerSample(
-            name=container["name"],
-            cpu_cores=float(parse_quantity(container["usage"]["cpu"])),
-            memory_bytes=int(parse_quantity(container["usage"]["memory"])),
-        )
-        for container in pod_metrics.get("containers") or []
-    )
-    if any(c.cpu_cores < 0 or c.memory_bytes < 0 for c in containers):
-        raise ValueError("negative usage")  # would run the counters backwards
+def pod_sample(pod_metrics: Any, offloaded: OffloadedPod) -> PodSample:
+    """A provider PodMetrics object as a sample of the local pod it runs for, checked field by
+    field as the agent's answer is (`container_usage`): UnreadableUsage if it is not one.
+    Containers the pod does not declare are left out; of one listed twice, the first counts."""
+    if not isinstance(pod_metrics, dict):
+        raise UnreadableUsage("the pod's metrics are not an object")
+    window = _window(pod_metrics.get("window"))
+    entries = pod_metrics.get("containers") or []
+    if not isinstance(entries, list):
+        raise UnreadableUsage("its containers are not a list")
+    containers: dict[str, ContainerSample] = {}
+    for entry in entries:
+        sample = container_sample(entry)
+        if offloaded.containers is None or sample.name in offloaded.containers:
+            containers.setdefault(sample.name, sample)
     return PodSample(
         namespace=offloaded.namespace,
         name=offloaded.name,
         uid=offloaded.uid,
-        timestamp=parse_timestamp(pod_metrics["timestamp"]),
-        window=parse_go_duration(pod_metrics["window"]),
-        containers=containers,
+        timestamp=_time(pod_metrics.get("timestamp"), "timestamp"),
+        window=window,
+        containers=tuple(containers.values()),
     )
+
+
+def container_sample(entry: Any) -> ContainerSample:
+    """One container of a PodMetrics: UnreadableUsage unless its name is a container's and its
+    usage two quantities within the counters' bounds."""
+    if not isinstance(entry, dict):
+        raise UnreadableUsage("a container is not an object")
+    name = entry.get("name")
+    if not isinstance(name, str) or not _CONTAINER_NAME.fullmatch(name):
+        raise UnreadableUsage(f"a container's name is not a container name: {str(name)[:64]!r}")
+    usage = entry.get("usage")
+    if not isinstance(usage, dict):
+        raise UnreadableUsage(f"container {name}: its usage is not an object")
+    cpu_cores = _quantity(usage.get("cpu"), f"container {name}: cpu", MAX_CORES)
+    memory = _quantity(usage.get("memory"), f"container {name}: memory", MAX_COUNT)
+    return ContainerSample(name, cpu_cores, int(memory))
+
+
+def _quantity(value: Any, field_name: str, limit: float) -> float:
+    """A quantity's value, at least 0 (a negative one would run the counters backwards) and
+    below `limit`."""
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            number = float(parse_quantity(value))
+        except (ValueError, ArithmeticError):
+            pass
+        else:
+            if 0 <= number < limit:
+                return number
+    raise UnreadableUsage(f"{field_name} is not a usage: {str(value)[:64]!r}")
+
+
+def _window(value: Any) -> float:
+    """A PodMetrics' window: a Go duration, above 0 and at most MAX_WINDOW (the first window of
+    a counter is its CPU's span: an endless one would make the node's counter infinite)."""
+    if isinstance(value, str) and len(value) <= 64:
+        try:
+            seconds = parse_go_duration(value)
+        except ValueError:
+            pass
+        else:
+            if 0 < seconds <= MAX_WINDOW:
+                return seconds
+    raise UnreadableUsage(f"the window is not a duration of a scrape: {str(value)[:64]!r}")
 
 
 @dataclass(frozen=True)
@@ -676,16 +722,17 @@ class ResourceUsage:
             return []
         self._outages.answered(remote_namespace)
         items = body.get("items") if isinstance(body, dict) else None
-        samples = []
+        samples: dict[str, PodSample] = {}
         for item in items if isinstance(items, list) else []:
             metadata = item.get("metadata") if isinstance(item, dict) else None
-            name = metadata.get("name") if isinstance(metadata, dict) else None
-            pod = members.get(name) if isinstance(name, str) else None
-            if pod is None:
+            if not isinstance(metadata, dict) or metadata.get("namespace") != remote_namespace:
+                continue  # another namespace's pod of the same name is not ours
+            name = metadata.get("name")
+            if not isinstance(name, str) or name not in members or name in samples:
                 continue
+            pod = members[name]
             try:
-                samples.append(pod_sample(item, pod))
-            except (KeyError, ValueError, TypeError, AttributeError) as error:
-                # InvalidQuantity is a ValueError; the others are a shape that is not PodMetrics
+                samples[name] = pod_sample(item, pod)
+            except UnreadableUsage as error:
                 log.warning("unreadable pod metrics", pod=pod.name, error=str(error))
-        return samples
+        return list(samples.values())
