@@ -137,6 +137,15 @@ def test_a_plain_request_asks_the_provider_to_close_when_done() -> None:
     assert head == "GET /log HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
 
 
+@pytest.mark.parametrize("value", ["*/*\nGET /secrets HTTP/1.1", "*/*\rX: y", "a\x00b"])
+def test_a_forwarded_header_that_would_end_its_line_is_never_written(value: str) -> None:
+    # The server refuses such heads before (parse_request_head): the forge holds on its own.
+    with pytest.raises(ValueError, match="line break"):
+        provider_request_head(
+            "GET", "/log", [("Accept", value)], host="h", bearer_token="t", upgrade=False
+        )
+
+
 @pytest.mark.parametrize(
     ("path", "headers", "upgrade"),
     [

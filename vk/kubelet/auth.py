@@ -5,6 +5,7 @@ relay holds the provider identity, so an open port would hand it out."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,10 @@ from vk.kube.client import JSON, KubeClient, resource_path
 CLIENT_CA_CONFIGMAP = ("kube-system", "extension-apiserver-authentication")
 ALLOW_TTL, DENY_TTL, TOKEN_TTL = 300.0, 30.0, 120.0  # the kubelet's webhook cache times
 CACHE_LIMIT = 4096
+# Reviews sent to the home API server at once: the virtual kubelet's client to it, which keeps
+# its node's Lease and its pods going, is not to be taken up by callers of the kubelet port
+# with bearer tokens made up (each one a review: none is cached for them).
+MAX_REVIEWS_IN_FLIGHT = 16
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class KubeletAuth:
         self.node_name = node_name
         self._decisions: dict[tuple[User, str, str], tuple[bool, float]] = {}
         self._tokens: dict[str, tuple[User | None, float]] = {}
+        self._reviews = asyncio.Semaphore(MAX_REVIEWS_IN_FLIGHT)
 
     async def client_ca(self) -> str:
         namespace, name = CLIENT_CA_CONFIGMAP
@@ -67,14 +73,15 @@ class KubeletAuth:
         cached = self._tokens.get(token)
         if cached and cached[1] > time.monotonic():
             return cached[0]
-        review = await self.home.create(
-            "/apis/authentication.k8s.io/v1/tokenreviews",
-            {
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenReview",
-                "spec": {"token": token},
-            },
-        )
+        async with self._reviews:
+            review = await self.home.create(
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenReview",
+                    "spec": {"token": token},
+                },
+            )
         status = review.get("status", {})
         user = None
         if status.get("authenticated"):
@@ -93,10 +100,11 @@ class KubeletAuth:
         cached = self._decisions.get(key)
         if cached and cached[1] > time.monotonic():
             return cached[0]
-        review = await self.home.create(
-            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-            forge_subject_access_review(user, verb, self.node_name, subresource),
-        )
+        async with self._reviews:
+            review = await self.home.create(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                forge_subject_access_review(user, verb, self.node_name, subresource),
+            )
         allowed = bool(review.get("status", {}).get("allowed"))
         _remember(
             self._decisions, key, (allowed, time.monotonic() + (ALLOW_TTL if allowed else DENY_TTL))

@@ -7,6 +7,7 @@ in reverse: the kubelet's `input/output/error` become the pods API's `stdin/stdo
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -124,6 +125,7 @@ FORWARDED_HEADERS = (
 # The routes whose answer is a protocol switch (101), after which bytes go both ways.
 UPGRADABLE = ("exec", "attach", "portForward")
 _UPGRADE_ONLY = ("upgrade", "connection")
+_ENDS_A_LINE = re.compile(r"[\r\n\x00]")
 
 
 def asks_upgrade(route: Route, headers: list[tuple[str, str]]) -> bool:
@@ -160,6 +162,10 @@ def provider_request_head(
     for key, value in headers:
         name = key.lower()
         if name in FORWARDED_HEADERS and (upgrade or name not in _UPGRADE_ONLY):
+            if _ENDS_A_LINE.search(value):
+                # The server refuses such a head already (parse_request_head); here too, since
+                # forwarded, it would end the header and start whatever came after it.
+                raise ValueError(f"a {key} header holding a line break is not forwarded")
             lines.append(f"{key}: {value}")
     if not upgrade:
         lines.append("Connection: close")

@@ -22,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import ipaddress
 import json
+import re
 import socket
 import ssl
 from collections.abc import Callable, Coroutine
@@ -77,11 +79,16 @@ MAX_REQUEST_HEAD = 16 * 1024
 PROVIDER_READ_AHEAD = 1 << 20
 TLS_HANDSHAKE_SECONDS = 5.0
 REQUEST_HEAD_SECONDS = 10.0
-# Connections not yet authenticated, in all and from one address: beyond these, a new one is
-# closed before its TLS handshake (each TLS connection costs buffers of its own). The API
-# server's requests are unauthenticated only for the milliseconds their head takes.
+# Connections not yet authenticated and authorized, in all and from one source (an IPv4
+# address, an IPv6 /64: one host has a whole /64): beyond the first, the one waiting longest is
+# closed to make room, so that idle connections, renewed as their deadlines close them, cannot
+# keep the API server out (it is unauthenticated only for the milliseconds its handshake and
+# head take); beyond the second, the new one is closed before its TLS handshake (each TLS
+# connection costs buffers of its own).
 MAX_UNAUTHENTICATED = 512
 MAX_UNAUTHENTICATED_PER_SOURCE = 128
+# Authentication and authorization (a TokenReview, a SubjectAccessReview) of one request.
+ADMISSION_SECONDS = 10.0
 # Authenticated relays at once (logs -f, exec, attach, port-forward), never closed for idling.
 MAX_STREAMS = 2048
 # How long the provider's API server may take to answer a relayed request's head.
@@ -132,6 +139,9 @@ def status_response(code: int, reason: str, message: str) -> bytes:
         403: "Forbidden",
         404: "Not Found",
         400: "Bad Request",
+        405: "Method Not Allowed",
+        429: "Too Many Requests",
+        500: "Internal Server Error",
         502: "Bad Gateway",
         503: "Service Unavailable",
     }
@@ -140,6 +150,33 @@ def status_response(code: int, reason: str, message: str) -> bytes:
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def source_of(address: str) -> str:
+    """Whom a connection from `address` is counted against: an IPv4 address, or an IPv6
+    address's /64 (a host is given a whole /64, and picks an address in it at will)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # an IPv4 client of a dual-stack socket
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def keep_alive_probes(connection: socket.socket) -> None:
+    """TCP keepalive on a relay's connection, as Go sets it on every connection (15 s idle,
+    probes every 15 s): a peer whose host vanished mid-stream (`exec` idle, `logs -f` quiet)
+    sends no FIN, and its relay would hold its slot and sockets for ever."""
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in _KEEPALIVE_OPTIONS:
+        if hasattr(socket, option):
+            connection.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+
+
+_KEEPALIVE_OPTIONS = (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 15), ("TCP_KEEPCNT", 9))
 
 
 def text_response(body: bytes, content_type: str = "text/plain") -> bytes:
@@ -157,9 +194,47 @@ class Request:
         return next((v for k, v in self.headers if k.lower() == name.lower()), None)
 
 
+class MalformedHead(ValueError):
+    """A request head that is not well-formed HTTP/1.1: answered 400, as Go's server does."""
+
+
+# RFC 9110 §5.6.2: a method and a header's name are tokens.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+# A request target: visible ASCII, nothing else (RFC 9112 §3.2).
+_TARGET = re.compile(r"[\x21-\x7e]+\Z")
+# What no header value may hold (RFC 9110 §5.5): control characters but the tab. A bare CR or
+# LF above all: split on CRLF alone, it stayed in the value, and a value forwarded to the
+# provider ended its header there; what followed was read there as headers, or as a second
+# request riding on the tenant identity's connection, under its Authorization.
+_FORBIDDEN_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def parse_request_head(head: bytes) -> Request:
+    """A request head (its blank line included), checked as strictly as Go's server checks
+    it: MalformedHead if it is not well-formed."""
+    lines = head.decode("latin-1").split("\r\n")[:-2]
+    parts = lines[0].split(" ")
+    if (
+        len(parts) != 3
+        or not _TOKEN.match(parts[0])
+        or not _TARGET.match(parts[1])
+        or parts[2] not in ("HTTP/1.1", "HTTP/1.0")
+    ):
+        raise MalformedHead(f"not an HTTP/1.1 request line: {lines[0][:100]!r}")
+    headers = []
+    for line in lines[1:]:
+        key, colon, value = line.partition(":")
+        if not colon or not _TOKEN.match(key) or _FORBIDDEN_IN_VALUE.search(value):
+            # No name, a space before the colon, a line folded onto the one before, a control
+            # character in the value.
+            raise MalformedHead(f"not a header line: {line[:100]!r}")
+        headers.append((key, value.strip(" \t")))
+    return Request(parts[0], parts[1], headers)
+
+
 async def read_request_head(reader: asyncio.StreamReader) -> Request | None:
     """The request head, or None when there is none within the reader's limit
-    (MAX_REQUEST_HEAD) or the connection ends first."""
+    (MAX_REQUEST_HEAD) or the connection ends first; MalformedHead if it is not well-formed."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except (
@@ -169,16 +244,7 @@ async def read_request_head(reader: asyncio.StreamReader) -> Request | None:
         ssl.SSLError,
     ):
         return None
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        return None
-    headers = []
-    for line in lines[1:]:
-        if ":" in line:
-            key, _, value = line.partition(":")
-            headers.append((key.strip(), value.strip()))
-    return Request(parts[0], parts[1], headers)
+    return parse_request_head(head)
 
 
 async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -239,7 +305,9 @@ class KubeletServer:
         self._provider_tls: tuple[ClusterConnection, ssl.SSLContext] | None = None
         self._client_cas: list[x509.Certificate] = []
         self._tls: ssl.SSLContext | None = None
-        self._unauthenticated: dict[str, int] = {}  # by source address
+        self._unauthenticated: dict[str, int] = {}  # by source (source_of)
+        # The connections not admitted yet, the one waiting longest first -> its source.
+        self._waiting: dict[asyncio.Task[Any], str] = {}
         self._streams = 0
 
     def _images(self) -> dict[tuple[str, str, str], str]:
@@ -344,35 +412,43 @@ class KubeletServer:
         configmaps.add_handler(changed)
         await configmaps.run()
 
-    async def _serve(self, connection: socket.socket, source: str) -> None:
-        """One connection, from accept to close: turned away beyond the caps, else its TLS
-        handshake and request head within their limits, then the request."""
-        if sum(self._unauthenticated.values()) >= MAX_UNAUTHENTICATED:
-            CONNECTIONS_REFUSED.labels("too-many-connections").inc()
-            connection.close()
-            return
+    async def _serve(self, connection: socket.socket, address: str) -> None:
+        """One connection, from accept to close: turned away beyond its source's cap (or
+        making room beyond the cap of all), else its TLS handshake, request head and admission
+        within their limits, then the request."""
+        source = source_of(address)
         if self._unauthenticated.get(source, 0) >= MAX_UNAUTHENTICATED_PER_SOURCE:
             CONNECTIONS_REFUSED.labels("too-many-from-source").inc()
             connection.close()
             return
+        if len(self._waiting) >= MAX_UNAUTHENTICATED:
+            longest = next(iter(self._waiting))
+            self._admitted(longest)  # out of the count now: the count stays within the cap
+            longest.cancel()
+            CONNECTIONS_REFUSED.labels("waited-longest").inc()
+        this = asyncio.current_task()
+        assert this is not None
+        self._waiting[this] = source
         self._unauthenticated[source] = self._unauthenticated.get(source, 0) + 1
-        counted = True
         writer: asyncio.StreamWriter | None = None
         try:
+            keep_alive_probes(connection)
             opened = await self._open_tls(connection)
             if opened is None:
                 return
             reader, writer = opened
-            request = await self._read_head(reader)
-            self._uncount(source)  # from here on, the request is authenticated or refused
-            counted = False
-            if request is not None:
+            request = await self._read_head(reader, writer)
+            if request is None:
+                return
+            # Still counted while the reviews run: they are bounded by the caps too.
+            admitted = await self._admit(request, writer)
+            self._admitted(this)
+            if admitted:
                 await self._handle(request, reader, writer)
         except Exception:
             self._log.exception("kubelet API request failed")
         finally:
-            if counted:
-                self._uncount(source)
+            self._admitted(this)
             if writer is not None:
                 writer.close()
                 with contextlib.suppress(Exception):
@@ -380,8 +456,11 @@ class KubeletServer:
             else:
                 connection.close()
 
-    def _uncount(self, source: str) -> None:
-        """A connection from `source` leaves the unauthenticated count."""
+    def _admitted(self, connection: asyncio.Task[Any]) -> None:
+        """The connection leaves the count of those not admitted (once: again does nothing)."""
+        source = self._waiting.pop(connection, None)
+        if source is None:
+            return
         left = self._unauthenticated.get(source, 0) - 1
         if left > 0:
             self._unauthenticated[source] = left
@@ -408,11 +487,17 @@ class KubeletServer:
             return None
         return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
-    async def _read_head(self, reader: asyncio.StreamReader) -> Request | None:
+    async def _read_head(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> Request | None:
         try:
             request = await asyncio.wait_for(read_request_head(reader), REQUEST_HEAD_SECONDS)
         except TimeoutError:
             CONNECTIONS_REFUSED.labels("request-head-timeout").inc()
+            return None
+        except MalformedHead as error:
+            CONNECTIONS_REFUSED.labels("malformed-request-head").inc()
+            writer.write(status_response(400, "BadRequest", str(error)))
             return None
         if request is None:
             CONNECTIONS_REFUSED.labels("request-head").inc()
@@ -430,29 +515,44 @@ class KubeletServer:
             user = await self.auth.user_from_token(authorization[7:].strip())
         return user
 
-    async def _handle(
-        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _admit(self, request: Request, writer: asyncio.StreamWriter) -> bool:
+        """Whether the request is authenticated and authorized, as the kubelet judges it;
+        if not, its answer is written: 405, 401, 403, or 503 and 500 when the reviews fail
+        (the API server away, a review not answered within ADMISSION_SECONDS)."""
         if request.method not in VERBS:
             writer.write(
                 status_response(
                     405, "MethodNotAllowed", f"method {request.method[:32]!r} is not served"
                 )
             )
-            return
+            return False
         try:
-            user = await self._authenticate(request, writer)
-        except ApiError as error:
-            writer.write(
-                status_response(503, "ServiceUnavailable", f"cannot authenticate: {error}")
-            )
-            return
+            user = await asyncio.wait_for(self._authenticate(request, writer), ADMISSION_SECONDS)
+        except (ApiError, OSError, TimeoutError) as error:
+            why = str(error) or f"no answer within {ADMISSION_SECONDS:.0f} s"
+            writer.write(status_response(503, "ServiceUnavailable", f"cannot authenticate: {why}"))
+            return False
         if user is None:
             writer.write(status_response(401, "Unauthorized", "Unauthorized"))
-            return
-        verb = VERBS.get(request.method, "get")
+            return False
+        verb = VERBS[request.method]
         subresource = authorization_subresource(request.target)
-        if not await self.auth.allowed(user, verb, subresource):
+        try:
+            allowed = await asyncio.wait_for(
+                self.auth.allowed(user, verb, subresource), ADMISSION_SECONDS
+            )
+        except (ApiError, OSError, TimeoutError) as error:
+            why = str(error) or f"no answer within {ADMISSION_SECONDS:.0f} s"
+            writer.write(
+                status_response(
+                    500,
+                    "InternalError",
+                    f'authorization error (user "{user.name}", verb {verb}, nodes/{subresource} '
+                    f"of node {self.node_name}): {why}",
+                )
+            )
+            return False
+        if not allowed:
             writer.write(
                 status_response(
                     403,
@@ -461,7 +561,12 @@ class KubeletServer:
                     f"of node {self.node_name}",
                 )
             )
-            return
+        return allowed
+
+    async def _handle(
+        self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """An admitted request: answered here, or relayed to the provider."""
         route = parse_route(request.target)
         if route.kind == "healthz":
             writer.write(text_response(b"ok"))
@@ -511,9 +616,17 @@ class KubeletServer:
         answers it (the API server quotes the body in its own error, so a Status JSON would
         reach the user escaped)."""
         body = b""  # up to the provider's close (we asked for Connection: close)
-        while len(body) < MAX_ERROR_BODY and (chunk := await upstream.read(MAX_ERROR_BODY)):
-            body += chunk
-        writer.write(plain_error_response(code, log_error_message(body)))
+
+        async def read_body() -> None:
+            nonlocal body
+            while len(body) < MAX_ERROR_BODY and (chunk := await upstream.read(MAX_ERROR_BODY)):
+                body += chunk
+
+        # Within the time its head had: a provider that sends a head and then nothing would
+        # hold the relay, its slot and its sockets, after the client had gone.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(read_body(), PROVIDER_ANSWER_SECONDS)
+        writer.write(plain_error_response(code, log_error_message(body[:MAX_ERROR_BODY])))
 
     async def _relay(
         self,
@@ -569,6 +682,9 @@ class KubeletServer:
                 )
             )
             return
+        upstream_socket = upstream_writer.get_extra_info("socket")
+        if upstream_socket is not None:
+            keep_alive_probes(upstream_socket)
         target = provider_target(route, remote_namespace)
         upgrade = asks_upgrade(route, request.headers)
         upstream_writer.write(
