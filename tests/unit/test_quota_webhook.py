@@ -26,6 +26,7 @@ from vk.api.constants import (
     POD_SECURITY_ENFORCE_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
     SHADOW_POD_FINALIZER,
+    VIRTUAL_NODE_TAINT_KEY,
     resource_slice_user,
     tenant_group,
 )
@@ -842,6 +843,31 @@ async def test_a_review_whose_ledger_write_fails_fails_and_the_next_ones_go_on()
     assert answer.decision.allowed
 
 
+def test_creating_a_name_again_cannot_shrink_what_the_first_creation_holds() -> None:
+    # X's Pod made, the recount not yet run: a second CREATE of X (another uid, asking for
+    # nothing; the API server refuses it as AlreadyExists only after the webhooks) must not
+    # free X's share for Y.
+    webhook = Webhook(quota_json({"cpu": "4", "pods": "10"}))
+    assert webhook.validate(review(stamped("x", "4"))).decision.allowed
+    again = review(stamped("x", "0"))
+    again["object"]["metadata"]["uid"] = "uid-x-again"
+    assert webhook.validate(again).decision.allowed
+    [ledger] = webhook.ledgers.objects.values()
+    assert ledger["status"]["reservations"]["shop-venice/x"]["resources"]["cpu"] == "4"
+    denied = webhook.validate(review(stamped("y", "4"))).decision
+    assert not denied.allowed
+    assert "cpu: asks 4, 4 used, 4 allowed" in denied.message
+
+
+def test_a_creation_retried_is_not_counted_twice() -> None:
+    webhook = Webhook(quota_json({"cpu": "4", "pods": "10"}))
+    for uid in ("uid-first-try", "uid-second-try"):
+        retried = review(stamped("x", "3"))
+        retried["object"]["metadata"]["uid"] = uid
+        assert webhook.validate(retried).decision.allowed
+    assert webhook.validate(review(stamped("y", "1"))).decision.allowed
+
+
 def test_a_pod_seen_in_the_cache_is_not_counted_twice() -> None:
     webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
     assert webhook.create(pod(container(requests={"cpu": "600m"}), name="a"))[1].decision.allowed
@@ -1064,6 +1090,71 @@ def test_updates_keep_to_the_rules_too() -> None:
     new["spec"]["tolerations"] = []
     new["metadata"]["labels"]["app"] = "web"
     assert webhook.validate(review(new, operation="UPDATE", old=old)).decision.allowed
+
+
+def updated(old: JSON, change: Any) -> JSON:
+    new: JSON = json.loads(json.dumps(old))
+    change(new)
+    return new
+
+
+def lower_cpu(pod_: JSON) -> None:
+    pod_["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1m"
+
+
+def add_a_container(pod_: JSON) -> None:
+    pod_["spec"]["containers"].append(container("miner", {"cpu": "64"}))
+
+
+def break_the_quantity(pod_: JSON) -> None:
+    pod_["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [lower_cpu, add_a_container, break_the_quantity, lambda p: p["spec"].update(overhead={})],
+)
+def test_a_tenant_cannot_change_what_its_pod_asks_for_by_an_update(change: Any) -> None:
+    # Lowered, its share of the Quota would be freed while its Pod holds it; raised, its Pod,
+    # made again from it (evicted, deleted), would run beyond what was granted.
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "4")
+    denied = webhook.validate(review(updated(old, change), operation="UPDATE", old=old))
+    assert not denied.decision.allowed
+    assert "may change only in its containers' images" in denied.decision.message
+
+
+def test_a_tenant_updates_what_a_live_pod_may_change() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "4")
+
+    def live_changes(pod_: JSON) -> None:
+        pod_["spec"]["containers"][0]["image"] = "nginx:1.27"
+        pod_["spec"]["activeDeadlineSeconds"] = 600
+        pod_["spec"]["tolerations"] = [
+            {"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}
+        ]
+        pod_["metadata"]["labels"]["app"] = "web"
+        pod_["metadata"]["annotations"] = {"liqo.io/deletion-grace-period": "5"}
+
+    new = updated(old, live_changes)
+    assert webhook.validate(review(new, operation="UPDATE", old=old)).decision.allowed
+
+
+def test_a_tenant_cannot_take_the_finalizer_holding_its_quota_share_off() -> None:
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "4")
+    old["metadata"]["finalizers"] = [SHADOW_POD_FINALIZER, "example.com/keep"]
+    new = updated(old, lambda p: p["metadata"].update(finalizers=["example.com/keep"]))
+    denied = webhook.validate(review(new, operation="UPDATE", old=old))
+    assert not denied.decision.allowed
+    assert "the provider removes it" in denied.decision.message
+    # Its own finalizers are its own; the provider's identity (the controller) removes ours.
+    mine = updated(old, lambda p: p["metadata"].update(finalizers=[SHADOW_POD_FINALIZER]))
+    assert webhook.validate(review(mine, operation="UPDATE", old=old)).decision.allowed
+    provider = review(new, operation="UPDATE", old=old, user="system:serviceaccount:liqo:vk",
+                      groups=["system:serviceaccounts"])  # fmt: skip
+    assert webhook.validate(provider).decision.allowed
 
 
 # --- The webhook configurations -------------------------------------------------------------

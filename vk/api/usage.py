@@ -176,7 +176,15 @@ class Ledger:
 
     def reserve(self, key: str, uid: str, usage: Mapping[str, Decimal], now: datetime) -> None:
         """Reserves `usage` for the ShadowPod `key` of `uid`, in place of any reservation of
-        that key; it lapses RESERVATION_SECONDS from `now` unless that ShadowPod shows up."""
+        that key; it lapses RESERVATION_SECONDS from `now` unless that ShadowPod shows up.
+        Another uid's reservation of the key is replaced by one of each resource's larger
+        amount: a creation retried (another uid, the same pod) is not counted twice, and a
+        second creation of a name that exists (refused by the API server only after the
+        webhooks) cannot shrink what the first holds until the recount has counted its Pod."""
+        own = self._parsed.get(key)
+        if own and self._reservations.get(key, {}).get("uid") != uid:
+            usage = {name: max(own.get(name, Decimal(0)), usage.get(name, Decimal(0)))
+                     for name in {*own, *usage}}  # fmt: skip
         self._others = add_resources(self.usage(excluding=key), usage)
         self._parsed[key] = dict(usage)
         self._reservations[key] = _reservation(uid, usage, now)

@@ -49,6 +49,7 @@ from vk.webhooks.quota import (
     review_creator_stamp,
     review_creator_update,
     review_pod,
+    review_tenant_update,
 )
 from vk.webhooks.shadowpods import TenantPodPolicy, review_namespace, review_scheduling
 
@@ -260,7 +261,12 @@ class ShadowPodAdmission:
             if not self.synced():
                 return Answer(deny(NOT_READY))
             _, groups, tenant, _ = self._requester(request)
-            return Answer(self._review_tenant_pod(request, pod, groups) if tenant else ALLOWED)
+            if not tenant:
+                return Answer(ALLOWED)
+            updated = review_tenant_update(old, pod, SHADOW_POD_FINALIZER)
+            if not updated.allowed:
+                return Answer(updated)
+            return Answer(self._review_tenant_pod(request, pod, groups))
         if operation != "CREATE":
             return Answer(ALLOWED)
         if not self.synced():

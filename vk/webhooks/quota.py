@@ -116,6 +116,52 @@ def review_creator_update(old: Mapping[str, Any], new: Mapping[str, Any]) -> Dec
     )
 
 
+# --- A tenant's update: what of its ShadowPod may change -----------------------------------
+
+# What of a Pod's spec may change once it exists, as the API server rules for Pods (and what
+# the virtual kubelet carries onto a live pod): its containers' images, its deadline, its
+# tolerations. The rest of a ShadowPod's pod is held to that: its Quota share is counted from
+# it, and the provider makes the Pod again from it (evicted, deleted), so resources lowered or
+# raised by an update would free what the Pod still holds, or run a Pod beyond what was granted.
+_MUTABLE_SPEC_FIELDS = ("activeDeadlineSeconds", "tolerations")
+_CONTAINER_LISTS = ("containers", "initContainers")
+
+
+def _immutable_part(spec: Any) -> Any:
+    if not isinstance(spec, Mapping):
+        return spec
+    kept = {key: value for key, value in spec.items() if key not in _MUTABLE_SPEC_FIELDS}
+    for key in _CONTAINER_LISTS:
+        if isinstance(kept.get(key), list):
+            kept[key] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, Mapping) else c
+                for c in kept[key]
+            ]
+    return kept
+
+
+def review_tenant_update(
+    old: Mapping[str, Any], new: Mapping[str, Any], finalizer: str
+) -> Decision:
+    """On a consumer's UPDATE of its pod (a ShadowPod seen as one): its spec changes only where
+    a Pod's may, and `finalizer`, which holds the ShadowPod and its share of the Quota until
+    its Pod has stopped, stays until the provider removes it."""
+    if _immutable_part(old.get("spec")) != _immutable_part(new.get("spec")):
+        return deny(
+            "a pod's spec may change only in its containers' images, its activeDeadlineSeconds "
+            "and its tolerations, as a Pod's: delete it and create it again to change the rest"
+        )
+    finalizers = (new.get("metadata") or {}).get("finalizers") or []
+    if finalizer in ((old.get("metadata") or {}).get("finalizers") or []) and (
+        finalizer not in finalizers
+    ):
+        return deny(
+            f"finalizer {finalizer} holds the pod, and its share of the Quota, until the "
+            "provider has stopped its Pod: the provider removes it, not the consumer"
+        )
+    return ALLOWED
+
+
 # --- The decision ---------------------------------------------------------------------------
 
 
