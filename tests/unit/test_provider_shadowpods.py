@@ -34,13 +34,10 @@ from vk.controllers.provider_shadowpods import (
     REASON_POD_SECURITY,
     ProviderShadowPods,
     consumer_grace_period,
-    controller_uid,
-    finished,
     forge_adoption_patch,
     forge_pod_of,
     forge_shadow_pod_status,
     is_adoptable,
-    is_evicted,
     not_reserved_message,
     refusal_reason,
     status_differs,
@@ -48,10 +45,13 @@ from vk.controllers.provider_shadowpods import (
 from vk.kube.client import ApiError, NotFound
 from vk.kube.informer import Informer
 from vk.reflection.forge.pods import (
+    controller_uid,
     forge_remote_pod,
     forge_shadow_pod,
+    is_evicted,
     live_pod_patch,
     shadow_pod_as_pod,
+    shadow_pod_finished,
     shadow_pod_patch,
 )
 from vk.reflection.workload.pods import (
@@ -133,7 +133,7 @@ def test_only_a_pod_put_out_counts_as_evicted(status: JSON, evicted: bool) -> No
     [("Succeeded", True), ("Failed", True), ("Running", False), (None, False)],
 )
 def test_a_shadow_pod_whose_pod_finished_is_never_run_again(phase: str | None, done: bool) -> None:
-    assert finished(shadow_pod(**({"phase": phase} if phase else {}))) is done
+    assert shadow_pod_finished(shadow_pod(**({"phase": phase} if phase else {}))) is done
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,6 @@ from vk.api.constants import (
     DESTINATION_LABEL,
     NODENAME_LABEL,
     ORIGIN_LABEL,
-    POD_TERMINAL_PHASES,
     REMOTE_CLUSTER_ID_LABEL,
     SHADOW_POD_FINALIZER,
     SHADOW_POD_NAME_TAKEN,
@@ -62,7 +61,13 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, shared_informer, split_key
-from vk.reflection.forge.pods import live_pod_patch, replaces_containers
+from vk.reflection.forge.pods import (
+    controller_uid,
+    is_evicted,
+    live_pod_patch,
+    replaces_containers,
+    shadow_pod_finished,
+)
 from vk.reflection.generic import RecentWrites
 from vk.reflection.workload.pods import patch_on_whole, pod_path, shadow_pod_path
 
@@ -121,14 +126,6 @@ def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
 
 
-def controller_uid(pod: Mapping[str, Any]) -> str | None:
-    """The UID of the ShadowPod controlling `pod`, if one does."""
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == ShadowPod.KIND:
-            return str(owner.get("uid"))
-    return None
-
-
 def is_adoptable(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) -> bool:
     """Whether `pod` is the plain pod an older vk offloaded for this ShadowPod's consumer and
     node: no controller of its own, the same ownership labels. Adopting it keeps it running
@@ -153,25 +150,6 @@ def forge_adoption_patch(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) 
             "resourceVersion": metadata.get("resourceVersion"),
         }
     }
-
-
-def is_evicted(pod: Mapping[str, Any]) -> bool:
-    """A pod that failed because it was put out (evicted by its kubelet for node pressure,
-    preempted, or taken off its node), not because its containers failed."""
-    status = pod.get("status") or {}
-    if status.get("phase") != "Failed":
-        return False
-    if status.get("reason") == "Evicted":
-        return True
-    return any(
-        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
-def finished(shadow_pod: Mapping[str, Any]) -> bool:
-    """Whether the ShadowPod's pod finished by its own containers: it is never run again."""
-    return (shadow_pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
 
 
 def consumer_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
@@ -356,7 +334,7 @@ class ProviderShadowPods(Reconciler):
             shadow_pod_path(namespace, name), shadow, SHADOW_POD_FINALIZER, present=True
         )
         if pod is None:
-            if finished(shadow):
+            if shadow_pod_finished(shadow):
                 return Result()  # finished by its own containers: never run again
             if not await self._in_ledger(shadow, key):
                 quotas = self._quotas_of(shadow)
@@ -371,7 +349,7 @@ class ProviderShadowPods(Reconciler):
             # Deleted by someone, or by us for an eviction (not again: each deletion is one
             # more event of it for every watcher): made again once it is gone.
             return Result()
-        if is_evicted(pod) and not finished(shadow):
+        if is_evicted(pod) and not shadow_pod_finished(shadow):
             # Put out, not finished: it runs again, as a ReplicaSet would make a new one.
             log.info("pod evicted, making it again", namespace=namespace, pod=name)
             await self._delete_pod(pod, None)

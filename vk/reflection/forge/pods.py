@@ -17,6 +17,7 @@ from vk.api.constants import (
     LOCAL_POD_UID_ANNOTATION,
     OFFLOADED_POD_LABEL,
     ORIGIN_LABEL,
+    POD_TERMINAL_PHASES,
     REMOTE_UNAVAILABLE_LABEL,
     RUNTIME_CLASS_NAME,
     VIRTUAL_NODE_TAINT_KEY,
@@ -479,6 +480,33 @@ def _is_toleration(value: Any) -> bool:
             for field in value.values()
         )
     )
+
+
+def controller_uid(pod: Mapping[str, Any]) -> str | None:
+    """The UID of the ShadowPod controlling `pod`, if one does."""
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") == ShadowPod.KIND:
+            return str(owner.get("uid"))
+    return None
+
+
+def is_evicted(pod: Mapping[str, Any]) -> bool:
+    """A pod that failed because it was put out (evicted by its kubelet for node pressure,
+    preempted, or taken off its node), not because its containers failed."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Failed":
+        return False
+    if status.get("reason") == "Evicted":
+        return True
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def shadow_pod_finished(shadow_pod: Mapping[str, Any]) -> bool:
+    """Whether the ShadowPod's pod finished by its own containers: it is never run again."""
+    return (shadow_pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
 
 
 def replaces_containers(pod_patch: JSON | None) -> bool:
