@@ -483,10 +483,18 @@ def _is_toleration(value: Any) -> bool:
 
 
 def controller_uid(pod: Mapping[str, Any]) -> str | None:
-    """The UID of the ShadowPod controlling `pod`, if one does."""
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == ShadowPod.KIND:
-            return str(owner.get("uid"))
+    """The UID of the ShadowPod controlling `pod`, if one does. Raises nothing on what a
+    provider writes there (the virtual kubelet's cache reads it)."""
+    metadata = pod.get("metadata")
+    owners = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    for owner in owners if isinstance(owners, list) else []:
+        if (
+            isinstance(owner, Mapping)
+            and owner.get("controller")
+            and owner.get("kind") == ShadowPod.KIND
+        ):
+            uid = owner.get("uid")
+            return uid if isinstance(uid, str) else None
     return None
 
 

@@ -60,12 +60,14 @@ from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     MAX_PROVIDER_MESSAGE,
     changed_beyond_status,
+    controller_uid,
     deletion_grace_period,
     desired_remote_pod,
     forge_local_pod_status,
     forge_remote_pod,
     forge_shadow_pod,
     forge_status_patch,
+    is_evicted,
     live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
@@ -73,6 +75,7 @@ from vk.reflection.forge.pods import (
     patches_containers,
     shadow_pod_as_pod,
     shadow_pod_as_read,
+    shadow_pod_finished,
     shadow_pod_patch,
     status_worth_reporting,
 )
@@ -231,6 +234,11 @@ _REMOTE_POD_METADATA_READ = (
 MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
 # Where the cache's copy of a remote Pod whose status was not kept says how large it was.
 STATUS_REFUSED = "statusBytesRefused"
+# Where the cache's copy of a remote Pod says which ShadowPod controls it (its UID, kept up to
+# _MAX_OWNER_UID characters): a Pod still cached from an earlier ShadowPod of the name (the
+# provider's Pods watch behind its ShadowPods watch) is not the pod's.
+SHADOW_POD_UID = "shadowPodUID"
+_MAX_OWNER_UID = 64
 
 
 def says_nothing_to_act_on(old: JSON, shadow: JSON) -> bool:
@@ -259,6 +267,8 @@ def remote_pod_as_read(pod: JSON, *, of_a_local_pod: bool = True) -> JSON:
     }
     if not of_a_local_pod:
         return kept
+    if (owner := controller_uid(pod)) is not None:
+        kept[SHADOW_POD_UID] = owner[:_MAX_OWNER_UID]
     kept["status"] = pod.get("status") or {}
     if (size := len(orjson.dumps(kept["status"]))) > MAX_REMOTE_POD_STATUS_BYTES:
         kept["status"] = {}
@@ -332,11 +342,13 @@ class PodReflector(Reconciler):
         )
         # The local pods' statuses this virtual kubelet wrote, until their informer shows them.
         self.status_writes = RecentWrites()
-        self._first_seen: dict[str, float] = {}
+        self._first_seen: dict[str, tuple[str, float]] = {}  # key -> (local uid, when)
         # Pods whose offload time was observed: a second look at a local pod whose cache has
         # not caught up with our own Running yet is not a second offload.
         self._offload_observed: set[str] = set()
-        self._remote_uids: dict[str, tuple[str, int]] = {}  # key -> (remote uid, recreations)
+        # key -> (local uid, remote uid, recreations): a pod made again under its name (another
+        # local uid, the two events merged in one reconcile) starts afresh.
+        self._remote_uids: dict[str, tuple[str, str, int]] = {}
         # key -> (local uid, message): a pod recreated under the same name is told again.
         self._reported: dict[str, tuple[str, str]] = {}
         # Whether the provider admits ShadowPods now, and the pods waiting for it to.
@@ -673,7 +685,10 @@ class PodReflector(Reconciler):
             if client and shadows and shadows.synced.is_set():
                 await self._delete_orphan(client, shadows, remote_namespace or "", name)
             return Result()
-        self._first_seen.setdefault(key, time.monotonic())
+        uid = local["metadata"]["uid"]
+        if (first := self._first_seen.get(key)) is None or first[0] != uid:
+            self._first_seen[key] = (uid, time.monotonic())
+            self._offload_observed.discard(key)
         if remote_namespace is None and local["metadata"].get("deletionTimestamp"):
             # No twin namespace (never, or no longer: its deletion takes the remote pod with
             # it): nothing runs that the kubelet must wait for.
@@ -763,9 +778,18 @@ class PodReflector(Reconciler):
             or local["metadata"].get("deletionTimestamp")
             or shadow["metadata"].get("deletionTimestamp")
             or local_pod_uid(shadow) not in (None, local["metadata"]["uid"])
+            # A Pod still cached from an earlier ShadowPod of the name: this one's comes.
+            or remote.get(SHADOW_POD_UID, shadow["metadata"]["uid"]) != shadow["metadata"]["uid"]
+            # Finished: its status is final, as a kubelet keeps it.
+            or (local.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
+            # Put out, not finished: the provider makes it again (DESIGN §4.6), and the new
+            # one's status is reported, a restart. Reported Failed, the local pod would be
+            # replaced by its ReplicaSet while it runs on. A provider that does not make it
+            # again says so with its ShadowPod's phase, and it is reported then.
+            or (is_evicted(remote) and not shadow_pod_finished(shadow))
         ):
             return Result()
-        self._count_recreation(key, remote)
+        self._count_recreation(key, local, remote)
         await self._reflect_status(key, local, remote)
         return Result()
 
@@ -875,6 +899,11 @@ class PodReflector(Reconciler):
                         body=delete_options(uid=shadow["metadata"]["uid"]),
                     )
             return Result()  # the ShadowPod's deletion event brings us back
+        created = self._created_unseen.get(_key(local))
+        if created is not None and (unseen := created.until - time.monotonic()) > 0:
+            # Made, and not yet seen: finished now, the pod would be gone at home while its
+            # ShadowPod runs, deleted later as an orphan with the pod's own grace period.
+            return Result(requeue_after=unseen)  # its event brings us back before that
         await self._finish_local(local)
         return Result()
 
@@ -948,14 +977,18 @@ class PodReflector(Reconciler):
                 body=delete_options(uid=remote["metadata"]["uid"]),
             )
 
-    def _count_recreation(self, key: str, remote: JSON) -> None:
+    def _count_recreation(self, key: str, local: JSON, remote: JSON) -> None:
         """A remote pod replaced by a new one counts as a restart of the local pod."""
-        uid = remote["metadata"]["uid"]
+        local_uid, uid = local["metadata"]["uid"], remote["metadata"]["uid"]
         seen = self._remote_uids.get(key)
-        if seen is None:
-            self._remote_uids[key] = (uid, 0)
-        elif seen[0] != uid:
-            self._remote_uids[key] = (uid, seen[1] + 1)
+        if seen is None or seen[0] != local_uid:
+            self._remote_uids[key] = (local_uid, uid, 0)
+        elif seen[1] != uid:
+            self._remote_uids[key] = (local_uid, uid, seen[2] + 1)
+
+    def _recreations(self, key: str, local: JSON) -> int:
+        seen = self._remote_uids.get(key)
+        return seen[2] if seen is not None and seen[0] == local["metadata"]["uid"] else 0
 
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
         if remote.get(STATUS_REFUSED):
@@ -975,7 +1008,7 @@ class PodReflector(Reconciler):
             {**remote, "status": remote_status},
             local,
             node_ip=self.node_ip,
-            extra_restarts=self._remote_uids.get(key, ("", 0))[1],
+            extra_restarts=self._recreations(key, local),
         )
         if not local_status_needs_update(local, desired):
             return
@@ -996,16 +1029,16 @@ class PodReflector(Reconciler):
         if cached is None or rv_newer(version, cached):
             self.status_writes.wrote(key, version)
         self._reported.pop(key, None)
+        first = self._first_seen.get(key)
         if (
             desired.get("phase") == "Running"
             and not was_running
-            and key in self._first_seen
+            and first is not None
+            and first[0] == local["metadata"]["uid"]
             and key not in self._offload_observed
         ):
             self._offload_observed.add(key)
-            POD_OFFLOAD_SECONDS.labels(self.node_name).observe(
-                time.monotonic() - self._first_seen[key]
-            )
+            POD_OFFLOAD_SECONDS.labels(self.node_name).observe(time.monotonic() - first[1])
 
     async def _refuse_status(self, local: JSON, size: int) -> None:
         """Says, once per pod, that the provider's status of it is too large to reflect."""
