@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from vk.controllers.local_processes import free_port
 from vk.kube.client import ApiError
 from vk.kube.kubeconfig import ClusterConnection
 from vk.kube.pki import build_ca
@@ -96,13 +97,6 @@ class Scene:
     port: int
     auth: FakeAuth
     provider: Provider
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @pytest.fixture
