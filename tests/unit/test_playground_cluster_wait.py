@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,14 @@ def kwok_running(runtime: ClusterRuntime) -> Iterator[None]:
         [sys.executable, "-c", "import time; time.sleep(60)", str(runtime.paths.root)]
     )
     runtime.paths.pid("kwok").write_text(str(process.pid))
+    # Its command line reads empty for a moment after Popen returns (the kernel has closed
+    # the exec's pipe, Popen's signal, before it sets the new program's arguments): under
+    # load, the wait read it then, and took kwok for exited.
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while str(runtime.paths.root).encode() not in cmdline.read_bytes():
+        assert time.monotonic() < deadline, "the stand-in for kwok never started"
+        time.sleep(0.01)
     try:
         yield
     finally:
