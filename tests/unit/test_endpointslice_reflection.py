@@ -109,6 +109,10 @@ def test_accepted_ranges_are_the_tenant_namespaces_annotation() -> None:
         ("0.0.0.0", "unspecified"),
         ("224.0.0.1", "multicast"),
         ("web.example.com", "not an IP address"),
+        # IPv4-mapped: a dual-stack host routes them to the IPv4 address.
+        ("::ffff:169.254.169.254", "link-local"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:10.244.3.4", None),
     ],
 )
 def test_an_address_is_taken_only_in_the_accepted_ranges(address: str, refused: str | None) -> None:

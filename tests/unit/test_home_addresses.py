@@ -47,6 +47,11 @@ HOME = home_addresses(NODES, SERVICE_CIDRS)
         ("224.0.0.1", "multicast"),
         ("0.0.0.0", "unspecified"),
         ("not-an-ip", "not an IP address"),
+        # IPv4-mapped: a dual-stack host routes them to the IPv4 address.
+        ("::ffff:10.96.0.1", "service range 10.96.0.0/16"),
+        ("::ffff:172.18.0.2", "node venice-worker-1"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "link-local"),
     ],
 )
 def test_this_clusters_own_addresses_are_refused(ip: str, why: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from vk.api.addresses import routed_address
 from vk.api.constants import (
     DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
     REMOTE_CLUSTER_ID_LABEL,
@@ -81,7 +82,7 @@ def accepted_ranges(
 def address_refusal(address: str, ranges: Iterable[Network]) -> str | None:
     """Why the provider does not route to `address` for a consumer, or None."""
     try:
-        ip = ipaddress.ip_address(address)
+        ip = routed_address(address)
     except ValueError:
         return "not an IP address"
     if ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified:

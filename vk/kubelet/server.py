@@ -35,6 +35,7 @@ import structlog
 from cryptography import x509
 from prometheus_client import Counter
 
+from vk.api.addresses import routed_address
 from vk.api.meta import forge_failure_status
 from vk.kube.client import JSON, ApiError
 from vk.kube.informer import Informer
@@ -156,12 +157,10 @@ def source_of(address: str) -> str:
     """Whom a connection from `address` is counted against: an IPv4 address, or an IPv6
     address's /64 (a host is given a whole /64, and picks an address in it at will)."""
     try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
+        ip = routed_address(address.split("%", 1)[0])  # an IPv4 client of a dual-stack socket
     except ValueError:
         return address
     if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:  # an IPv4 client of a dual-stack socket
-            return str(ip.ipv4_mapped)
         return str(ipaddress.ip_network(f"{ip}/64", strict=False))
     return str(ip)
 

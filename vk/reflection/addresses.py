@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from vk.api.addresses import routed_address
 from vk.kube.client import JSON, KubeClient
 from vk.kube.informer import MODIFIED, Informer
 
@@ -37,7 +38,7 @@ class HomeAddresses:
     def refusal(self, ip: str) -> str | None:
         """Why `ip` cannot be an offloaded pod's IP here, or None when it can."""
         try:
-            address = ipaddress.ip_address(ip)
+            address = routed_address(ip)
         except ValueError:
             return "not an IP address"
         for kind, taken in (
@@ -79,7 +80,7 @@ def home_addresses(
         for entry in (node.get("status") or {}).get("addresses") or []:
             if entry.get("type") in NODE_ADDRESS_TYPES and entry.get("address"):
                 try:
-                    address = str(ipaddress.ip_address(entry["address"]))
+                    address = str(routed_address(entry["address"]))
                 except ValueError:
                     continue
                 addresses[address] = f"the address of this cluster's node {name}"
