@@ -124,6 +124,19 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) ->
         ),
         "the remote pod re-created",
     )
+
+    # At home, a restart: Running throughout (a pod's phase never goes back to Pending), its
+    # container restarted once.
+    def restarted() -> dict[str, Any] | None:
+        local = setup.kubectl(
+            "get", "pod", "-n", namespace, victim["metadata"]["name"], "-o", "json"
+        ).stdout
+        status = json.loads(local)["status"]
+        assert status["phase"] == "Running"
+        counts = [c.get("restartCount") for c in status.get("containerStatuses") or []]
+        return status if counts == [1] and status["containerStatuses"][0]["ready"] else None
+
+    wait_until(restarted, "the local pod Running and Ready again, its container restarted once")
     # Deleting a local pod with a grace period deletes the remote one with the same. kwok, the
     # provider's simulated kubelet, finishes a terminating pod at once (deleting it again with
     # grace 0): a finalizer holds the remote pod, and a watch started before the deletion sees
@@ -187,6 +200,68 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) ->
     setup.kubectl("scale", "deployment", "web", "-n", namespace, "--replicas=0")
     wait_until(
         lambda: not setup.pods("naples", remote, OWNERSHIP), "no remote pods left", timeout=60
+    )
+
+
+def test_a_shorter_second_deletion_and_a_forced_one_reach_the_provider(
+    workload: Offloaded,
+) -> None:
+    """`kubectl delete --grace-period=600`, then `--grace-period=5`, then `--force`: the
+    ShadowPod tells the provider each shorter grace period, as a kubelet honours the shorter
+    one. kwok, the provider's simulated kubelet, finishes a terminating pod at once: a
+    finalizer holds the remote Pod, and with it the ShadowPod and the local pod."""
+    setup, namespace, remote = workload
+    setup.apply(setup.deployment("slow", namespace, 1))
+    wait_until(lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 1, "a remote pod")
+    target = setup.pods("naples", remote, OWNERSHIP)[0]["metadata"]["name"]
+    hold = {"metadata": {"finalizers": ["vk.test/hold"]}}
+    setup.clusters.kubectl(
+        "naples", "patch", "pod", "-n", remote, target, "--type=merge", "-p", json.dumps(hold)
+    )
+
+    def told() -> str | None:
+        shadow = json.loads(
+            setup.clusters.kubectl(
+                "naples", "get", "shadowpods", "-n", remote, target, "-o", "json"
+            ).stdout
+        )
+        annotations = shadow["metadata"].get("annotations") or {}
+        return annotations.get("shadowpod.vk.io/deletion-grace-period-seconds")
+
+    try:
+        for grace, flags in [("600", []), ("5", []), ("0", ["--force"])]:
+            setup.kubectl(
+                "delete",
+                "pod",
+                "-n",
+                namespace,
+                target,
+                f"--grace-period={grace}",
+                "--wait=false",
+                *flags,
+            )
+            wait_until(lambda grace=grace: told() == grace, f"the provider told {grace} s")
+    finally:
+        setup.clusters.kubectl(
+            "naples",
+            "patch",
+            "pod",
+            "-n",
+            remote,
+            target,
+            "--type=merge",
+            "-p",
+            json.dumps({"metadata": {"finalizers": None}}),
+            check=False,
+        )
+    wait_until(
+        lambda: (
+            setup.clusters.kubectl(
+                "naples", "get", "shadowpods", "-n", remote, target, check=False
+            ).returncode
+            != 0
+        ),
+        "the ShadowPod gone once its Pod is",
     )
 
 

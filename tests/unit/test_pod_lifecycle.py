@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from vk.api.constants import (
+    DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     LOCAL_POD_UID_ANNOTATION,
     NODENAME_LABEL,
@@ -20,6 +21,7 @@ from vk.api.constants import (
 )
 from vk.kube.client import JSON
 from vk.kube.events import EventRecorder
+from vk.kube.informer import DELETED
 from vk.reflection.workload.pods import PodReflector, remote_pod_as_read
 
 KEY = "shop/web"
@@ -51,6 +53,7 @@ class Provider:
 
     def __init__(self) -> None:
         self.deleted: list[str] = []
+        self.patches: list[JSON] = []
 
     async def create(self, path: str, body: JSON) -> JSON:
         return {**body, "metadata": {**body["metadata"], "uid": "s-new", "resourceVersion": "50"}}
@@ -60,6 +63,7 @@ class Provider:
         return {}
 
     async def merge_patch(self, path: str, body: JSON) -> JSON:
+        self.patches.append(body)
         return {}
 
 
@@ -270,3 +274,170 @@ async def test_a_pod_deleted_before_its_shadow_pods_creation_is_seen_waits_for_i
         "/apis/offloading.liqo.io/v1beta1/namespaces/shop-home/shadowpods/web"
     ]
     assert home.deleted == []
+
+
+def told(grace: int) -> JSON:
+    return {"metadata": {"annotations": {DELETION_GRACE_ANNOTATION: str(grace)}}}
+
+
+def deleting(grace: int) -> JSON:
+    pod = local_pod("a", version=str(10 + grace), deletionTimestamp="2026-11-29T10:00:00Z")
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return pod
+
+
+def shadow_being_deleted(grace: int | None) -> JSON:
+    shadow = shadow_pod("a")
+    shadow["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    if grace is not None:
+        shadow["metadata"]["annotations"][DELETION_GRACE_ANNOTATION] = str(grace)
+    return shadow
+
+
+async def test_a_second_deletion_with_a_shorter_grace_period_reaches_the_provider() -> None:
+    # `kubectl delete --grace-period=600`, then `--grace-period=5`: a kubelet honours the
+    # shorter one.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=deleting(600), shadow=shadow_pod("a"), remote=None)
+    await pods.reconcile(KEY)
+    assert provider.patches == [told(600)]
+    assert len(provider.deleted) == 1
+    cached(pods, local=deleting(5), shadow=shadow_being_deleted(600), remote=None)
+    await pods.reconcile(KEY)
+    assert provider.patches == [told(600), told(5)]
+    assert len(provider.deleted) == 1, "a ShadowPod being deleted is not deleted again"
+    # Told: its echo asks nothing more.
+    cached(pods, local=deleting(5), shadow=shadow_being_deleted(5), remote=None)
+    await pods.reconcile(KEY)
+    assert provider.patches == [told(600), told(5)]
+    assert home.deleted == []
+
+
+async def test_a_pod_deleted_at_once_has_its_shadow_pod_deleted_at_once() -> None:
+    # `kubectl delete --force --grace-period=0`: the pod is gone from the API server before
+    # the virtual kubelet deletes its ShadowPod; the grace period is read from its last state.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=local_pod("a"), shadow=shadow_pod("a"), remote=None)
+    gone = deleting(0)
+    pods.local.store.delete(KEY)
+    pods._on_local_pod(DELETED, gone, None)
+    await pods.reconcile(KEY)
+    assert provider.patches == [told(0)]
+    assert len(provider.deleted) == 1
+    # Forced while its ShadowPod was being deleted with the pod's own grace period.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=local_pod("a"), shadow=shadow_being_deleted(None), remote=None)
+    pods.local.store.delete(KEY)
+    pods._on_local_pod(DELETED, gone, None)
+    await pods.reconcile(KEY)
+    assert provider.patches == [told(0)]
+    assert provider.deleted == []
+
+
+async def test_a_pod_gone_tells_its_grace_period_to_its_own_shadow_pod_only() -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=local_pod("a"), shadow=shadow_pod("b", uid="s-b"), remote=None)
+    gone = deleting(0)
+    pods.local.store.delete(KEY)
+    pods._on_local_pod(DELETED, gone, None)
+    await pods.reconcile(KEY)
+    assert provider.patches == []
+    assert len(provider.deleted) == 1  # an orphan all the same, deleted as before
+
+
+def running_here(uid: str = "a") -> JSON:
+    """A local pod whose remote Pod ran: its status the reflected RUNNING, and a startTime."""
+    pod = local_pod(uid)
+    pod["status"] = {
+        **RUNNING,
+        "startTime": "2026-11-29T09:00:00Z",
+        "conditions": [
+            {"type": "ContainersReady", "status": "True"},
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-29T09:00:05Z"},
+            {"type": "PodScheduled", "status": "True"},
+        ],
+    }
+    return pod
+
+
+def assert_stopped(status: JSON) -> None:
+    assert status["phase"] == "Running", "a pod's phase never goes back"
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Ready"]["status"] == conditions["ContainersReady"]["status"] == "False"
+    assert conditions["Ready"]["reason"] == "ContainersNotReady"
+    assert conditions["Ready"]["lastTransitionTime"] != "2026-11-29T09:00:05Z"
+    assert conditions["PodScheduled"]["status"] == "True"
+    [container] = status["containerStatuses"]
+    assert container["ready"] is False
+    assert container["state"] == {"waiting": {"reason": "ContainerCreating"}}
+
+
+async def test_a_pod_whose_remote_pod_is_put_out_is_not_ready_until_made_again() -> None:
+    # Ready kept, a Service sent to a pod that ran nowhere until the provider's new Pod showed.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=running_here(), shadow=shadow_pod("a"), remote=remote_pod("r1", EVICTED))
+    await pods.reconcile_status(KEY)
+    [stopped] = home.status_writes
+    assert_stopped(stopped)
+
+
+async def test_a_pod_whose_remote_pod_is_gone_is_not_ready_until_made_again() -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    cached(pods, local=running_here(), shadow=shadow_pod("a"), remote=None)
+    await pods.reconcile_status(KEY)
+    [stopped] = home.status_writes
+    assert_stopped(stopped)
+
+
+@pytest.mark.parametrize("case", ["pending", "finished", "deleting", "unsynced"])
+async def test_a_pod_whose_remote_pod_is_gone_says_nothing_if_it_never_ran_or_is_done(
+    case: str,
+) -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    local = running_here()
+    shadow = shadow_pod("a")
+    if case == "pending":
+        local = local_pod("a", phase="Pending")
+    elif case == "finished":
+        shadow = shadow_pod("a", phase="Succeeded")
+    elif case == "deleting":
+        local["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    else:
+        pods.remote["shop-home"].synced.clear()
+    cached(pods, local=local, shadow=shadow, remote=None)
+    await pods.reconcile_status(KEY)
+    assert home.status_writes == []
+
+
+async def test_a_remote_pod_made_again_while_its_pod_ran_is_a_restart_not_a_pending_pod() -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    local = running_here()
+    cached(pods, local=local, shadow=shadow_pod("a"), remote=remote_pod("r1", RUNNING))
+    await pods.reconcile_status(KEY)  # r1 counted
+    creating = {
+        "phase": "Pending",
+        "startTime": "2026-11-29T10:00:00Z",
+        "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+        "containerStatuses": [
+            {
+                "name": "app",
+                "restartCount": 0,
+                "ready": False,
+                "state": {"waiting": {"reason": "ContainerCreating"}},
+            }
+        ],
+    }
+    pods.remote["shop-home"].store.upsert(remote_pod("r2", creating))
+    await pods.reconcile_status(KEY)
+    written = home.status_writes[-1]
+    assert written["phase"] == "Running"
+    assert written["startTime"] == "2026-11-29T09:00:00Z", "a pod starts once"
+    assert written["containerStatuses"][0]["restartCount"] == 1

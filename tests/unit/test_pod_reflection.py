@@ -350,15 +350,14 @@ async def test_a_shadow_pod_that_says_its_pod_is_made_or_runs_is_left_to_that_po
 
 async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_reporting() -> None:
     """A Pod created, then bound, says nothing its local pod does not: no reconcile each. Its
-    containers, a failing condition or a status too large to keep (said once at home) are the
-    status queue's; a Pod gone is nothing there."""
+    containers, a failing condition, a status too large to keep (said once at home) and a Pod
+    gone (its pod stopped, if its ShadowPod lives) are the status queue's."""
     pods = synced(offloading_shop(Home(), Provider()))
     metadata = {"name": "web", "namespace": "shop-home", "uid": "p", "resourceVersion": "1"}
     scheduled = {"type": "PodScheduled", "status": "True"}
     for event, status in (
         (ADDED, {"phase": "Pending"}),
         (MODIFIED, {"phase": "Pending", "conditions": [scheduled]}),
-        (DELETED, {"phase": "Running"}),
     ):
         pods._on_remote_pod(event, {"metadata": metadata, "status": status}, None)
         assert queued(pods) == (0, 0), (event, status)
@@ -369,8 +368,9 @@ async def test_a_remote_pod_goes_to_the_status_queue_only_with_a_status_worth_re
         {"metadata": metadata, "status": {"phase": "Pending", "containerStatuses": [waiting]}},
         {"metadata": metadata, "status": {"phase": "Running"}},
         {"metadata": metadata, "status": {}, STATUS_REFUSED: 40_000},
+        {"metadata": metadata, "status": {"phase": "Pending"}, "gone": True},
     ):
-        pods._on_remote_pod(MODIFIED, pod, None)
+        pods._on_remote_pod(DELETED if pod.pop("gone", False) else MODIFIED, pod, None)
         assert queued(pods) == (0, 1), pod
         pods.status_controller.queue.done(await pods.status_controller.queue.get())
 

@@ -33,7 +33,6 @@ from vk.controllers.provider_shadowpods import (
     REASON_INVALID,
     REASON_POD_SECURITY,
     ProviderShadowPods,
-    consumer_grace_period,
     forge_adoption_patch,
     forge_pod_of,
     forge_shadow_pod_status,
@@ -45,12 +44,14 @@ from vk.controllers.provider_shadowpods import (
 from vk.kube.client import ApiError, NotFound
 from vk.kube.informer import Informer
 from vk.reflection.forge.pods import (
+    consumer_grace_period,
     controller_uid,
     forge_remote_pod,
     forge_shadow_pod,
     is_evicted,
     live_pod_patch,
     shadow_pod_as_pod,
+    shadow_pod_as_read,
     shadow_pod_finished,
     shadow_pod_patch,
 )
@@ -653,6 +654,38 @@ def test_an_evicted_pod_is_deleted_once_then_left_until_it_is_gone() -> None:
     assert api.patches == []  # nor its status written meanwhile
 
 
+@pytest.mark.parametrize(
+    ("told", "pod_grace", "deleted_with"),
+    [("5", 600, [5]), ("0", 600, [0]), ("600", 600, []), ("900", 600, []), (None, 30, [])],
+)
+def test_a_pod_being_deleted_is_deleted_again_when_the_consumer_shortens_its_grace(
+    told: str | None, pod_grace: int, deleted_with: list[int]
+) -> None:
+    """A consumer's second deletion with a shorter grace period (`kubectl delete
+    --grace-period=5`, or `--force`) reaches the Pod, which its first deletion gave longer."""
+    shadow = shadow_pod()
+    annotations = shadow["metadata"]["annotations"]
+    del annotations[DELETION_GRACE_ANNOTATION]
+    if told is not None:
+        annotations[DELETION_GRACE_ANNOTATION] = told
+    shadow["metadata"].update(
+        resourceVersion="1",
+        finalizers=[SHADOW_POD_FINALIZER],
+        deletionTimestamp="2026-11-29T10:00:00Z",
+    )
+    api = PodDeletions(shadow)
+    the_controller = controller_on(api, shadow)
+    deleting = pod()
+    deleting["metadata"].update(
+        deletionTimestamp="2026-11-29T10:10:00Z", deletionGracePeriodSeconds=pod_grace
+    )
+    the_controller.pods.store.upsert(deleting)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert [(options or {}).get("gracePeriodSeconds") for _, options in api.deleted] == (
+        deleted_with
+    )
+
+
 def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
     """Its Pod evicted or deleted, a ShadowPod the cache keeps as read gets its Pod again, with
     the volumes and the rest of its containers the cache does not keep."""
@@ -706,14 +739,50 @@ def test_the_virtual_kubelet_asks_for_its_remote_pod_as_a_shadow_pod() -> None:
 
 
 def test_a_deletion_tells_its_grace_period_only_when_it_is_not_the_pods_own() -> None:
-    shadow = {"spec": {"pod": {"terminationGracePeriodSeconds": 30}}}
-    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=30), shadow) is None
-    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=17), shadow) == {
+    shadow = {"metadata": {}, "spec": {"pod": {"terminationGracePeriodSeconds": 30}}}
+    assert grace_annotation_patch(30, shadow) is None
+    assert grace_annotation_patch(None, shadow) is None
+    assert grace_annotation_patch(17, shadow) == {
         "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "17"}}
     }
-    assert grace_annotation_patch(local_pod(deletionGracePeriodSeconds=0), shadow) == {
+    assert grace_annotation_patch(600, shadow) == {
+        "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "600"}}
+    }
+    # A pod of no terminationGracePeriodSeconds has the API server's 30 s.
+    assert grace_annotation_patch(30, {"metadata": {}, "spec": {"pod": {}}}) is None
+
+
+def test_a_shadow_pod_being_deleted_is_told_only_a_shorter_grace_period() -> None:
+    deleting = {
+        "metadata": {
+            "deletionTimestamp": "2026-11-29T10:00:00Z",
+            "annotations": {DELETION_GRACE_ANNOTATION: "600"},
+        },
+        "spec": {"pod": {"terminationGracePeriodSeconds": 30}},
+    }
+    assert grace_annotation_patch(600, deleting) is None
+    assert grace_annotation_patch(900, deleting) is None, "a deletion is never lengthened"
+    assert grace_annotation_patch(5, deleting) == {
+        "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "5"}}
+    }
+    assert grace_annotation_patch(0, deleting) == {
         "metadata": {"annotations": {DELETION_GRACE_ANNOTATION: "0"}}
     }
+    # Deleted with the pod's own: told nothing, so the pod's own 30 s is what is shortened.
+    del deleting["metadata"]["annotations"]
+    assert grace_annotation_patch(30, deleting) is None
+    assert grace_annotation_patch(45, deleting) is None
+    assert grace_annotation_patch(5, deleting) is not None
+
+
+def test_the_virtual_kubelets_cache_keeps_the_grace_period_told_and_only_a_sane_one() -> None:
+    desired = {"metadata": {"annotations": {}}, "spec": {}}
+    told = shadow_pod()
+    assert shadow_pod_as_read(told, desired)["metadata"]["annotations"] == {
+        DELETION_GRACE_ANNOTATION: "17"
+    }
+    told["metadata"]["annotations"][DELETION_GRACE_ANNOTATION] = "9" * 5000
+    assert shadow_pod_as_read(told, desired)["metadata"]["annotations"] == {}
 
 
 def test_the_providers_word_on_a_missing_pod_is_read_bounded() -> None:

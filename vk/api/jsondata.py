@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import orjson
 
@@ -32,7 +32,7 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def is_integer(value: Any) -> bool:
+def is_integer(value: Any) -> TypeGuard[int]:
     """Whether `value` is a JSON integer (`true` is not one, though Python says so)."""
     return isinstance(value, int) and not isinstance(value, bool)
 

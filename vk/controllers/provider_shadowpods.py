@@ -41,6 +41,7 @@ from vk.api.constants import (
     SHADOW_POD_NOT_RESERVED,
     SHADOW_POD_OWNED_LABEL,
 )
+from vk.api.jsondata import is_integer
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
 from vk.api.timestamps import kube_time
 from vk.api.usage import holds_reservation, is_accounted
@@ -62,6 +63,7 @@ from vk.kube.client import (
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import Informer, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import (
+    consumer_grace_period,
     controller_uid,
     is_evicted,
     live_pod_patch,
@@ -88,7 +90,6 @@ REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
 REFUSED_RETRY = 30.0
 # How long a deleted ShadowPod's Pod may still be there before it is looked at again.
 WAIT_FOR_GARBAGE_COLLECTION = 2.0
-MAX_GRACE_SECONDS = 24 * 3600
 
 
 # --- Pure decisions ------------------------------------------------------------------------
@@ -152,17 +153,12 @@ def forge_adoption_patch(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) 
     }
 
 
-def consumer_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
-    """The grace period to delete the Pod of a ShadowPod being deleted: the consumer's (its
-    annotation) when valid, else None (the pod's own)."""
-    value = ((shadow_pod.get("metadata") or {}).get("annotations") or {}).get(
-        DELETION_GRACE_ANNOTATION
-    )
-    try:
-        seconds = int(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and 0 <= seconds <= MAX_GRACE_SECONDS else None
+def shortens_deletion(pod: Mapping[str, Any], grace: int | None) -> bool:
+    """Whether deleting `pod` again with `grace` shortens its deletion: the consumer deleted its
+    pod a second time with a shorter grace period, or at once (`kubectl delete --force`), and
+    the API server shortens a Pod's deletion when deleted again, as the kubelet honours it."""
+    current = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+    return grace is not None and is_integer(current) and grace < current
 
 
 def refusal_reason(error: ApiError) -> str:
@@ -474,8 +470,9 @@ class ProviderShadowPods(Reconciler):
         if SHADOW_POD_FINALIZER not in (shadow["metadata"].get("finalizers") or []):
             return Result()
         if pod is not None:
-            if not pod["metadata"].get("deletionTimestamp"):
-                await self._delete_pod(pod, consumer_grace_period(shadow))
+            grace = consumer_grace_period(shadow)
+            if not pod["metadata"].get("deletionTimestamp") or shortens_deletion(pod, grace):
+                await self._delete_pod(pod, grace)
             return Result()  # the Pod's deletion brings us back
         with contextlib.suppress(NotFound):
             await self.client.set_finalizer(

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vk.api.constants import (
+    DELETION_GRACE_ANNOTATION,
     DESTINATION_LABEL,
     LOCAL_POD_UID_ANNOTATION,
     OFFLOADED_POD_LABEL,
@@ -404,6 +405,9 @@ def shadow_pod_as_read(shadow_pod: Mapping[str, Any], desired: Mapping[str, Any]
     )
     if isinstance(uid := annotations.get(LOCAL_POD_UID_ANNOTATION), str):
         kept_metadata["annotations"][LOCAL_POD_UID_ANNOTATION] = uid[:_MAX_UID]
+    if (grace := consumer_grace_period(shadow_pod)) is not None:
+        # The grace period its deletion told the provider: a shorter one is told again.
+        kept_metadata["annotations"][DELETION_GRACE_ANNOTATION] = str(grace)
 
     spec = as_mapping(as_mapping(shadow_pod.get("spec")).get("pod"))
     kept_spec: JSON = {key: spec[key] for key in _SHADOW_SPEC_COUNTS if is_integer(spec.get(key))}
@@ -539,6 +543,23 @@ def shadow_pod_patch(pod_patch: JSON | None) -> JSON | None:
     return patch
 
 
+# The longest grace period a consumer's deletion may ask for its remote Pod: a day.
+MAX_GRACE_SECONDS = 24 * 3600
+
+
+def consumer_grace_period(shadow_pod: Mapping[str, Any]) -> int | None:
+    """The grace period a ShadowPod being deleted asks for its Pod: the consumer's (its
+    annotation) when sane, else None (the pod's own)."""
+    value = as_mapping(as_mapping(shadow_pod.get("metadata")).get("annotations")).get(
+        DELETION_GRACE_ANNOTATION
+    )
+    try:
+        seconds = int(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= MAX_GRACE_SECONDS else None
+
+
 def deletion_grace_period(local_pod: Mapping[str, Any]) -> int | None:
     """The grace period for deleting the remote Pod of a local pod being deleted: the one the
     local deletion asked for, else the pod's own; None leaves it to the provider. (Liqo deletes
@@ -593,6 +614,13 @@ def forge_local_pod_status(
     if not status.get("phase") and local_status.get("phase"):
         # An API server always sets one; a status without it would store an empty phase.
         status["phase"] = local_status["phase"]
+    if status.get("phase") == "Pending" and local_status.get("phase") == "Running":
+        # A remote Pod made again while its pod ran (put out, or deleted by hand, on the
+        # provider): a restart of its containers, as a kubelet reports one. A pod's phase never
+        # goes back to Pending, nor does it start twice.
+        status["phase"] = "Running"
+        if local_status.get("startTime"):
+            status["startTime"] = local_status["startTime"]
     if node_ip:
         status["hostIP"] = node_ip
         status["hostIPs"] = [{"ip": node_ip}]
@@ -640,6 +668,38 @@ def forge_local_pod_status(
 
     if conditions:
         status["conditions"] = conditions
+    return status
+
+
+def forge_stopped_status(local_pod: Mapping[str, Any], now: str) -> JSON | None:
+    """The status of a running pod whose remote Pod is gone, or put out, while the provider
+    makes it again: what a kubelet reports of a pod whose containers stopped and are started
+    again. Still Running (a pod's phase never goes back), not Ready, each container not ready
+    and waiting to be created; its restart is counted once the new Pod shows. So a Service
+    stops sending to it meanwhile, which the last status, Ready, kept doing. `now`: the
+    conditions' transition time. None for a pod that is not Running."""
+    status: JSON = dict(local_pod.get("status") or {})
+    if status.get("phase") != "Running":
+        return None
+    containers = status.get("containerStatuses") or []
+    waiting = {"waiting": {"reason": "ContainerCreating"}}
+    status["containerStatuses"] = [
+        {**container, "ready": False, "started": False, "state": waiting}
+        for container in containers
+    ]
+    names = " ".join(str(container.get("name")) for container in containers)
+    not_ready = {
+        "status": "False",
+        "reason": "ContainersNotReady",
+        "message": f"containers with unready status: [{names}]",
+    }
+    conditions = [dict(c) for c in status.get("conditions") or []]
+    for condition in conditions:
+        if condition.get("type") in ("Ready", "ContainersReady"):
+            if condition.get("status") != "False":
+                condition["lastTransitionTime"] = now
+            condition.update(not_ready)
+    status["conditions"] = conditions
     return status
 
 

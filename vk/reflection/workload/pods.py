@@ -17,6 +17,7 @@ import contextlib
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 import orjson
@@ -34,7 +35,9 @@ from vk.api.constants import (
     SHADOW_POD_NAME_TAKEN,
     SHADOW_POD_NOT_RESERVED,
 )
+from vk.api.jsondata import is_integer
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
+from vk.api.timestamps import kube_time
 from vk.kube.client import (
     JSON,
     AlreadyExists,
@@ -60,6 +63,7 @@ from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
     MAX_PROVIDER_MESSAGE,
     changed_beyond_status,
+    consumer_grace_period,
     controller_uid,
     deletion_grace_period,
     desired_remote_pod,
@@ -67,6 +71,7 @@ from vk.reflection.forge.pods import (
     forge_remote_pod,
     forge_shadow_pod,
     forge_status_patch,
+    forge_stopped_status,
     is_evicted,
     live_pod_patch,
     local_pod_uid,
@@ -204,12 +209,19 @@ def provider_refusal(shadow_pod: JSON) -> tuple[str, str] | None:
     return None
 
 
-def grace_annotation_patch(local_pod: JSON, shadow_pod: JSON) -> JSON | None:
-    """The annotation telling the provider the grace period of the local pod's deletion, when it
-    is not the pod's own (a ShadowPod's deletion cannot carry one); None when none is needed."""
-    grace = deletion_grace_period(local_pod)
+def grace_annotation_patch(grace: int | None, shadow_pod: JSON) -> JSON | None:
+    """The annotation telling the provider `grace`, the grace period of the local pod's
+    deletion, when its ShadowPod does not tell it already (a custom resource's deletion keeps
+    none of its own; unsaid, the pod's own is used). Once the ShadowPod is being deleted, only a
+    shorter one is told: a second deletion may shorten a pod's grace period, as `kubectl delete
+    --grace-period` and `--force` do at home, never lengthen it. None when nothing is to tell."""
+    if grace is None:
+        return None
     own = ((shadow_pod.get("spec") or {}).get("pod") or {}).get("terminationGracePeriodSeconds")
-    if grace is None or grace == (DEFAULT_TERMINATION_GRACE_SECONDS if own is None else own):
+    told = consumer_grace_period(shadow_pod)
+    if told is None:
+        told = own if is_integer(own) else DEFAULT_TERMINATION_GRACE_SECONDS
+    if grace == told or (shadow_pod["metadata"].get("deletionTimestamp") and grace > told):
         return None
     return {"metadata": {"annotations": {DELETION_GRACE_ANNOTATION: str(grace)}}}
 
@@ -366,6 +378,10 @@ class PodReflector(Reconciler):
         # refusals once seen in a burst (50 to 140 of 1000) were this across two processes, a
         # bench script's two virtual kubelets of one identity both leading.
         self._created_unseen: dict[str, _Created] = {}
+        # Local pods gone after a deletion, by key, until reconciled: a pod deleted at once
+        # (`--force`) is gone before its ShadowPod is deleted, and the grace period it was
+        # deleted with is read from its last state, which only its DELETED event holds.
+        self._gone: dict[str, _Gone] = {}
         # This node's pods only: another virtual kubelet of the same provider offloads its
         # own node's pods into the same twin namespaces, and they are not orphans to us.
         self._owned_selector = (
@@ -602,6 +618,12 @@ class PodReflector(Reconciler):
 
     def _on_local_pod(self, event: str, pod: JSON, old: JSON | None) -> None:
         key = _key(pod)
+        if event == DELETED and (grace := deletion_grace_period(pod)) is not None:
+            metadata = pod["metadata"]
+            if metadata.get("deletionTimestamp"):
+                # Gone with a deletion's grace period, perhaps at once (`--force`): its
+                # ShadowPod, if any is left, is deleted with it.
+                self._gone[key] = _Gone(metadata["uid"], grace)
         ours = self.status_writes.observe(key, event, pod)
         if event == MODIFIED and old is not None and not changed_beyond_status(old, pod):
             # Its status alone: nothing the main reconcile acts on. Unless it is the status
@@ -646,7 +668,9 @@ class PodReflector(Reconciler):
         # Only a status the status queue would act on: a Pod gone, or one still saying nothing
         # the local pod does not (created, then bound: two of the three events of a Pod
         # starting), would cost a reconcile each for nothing.
-        if event == DELETED or not (pod.get(STATUS_REFUSED) or status_worth_reporting(pod)):
+        # A Pod gone is one the provider makes again, if its ShadowPod lives (its pod is
+        # then reported stopped), or one of a pod being deleted (then nothing is written).
+        if event != DELETED and not (pod.get(STATUS_REFUSED) or status_worth_reporting(pod)):
             return
         if self._twin_listing(pod["metadata"]["namespace"]):
             # Once both caches are whole, every pod is reconciled, and hands a Pod it finds
@@ -665,6 +689,7 @@ class PodReflector(Reconciler):
         namespace, name = split_key(key)
         assert namespace is not None
         local = self.local.store.get(key)
+        gone = self._gone.pop(key, None)
         remote_namespace = self.mappings().get(namespace)
         reflected = self.reflected.get(namespace)
         if reflected is not None and reflected[0] != remote_namespace:
@@ -683,7 +708,7 @@ class PodReflector(Reconciler):
             self._awaiting_tokens.discard(key)
             self._created_unseen.pop(key, None)
             if client and shadows and shadows.synced.is_set():
-                await self._delete_orphan(client, shadows, remote_namespace or "", name)
+                await self._delete_orphan(client, shadows, remote_namespace or "", name, gone)
             return Result()
         uid = local["metadata"]["uid"]
         if (first := self._first_seen.get(key)) is None or first[0] != uid:
@@ -774,21 +799,29 @@ class PodReflector(Reconciler):
         if (
             local is None
             or shadow is None
-            or remote is None
             or local["metadata"].get("deletionTimestamp")
             or shadow["metadata"].get("deletionTimestamp")
             or local_pod_uid(shadow) not in (None, local["metadata"]["uid"])
-            # A Pod still cached from an earlier ShadowPod of the name: this one's comes.
-            or remote.get(SHADOW_POD_UID, shadow["metadata"]["uid"]) != shadow["metadata"]["uid"]
             # Finished: its status is final, as a kubelet keeps it.
             or (local.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
-            # Put out, not finished: the provider makes it again (DESIGN §4.6), and the new
-            # one's status is reported, a restart. Reported Failed, the local pod would be
-            # replaced by its ReplicaSet while it runs on. A provider that does not make it
-            # again says so with its ShadowPod's phase, and it is reported then.
-            or (is_evicted(remote) and not shadow_pod_finished(shadow))
         ):
             return Result()
+        if remote is None or (is_evicted(remote) and not shadow_pod_finished(shadow)):
+            # Gone, or put out, while its ShadowPod lives and is not finished: the provider
+            # makes it again (DESIGN §4.6), and the new one's status is reported, a restart.
+            # Meanwhile the pod runs nowhere, and says so as a kubelet does of containers
+            # that stopped. Reported Failed, it would be replaced by its ReplicaSet while it
+            # runs on. A provider that does not make it again says so with its ShadowPod's
+            # phase, and it is reported then.
+            if (
+                not shadow_pod_finished(shadow)
+                and informer is not None
+                and informer.synced.is_set()
+            ):
+                await self._report_stopped(key, local)
+            return Result()
+        if remote.get(SHADOW_POD_UID, shadow["metadata"]["uid"]) != shadow["metadata"]["uid"]:
+            return Result()  # a Pod still cached from an earlier ShadowPod of the name
         self._count_recreation(key, local, remote)
         await self._reflect_status(key, local, remote)
         return Result()
@@ -889,15 +922,7 @@ class PodReflector(Reconciler):
         with the same grace period before the ShadowPod goes, then finish the local one, as a
         kubelet does once its containers have stopped."""
         if shadow is not None:
-            if not shadow["metadata"].get("deletionTimestamp"):
-                path = shadow_pod_path(remote_namespace, shadow["metadata"]["name"])
-                with contextlib.suppress(NotFound):
-                    if grace := grace_annotation_patch(local, shadow):
-                        await client.merge_patch(path, grace)
-                    await client.delete(
-                        path,
-                        body=delete_options(uid=shadow["metadata"]["uid"]),
-                    )
+            await self._delete_shadow_pod(client, shadow, deletion_grace_period(local))
             return Result()  # the ShadowPod's deletion event brings us back
         created = self._created_unseen.get(_key(local))
         if created is not None and (unseen := created.until - time.monotonic()) > 0:
@@ -961,21 +986,39 @@ class PodReflector(Reconciler):
             )
 
     async def _delete_orphan(
-        self, client: KubeClient, informer: Informer, namespace: str, name: str
+        self,
+        client: KubeClient,
+        informer: Informer,
+        namespace: str,
+        name: str,
+        gone: _Gone | None,
     ) -> None:
+        """The local pod is gone: its ShadowPod goes, with the grace period of the pod's last
+        deletion when it was deleted at once (`kubectl delete --force`)."""
         remote = informer.store.get(f"{namespace}/{name}")
-        if remote is None or remote["metadata"].get("deletionTimestamp"):
+        if remote is None:
             return
         if not is_owned_by_us(remote, self.home_cluster_id, self.remote_cluster_id):
             return
-        self._log.info(
-            "deleting a ShadowPod whose local pod is gone", namespace=namespace, pod=name
-        )
-        with contextlib.suppress(NotFound):
-            await client.delete(
-                shadow_pod_path(namespace, name),
-                body=delete_options(uid=remote["metadata"]["uid"]),
+        grace = None
+        if gone is not None and local_pod_uid(remote) in (None, gone.uid):
+            grace = gone.grace
+        if not remote["metadata"].get("deletionTimestamp"):
+            self._log.info(
+                "deleting a ShadowPod whose local pod is gone", namespace=namespace, pod=name
             )
+        await self._delete_shadow_pod(client, remote, grace)
+
+    async def _delete_shadow_pod(self, client: KubeClient, shadow: JSON, grace: int | None) -> None:
+        """Deletes `shadow`, first telling the provider `grace` for its Pod (`grace_annotation_
+        patch`); told again if shorter once the ShadowPod is being deleted."""
+        metadata = shadow["metadata"]
+        path = shadow_pod_path(metadata["namespace"], metadata["name"])
+        with contextlib.suppress(NotFound):
+            if patch := grace_annotation_patch(grace, shadow):
+                await client.merge_patch(path, patch)
+            if not metadata.get("deletionTimestamp"):
+                await client.delete(path, body=delete_options(uid=metadata["uid"]))
 
     def _count_recreation(self, key: str, local: JSON, remote: JSON) -> None:
         """A remote pod replaced by a new one counts as a restart of the local pod."""
@@ -1010,6 +1053,14 @@ class PodReflector(Reconciler):
             node_ip=self.node_ip,
             extra_restarts=self._recreations(key, local),
         )
+        await self._write_local_status(key, local, desired)
+
+    async def _report_stopped(self, key: str, local: JSON) -> None:
+        desired = forge_stopped_status(local, kube_time(datetime.now(UTC)))
+        if desired is not None:
+            await self._write_local_status(key, local, desired)
+
+    async def _write_local_status(self, key: str, local: JSON, desired: JSON) -> None:
         if not local_status_needs_update(local, desired):
             return
         was_running = local.get("status", {}).get("phase") == "Running"
@@ -1128,6 +1179,14 @@ class _Created:
     until: float  # asked for again after this (time.monotonic()) if the cache still does not
     version: str  # the resourceVersion its creation was answered with
     made_from: JSON  # its local pod, as the cache held it then
+
+
+@dataclass(frozen=True, slots=True)
+class _Gone:
+    """A local pod gone from the API server after a deletion, until its key is reconciled."""
+
+    uid: str
+    grace: int  # the grace period of its last deletion (0: `kubectl delete --force`)
 
 
 def _key(pod: JSON) -> str:
