@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from vk.api.constants import DESTINATION_LABEL, NODENAME_LABEL, ORIGIN_LABEL
+from vk.api.constants import (
+    DESTINATION_LABEL,
+    NODENAME_LABEL,
+    ORIGIN_LABEL,
+    SERVICE_ACCOUNT_NAME_LABEL,
+)
 from vk.reflection.forge.meta import (
     ReflectionPolicy,
     contains,
@@ -288,3 +293,20 @@ def test_fields_differ_by_content(desired: JSON, current: JSON, differs: bool) -
 )
 def test_exact_fields_differ_on_any_key(current: JSON, differs: bool) -> None:
     assert exact_fields_differ({"data": {"a": "1"}}, current, ("data", "binaryData")) is differs
+
+
+def test_a_local_label_that_marks_vks_own_objects_is_never_copied() -> None:
+    # A tenant's Secret labelled as a node's token Secret, or a ServiceAccount's: on the
+    # provider, it would be taken for vk's own, or ignored and never deleted.
+    local = local_configmap()
+    local["metadata"]["labels"].update(
+        {NODENAME_LABEL: "naples", SERVICE_ACCOUNT_NAME_LABEL: "default"}
+    )
+    metadata = reflected_metadata(
+        local,
+        name="web-token",
+        namespace="demo-venice",
+        local_cluster_id=HOME,
+        remote_cluster_id=PROVIDER,
+    )
+    assert metadata["labels"] == {"app": "web", "app.kubernetes.io/managed-by": "Helm", **OURS}

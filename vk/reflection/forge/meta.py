@@ -23,6 +23,9 @@ from vk.api.constants import (
 
 JSON = dict[str, Any]
 
+# The prefix of the labels that mark an object as reflected by vk (ORIGIN_LABEL and the rest).
+OWNERSHIP_PREFIX = ORIGIN_LABEL.split("/", 1)[0] + "/"
+
 
 class ReflectionPolicy(enum.StrEnum):
     """Which local objects are reflected (`--<resource>-reflection-type`)."""
@@ -181,10 +184,17 @@ def reflected_metadata(
     extra_labels: Mapping[str, str] | None = None,
 ) -> JSON:
     """The remote object's metadata: `name` in `namespace`, the local labels and annotations
-    (less those not reflected), and the ownership labels, which win over local ones."""
+    (less those not reflected), and the ownership labels, which win over local ones. A local
+    label in the ownership labels' own prefix is never copied: vk tells its objects by those
+    (which node's token Secret, which ServiceAccount's), and a tenant's Secret labelled so
+    was taken for vk's own, or left on the provider for ever."""
     local = local_obj.get("metadata") or {}
+    local_labels = local.get("labels") or {}
     labels = {
-        **without_keys(local.get("labels") or {}, labels_not_reflected),
+        **without_keys(
+            local_labels,
+            [*labels_not_reflected, *(k for k in local_labels if k.startswith(OWNERSHIP_PREFIX))],
+        ),
         **(extra_labels or {}),
         **ownership_labels(local_cluster_id, remote_cluster_id),
     }
