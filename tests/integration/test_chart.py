@@ -155,6 +155,24 @@ def test_local_processes_need_the_webhooks_https_url_and_ca(helm: Path) -> None:
         helm_template(helm, {**VALUES, "localProcesses": {**local, "metricsAgentPort": 0}})
 
 
+def test_the_webhook_answers_the_api_server_alone_when_given_its_ca(helm: Path) -> None:
+    callers = {"caConfigMap": "api-server-ca", "names": ["kube-apiserver"]}
+    chart = rendered(helm, {**VALUES, "webhook": {"admissionCallers": callers}})
+    deployment = find(chart, "Deployment", "vk-webhook", namespace="vk")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--admission-caller-ca-file=/etc/vk/admission-callers/ca.crt" in container["args"]
+    assert "--admission-caller-names=kube-apiserver" in container["args"]
+    assert {"name": "admission-callers", "configMap": {"name": "api-server-ca"}} in pod["volumes"]
+    # Without it (the default), no such flags; with a CA and no names, no chart.
+    (plain,) = find(rendered(helm), "Deployment", "vk-webhook", namespace="vk")["spec"]["template"][
+        "spec"
+    ]["containers"]
+    assert not [arg for arg in plain["args"] if arg.startswith("--admission-caller")]
+    with pytest.raises(ChartError, match=r"admissionCallers\.names"):
+        helm_template(helm, {**VALUES, "webhook": {"admissionCallers": {"caConfigMap": "x"}}})
+
+
 def test_every_vk_pod_runs_the_image_as_its_non_root_user(helm: Path) -> None:
     for deployment in (d for d in rendered(helm) if d["kind"] == "Deployment"):
         pod = deployment["spec"]["template"]["spec"]
