@@ -427,6 +427,51 @@ def test_vkctl_peer_with_a_wrong_kubeconfig_says_why(
     assert tenant_namespaces(peered) <= before
 
 
+def test_a_cluster_claiming_a_peers_id_takes_nothing_over(peered: Clusters) -> None:
+    """florence says it is naples (its identity ConfigMap, which its installer writes): `vkctl
+    peer` with it is refused, as is `vkctl unpeer`, and venice's peering with naples, pinned
+    to naples' kube-system UID at peering, is left as it was."""
+    naples_uid = get_json(peered, PROVIDER, "namespace", "kube-system")["metadata"]["uid"]
+    venice_uid = get_json(peered, CONSUMER, "namespace", "kube-system")["metadata"]["uid"]
+    pinned = "peering.vk.io/cluster-uid"
+    tenant = get_json(peered, CONSUMER, "namespace", CONSUMER_TENANT)
+    assert tenant["metadata"]["annotations"][pinned] == naples_uid
+    tenant = get_json(peered, PROVIDER, "namespace", PROVIDER_TENANT)
+    assert tenant["metadata"]["annotations"][pinned] == venice_uid
+    secret = control_plane_secret_name(PROVIDER)
+    before = get_json(peered, CONSUMER, "secret", "-n", CONSUMER_TENANT, secret)
+
+    def as_naples(cluster_id: str) -> None:
+        patch = {"data": {"clusterID": cluster_id}}
+        peered.kubectl(
+            "florence", "patch", "configmap", "-n", "vk", "vk-cluster-identity",
+            "--type=merge", "-p", json.dumps(patch),
+        )  # fmt: skip
+
+    as_naples(PROVIDER)
+    try:
+        for command in ("peer", "unpeer"):
+            result = subprocess.run(
+                [
+                    VKCTL,
+                    command,
+                    f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+                    f"--remote-kubeconfig={peered.kubeconfig('florence')}",
+                    "--timeout=30s",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            assert result.returncode != 0, command
+            assert "it is another cluster" in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr
+    finally:
+        as_naples("florence")
+    after = get_json(peered, CONSUMER, "secret", "-n", CONSUMER_TENANT, secret)
+    assert after["data"] == before["data"]
+    assert virtual_node_of(peered, PROVIDER) is not None
+
+
 def tenant_namespaces(clusters: Clusters) -> set[str]:
     names = clusters.kubectl(CONSUMER, "get", "namespaces", "-o", "name").stdout.split()
     return {name for name in names if name.startswith("namespace/liqo-tenant-")}

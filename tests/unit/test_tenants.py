@@ -21,7 +21,7 @@ from vk.api.authentication import Tenant, TenantCondition
 from vk.api.crds import crd_manifests
 from vk.cli import peer
 from vk.cli.peer import describe_remaining, left_on_provider
-from vk.cli.peering import forge_tenant
+from vk.cli.peering import another_cluster, forge_tenant, forge_tenant_namespace
 from vk.cli.vkctl import vkctl
 from vk.controllers.provider_namespacemaps import MANAGED_BY_ANNOTATION
 from vk.controllers.tenants import forge_control_plane_rbac, tenant_consumer, twin_namespaces_of
@@ -271,3 +271,16 @@ def test_unpeer_out_of_band_talks_to_the_cluster_given_before_or_after_it(
         ("https://venice-admin:6443", "florence", 60.0),
         ("https://venice-admin:6443", "florence", 30.0),
     ]
+
+
+def test_a_tenant_namespace_names_the_one_cluster_it_was_kept_for() -> None:
+    kept = forge_tenant_namespace("naples", "uid-of-naples")
+    assert another_cluster(kept, "naples", "uid-of-naples") is None
+    impostor = another_cluster(kept, "naples", "uid-of-florence")
+    assert impostor is not None
+    assert "it is another cluster" in impostor
+    assert "uid-of-naples" in impostor
+    assert "uid-of-florence" in impostor
+    # Peered before vk pinned peers: taken as the cluster reached now (and pinned then).
+    del kept["metadata"]["annotations"]
+    assert another_cluster(kept, "naples", "uid-of-florence") is None

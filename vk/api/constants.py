@@ -110,6 +110,11 @@ RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
 # On tenant namespaces (both sides): "true"; with REMOTE_CLUSTER_ID_LABEL naming the other side.
 TENANT_NAMESPACE_LABEL = "liqo.io/tenant-namespace"
 
+# On tenant namespaces (both sides): the UID of the other cluster's kube-system namespace, taken
+# at its first peering. A cluster's ID is what its installer chose, and another cluster may
+# claim it; its kube-system namespace's UID is made with it, and never changes.
+PEER_CLUSTER_UID_ANNOTATION = "peering.vk.io/cluster-uid"
+
 # On a provider's tenant namespace: "true", it is kept for a consumer (an incoming peering).
 CONSUMER_TENANT_LABEL = "liqo.io/consumer-tenant"
 

@@ -40,7 +40,13 @@ from vk.cli.options import (
     requested_resources,
     resource_options,
 )
-from vk.cli.peering import PeeringError, establish_control_plane, forge_resource_slice
+from vk.cli.peering import (
+    PeeringError,
+    check_peers,
+    cluster_uid,
+    establish_control_plane,
+    forge_resource_slice,
+)
 from vk.cli.progress import Progress
 from vk.cli.waiting import (
     POLL_SECONDS,
@@ -115,6 +121,7 @@ async def peer(
         with progress.step("reading both clusters' identities"):
             local = await read_identity(consumer, "local")
             remote = await read_identity(provider, "remote")
+            local_uid, remote_uid = await cluster_uid(consumer), await cluster_uid(provider)
         if local.cluster_id == remote.cluster_id:
             raise PeeringError(
                 f"both kubeconfigs reach cluster {local.cluster_id}: --remote-kubeconfig must "
@@ -129,6 +136,8 @@ async def peer(
                 provider,
                 consumer_id=local.cluster_id,
                 provider_id=remote.cluster_id,
+                consumer_uid=local_uid,
+                provider_uid=remote_uid,
                 provider_server=provider_connection.server,
                 provider_ca=provider_connection.ca_pem or b"",
             )
@@ -543,6 +552,15 @@ async def unpeer(
                 f"both kubeconfigs reach cluster {local.cluster_id}: --remote-kubeconfig must "
                 "be the provider's"
             )
+        # Only the peering of these very clusters: not one that another claiming an ID names.
+        await check_peers(
+            consumer,
+            provider,
+            consumer_id=local.cluster_id,
+            provider_id=remote.cluster_id,
+            consumer_uid=await cluster_uid(consumer),
+            provider_uid=await cluster_uid(provider),
+        )
         await remove_peering(
             consumer,
             ProviderSide(provider, administrator=True),

@@ -26,6 +26,7 @@ from vk.api.constants import (
     CREATE_VIRTUAL_NODE_ANNOTATION,
     IDENTITY_CONTROL_PLANE,
     IDENTITY_TYPE_LABEL,
+    PEER_CLUSTER_UID_ANNOTATION,
     REMOTE_CLUSTER_ID_LABEL,
     REMOTE_ID_LABEL,
     REPLICATION_LABEL,
@@ -48,15 +49,43 @@ class PeeringError(RuntimeError):
     """Peering cannot go on; the message says why and what to do."""
 
 
-def forge_tenant_namespace(other_cluster_id: str) -> JSON:
+def forge_tenant_namespace(other_cluster_id: str, other_cluster_uid: str) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
         "metadata": {
             "name": tenant_namespace(other_cluster_id),
             "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: other_cluster_id},
+            "annotations": {PEER_CLUSTER_UID_ANNOTATION: other_cluster_uid},
         },
     }
+
+
+async def cluster_uid(client: KubeClient) -> str:
+    """A cluster's fingerprint: the UID of its kube-system namespace."""
+    namespace = await client.get(resource_path("v1", "namespaces", name="kube-system"))
+    return str(namespace["metadata"]["uid"])
+
+
+def another_cluster(
+    tenant_namespace_obj: Mapping[str, Any], other_cluster_id: str, other_cluster_uid: str
+) -> str | None:
+    """Why the tenant namespace kept for `other_cluster_id` is not for the cluster reached now,
+    whose fingerprint is `other_cluster_uid`; None when it is (or was peered before vk pinned
+    peers: it is taken as this one then). A cluster that claims a peer's ID would otherwise
+    take its peering over: as a provider, the consumer's pods and Secrets meant for the peer;
+    as a consumer, the peer's identity on the provider."""
+    metadata = tenant_namespace_obj.get("metadata") or {}
+    pinned = (metadata.get("annotations") or {}).get(PEER_CLUSTER_UID_ANNOTATION)
+    if pinned is None or pinned == other_cluster_uid:
+        return None
+    return (
+        f"cluster {other_cluster_id} was peered as the cluster whose kube-system namespace has "
+        f"UID {pinned}; the cluster reached now claims its ID, and its UID is "
+        f"{other_cluster_uid}: it is another cluster. If {other_cluster_id} was rebuilt, end "
+        f"the old peering first (`vkctl unpeer`), or, once sure, remove the annotation "
+        f"{PEER_CLUSTER_UID_ANNOTATION} from the namespace {metadata.get('name')}"
+    )
 
 
 def forge_tenant(consumer_id: str) -> JSON:
@@ -175,33 +204,61 @@ async def sign_client_certificate(
             await provider.delete(path)
 
 
+async def check_peers(
+    consumer: KubeClient,
+    provider: KubeClient,
+    *,
+    consumer_id: str,
+    provider_id: str,
+    consumer_uid: str,
+    provider_uid: str,
+) -> None:
+    """Raises PeeringError when either side's tenant namespace for the other, if any, was kept
+    for another cluster than the one reached now (`another_cluster`)."""
+    for client, other, other_uid, which in (
+        (consumer, provider_id, provider_uid, consumer_id),
+        (provider, consumer_id, consumer_uid, provider_id),
+    ):
+        path = resource_path("v1", "namespaces", name=tenant_namespace(other))
+        with contextlib.suppress(NotFound):
+            if problem := another_cluster(await client.get(path), other, other_uid):
+                raise PeeringError(f"on {which}: {problem}")
+
+
 async def establish_control_plane(
     consumer: KubeClient,
     provider: KubeClient,
     *,
     consumer_id: str,
     provider_id: str,
+    consumer_uid: str,
+    provider_uid: str,
     provider_server: str,
     provider_ca: bytes,
 ) -> None:
-    """Tenant namespaces on both sides, the consumer's Tenant on the provider and its
-    control-plane identity there; safe to run again."""
-    for client, other, which in (
-        (consumer, provider_id, consumer_id),
-        (provider, consumer_id, provider_id),
+    """Tenant namespaces on both sides, each naming the other cluster's fingerprint, the
+    consumer's Tenant on the provider and its control-plane identity there; safe to run again,
+    with the same two clusters only."""
+    for client, other, other_uid, which in (
+        (consumer, provider_id, provider_uid, consumer_id),
+        (provider, consumer_id, consumer_uid, provider_id),
     ):
+        namespace = forge_tenant_namespace(other, other_uid)
         try:
-            await client.create(resource_path("v1", "namespaces"), forge_tenant_namespace(other))
+            await client.create(resource_path("v1", "namespaces"), namespace)
         except AlreadyExists:
-            existing = await client.get(
-                resource_path("v1", "namespaces", name=tenant_namespace(other))
-            )
+            path = resource_path("v1", "namespaces", name=tenant_namespace(other))
+            existing = await client.get(path)
             if existing["metadata"].get("deletionTimestamp"):
                 raise PeeringError(
                     f"the namespace {tenant_namespace(other)} of {which} is still being deleted "
                     "(a peering being removed): wait until it is gone, then run `vkctl peer` "
                     "again"
                 ) from None
+            if problem := another_cluster(existing, other, other_uid):
+                raise PeeringError(f"on {which}: {problem}") from None
+            # Pinned now if it was peered before vk pinned peers.
+            await client.merge_patch(path, {"metadata": namespace["metadata"]})
     # The provider's side is kept for a consumer (its ForeignCluster says Incoming); a patch,
     # since the same namespace may also be this cluster's side of a peering the other way.
     await provider.merge_patch(
