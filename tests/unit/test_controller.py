@@ -455,6 +455,38 @@ async def test_a_relist_lets_go_of_what_is_gone_before_it_admits_what_is_new() -
     assert informer.store.keys() == ["ns/c"]
 
 
+async def test_a_relist_judges_each_page_before_it_reads_the_next() -> None:
+    """A provider's million Events in a twin namespace, bounded to twenty thousand, were all
+    held before the first was judged: a relist judges what it lists as it comes, and holds only
+    what it takes."""
+    log: list[str] = []
+
+    class PagedApiServer(ScriptedApiServer):
+        async def current_objects(
+            self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+        ):  # type: ignore[no-untyped-def]
+            for page in ("a", "b"), ("c", "d"):
+                log.append(f"page {page[0]}{page[1]}")
+                yield [named(name, "1") for name in page], "1"
+
+    def at_most_three(obj: JSON, cached: Store) -> bool:
+        log.append(f"judged {obj['metadata']['name']} with {len(cached)}")
+        return len(cached) < 3
+
+    informer = Informer(PagedApiServer([], []), "v1", "configmaps", admit=at_most_three)  # type: ignore[arg-type]
+    informer.store.upsert(named("z", "1"))  # held before, listed no more
+    await informer._relist()
+    assert log == [
+        "page ab",
+        "judged a with 0",
+        "judged b with 1",
+        "page cd",
+        "judged c with 2",
+        "judged d with 3",
+    ]
+    assert sorted(informer.store.keys()) == ["ns/a", "ns/b", "ns/c"]
+
+
 def test_a_shared_informer_keeps_one_thing_of_each_object() -> None:
     def names(obj: JSON) -> JSON:
         return {"metadata": {"name": obj["metadata"]["name"]}}

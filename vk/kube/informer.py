@@ -129,6 +129,10 @@ class Store:
                 for value in indexer(obj):
                     self._indexes[name].setdefault(value, set()).add(key)
 
+    def empty_like(self) -> Store:
+        """An empty store with the same indexes."""
+        return Store(self._indexers)
+
     def get(self, key: str) -> JSON | None:
         return self._objects.get(key)
 
@@ -409,14 +413,23 @@ class Informer:
         # pods never holds them all as decoded (with their managedFields, three times the
         # bytes kept) before the cache takes them.
         kept: list[JSON] = []
+        # With an admission, each object is judged as it comes, against what this list took
+        # before it: all of a list was held before the first was judged, and a provider's
+        # million Events in a twin namespace, bounded to twenty thousand, were held whole.
+        listed = self.store.empty_like() if self._admit is not None else None
         version = ""
         async for page, page_version in self.client.current_objects(
             self.path, self.params, timeout_seconds=self.watch_timeout
         ):
-            kept.extend(map(self._kept, page))
+            for obj in map(self._kept, page):
+                if listed is not None:
+                    if not self._judge(obj, listed):
+                        continue
+                    listed.upsert(obj)
+                kept.append(obj)
             version = page_version
         self.lists += 1
-        # What is gone goes first: an admission then judges against what the server holds.
+        # What is gone, or refused now, goes first, before what is new is taken.
         for key in set(self.store.keys()) - {object_key(obj) for obj in kept}:
             gone = self.store.delete(key)
             if gone is not None:
@@ -426,12 +439,18 @@ class Informer:
         self.synced.set()
         return version
 
+    def _judge(self, obj: JSON, cached: Store) -> bool:
+        """Whether the admission, if any, takes `obj` into `cached`; a refusal is counted."""
+        if self._admit is None or self._admit(obj, cached):
+            return True
+        REFUSED.labels(self.client.name, resource_of(self.path)).inc()
+        return False
+
     def _take(self, obj: JSON, *, relisted: bool = False) -> None:
-        """`obj` into the cache if admitted, and its handlers told (of a relisted object, only
-        if it changed). One refused is not held: if the cache held an earlier version of it,
-        that is gone, as for a DELETED event."""
-        if self._admit is not None and not self._admit(obj, self.store):
-            REFUSED.labels(self.client.name, resource_of(self.path)).inc()
+        """`obj` into the cache if admitted (of a relisted object, it was, as listed), and its
+        handlers told (of a relisted object, only if it changed). One refused is not held: if
+        the cache held an earlier version of it, that is gone, as for a DELETED event."""
+        if not relisted and not self._judge(obj, self.store):
             gone = self.store.delete(object_key(obj))
             if gone is not None:
                 self._notify(DELETED, gone, gone)
