@@ -21,6 +21,7 @@ from vk.webhooks.certificates import (
     forge_certificate_secret,
     forge_webhook_certificate,
     made_by_vk,
+    renewed_certificate,
     write_certificate_files,
 )
 
@@ -90,3 +91,33 @@ def test_ca_bundle_is_written_into_every_webhook_and_only_when_it_differs() -> N
     ]
     assert updated["metadata"]["resourceVersion"] == "7"  # a conflict-checked replace
     assert ca_bundle_updated(updated, b"PEM") is None
+
+
+def test_a_renewed_certificate_is_trusted_alongside_the_one_it_replaces() -> None:
+    """Replicas load the new certificate within minutes of its CA reaching the webhook
+    configurations: the old one must be trusted meanwhile, or every admission fails."""
+    old = forge_webhook_certificate("vk-webhook", "vk", NOW)
+    renewal = NOW + VALIDITY - RENEW_BEFORE
+    renewed = renewed_certificate(old, "vk-webhook", "vk", renewal)
+    cas = x509.load_pem_x509_certificates(renewed.ca_pem)
+    assert [ca.subject for ca in cas[1:]] == [x509.load_pem_x509_certificate(old.ca_pem).subject]
+    for certificate in (old, renewed):
+        leaf = x509.load_pem_x509_certificate(certificate.cert_pem)
+        assert any(leaf.issuer == ca.subject for ca in cas)
+    assert certificate_usable(renewed, "vk-webhook", "vk", renewal)
+    # At the next renewal, the CA before goes: two at most.
+    again = renewed_certificate(renewed, "vk-webhook", "vk", renewal + VALIDITY - RENEW_BEFORE)
+    assert len(x509.load_pem_x509_certificates(again.ca_pem)) == 2
+    # An old CA expired, or none readable, is not kept.
+    assert (
+        renewed_certificate(old, "vk-webhook", "vk", NOW + VALIDITY * 2).ca_pem.count(
+            b"BEGIN CERTIFICATE"
+        )
+        == 1
+    )
+    assert (
+        renewed_certificate(
+            WebhookCertificate(b"junk", b"", b""), "vk-webhook", "vk", NOW
+        ).ca_pem.count(b"BEGIN CERTIFICATE")
+        == 1
+    )

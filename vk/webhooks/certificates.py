@@ -62,6 +62,28 @@ def forge_webhook_certificate(
     return WebhookCertificate(ca_pem, leaf.cert_pem, leaf.key_pem)
 
 
+def renewed_certificate(
+    current: WebhookCertificate | None, service: str, namespace: str, now: datetime.datetime
+) -> WebhookCertificate:
+    """A new certificate, its CA bundle followed by the CA it replaces while that CA is valid.
+    The bundle goes into the webhook configurations at once, and each replica loads the new
+    certificate within minutes: until then the API server must still trust the old one, or
+    every pod admission fails meanwhile (the webhooks fail closed). Only the latest old CA is
+    kept: a bundle holds two CAs at most."""
+    fresh = forge_webhook_certificate(service, namespace, now)
+    if current is None:
+        return fresh
+    try:
+        previous = x509.load_pem_x509_certificate(current.ca_pem)
+    except ValueError:
+        return fresh
+    if previous.not_valid_after_utc <= now:
+        return fresh
+    return WebhookCertificate(
+        fresh.ca_pem + previous.public_bytes(Encoding.PEM), fresh.cert_pem, fresh.key_pem
+    )
+
+
 def certificate_usable(
     certificate: WebhookCertificate, service: str, namespace: str, now: datetime.datetime
 ) -> bool:
@@ -146,7 +168,8 @@ async def ensure_certificate(
                     f"not cover {', '.join(service_dns_names(service, namespace))} for more "
                     f"than {RENEW_BEFORE.days} days: renew it, or delete it for vk to make one"
                 )
-        fresh = forge_webhook_certificate(service, namespace, now)
+        previous = certificate_from_secret(current) if current is not None else None
+        fresh = renewed_certificate(previous, service, namespace, now)
         secret = forge_certificate_secret(secret_name, namespace, fresh)
         try:
             if current is None:
