@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from vk.api.constants import NAMESPACE_OFFLOADING_NAME
+from vk.api.offloading import remote_namespace_name_problem
 from vk.controllers import namespaceoffloading
 from vk.controllers.namespaceoffloading import (
     NamespaceOffloadings,
@@ -28,6 +29,7 @@ from vk.controllers.namespaceoffloading import (
     status_patch,
     virtual_node_labels,
 )
+from vk.kube.client import NotFound
 from vk.kube.events import object_reference
 
 NOW = datetime.datetime(2026, 11, 22, 9, 0, tzinfo=datetime.UTC)
@@ -389,3 +391,116 @@ def test_the_namespace_map_is_replicated_to_its_provider() -> None:
         "liqo.io/replication": "true",
     }
     assert namespace_map["spec"] == {"desiredMapping": {"liqo-demo": "liqo-demo"}}
+
+
+# A namespace name of 57 characters: with '-venice' (DefaultName), 64.
+LONG_NAMESPACE = "shop-" + "x" * 52
+
+
+@pytest.mark.parametrize(
+    ("namespace", "spec", "found"),
+    [
+        ("shop", {}, None),
+        ("s" * 56, {}, None),  # 56 + '-venice': 63, the most a namespace name may have
+        (LONG_NAMESPACE, {}, "is 64 characters long, over the 63 of a namespace name"),
+        (LONG_NAMESPACE, {"namespaceMappingStrategy": "EnforceSameName"}, None),
+        (LONG_NAMESPACE, {"namespaceMappingStrategy": "SelectedName"}, "needs remoteNamespaceName"),
+        (
+            "shop",
+            {"namespaceMappingStrategy": "SelectedName", "remoteNamespaceName": "Shop_EU"},
+            "remoteNamespaceName 'Shop_EU' is not a valid namespace name",
+        ),
+        ("shop", {"namespaceMappingStrategy": "SelectedName", "remoteNamespaceName": "s"}, None),
+    ],
+)
+def test_a_remote_name_no_namespace_could_have_is_found_before_asking_a_provider(
+    namespace: str, spec: dict[str, Any], found: str | None
+) -> None:
+    problem = remote_namespace_name_problem(namespace, spec, "venice")
+    if found is None:
+        assert problem is None
+        return
+    assert problem is not None
+    assert found in problem
+    assert "--namespace-mapping-strategy SelectedName --remote-namespace-name NAME" in problem
+    if not spec:  # DefaultName: the name, and why it is that name
+        assert f"'{LONG_NAMESPACE}-venice'" in problem
+        assert "this cluster's ID venice" in problem
+
+
+class HomeApi:
+    """Home's API server as the controller writes to it, for a namespace without pods: what it
+    was sent."""
+
+    name = "home"
+
+    def __init__(self) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.patched: dict[str, list[dict[str, Any]]] = {}
+
+    async def current_objects(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        yield [], "1"  # no pods
+
+    async def watch(
+        self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
+    ):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(3600)
+        yield {}
+
+    async def set_finalizer(self, *_: Any, **__: Any) -> bool:
+        return False  # the offloading has it
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        raise NotFound(404, "NotFound", path)
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created.append(body)
+        return body
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.patched.setdefault(path, []).append(patch)
+        return patch
+
+
+async def test_an_offloading_whose_remote_name_cannot_be_is_reported_not_mapped() -> None:
+    api = HomeApi()
+    controller = NamespaceOffloadings(api, "venice")  # type: ignore[arg-type]
+    controller.offloadings.store.upsert(
+        {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "NamespaceOffloading",
+            "metadata": {
+                "name": NAMESPACE_OFFLOADING_NAME,
+                "namespace": LONG_NAMESPACE,
+                "uid": "o",
+                "generation": 1,
+                "finalizers": [namespaceoffloading.FINALIZER],
+            },
+            "spec": {},
+        }
+    )
+    controller.virtual_nodes.store.upsert(
+        {"metadata": {"name": "naples"}, "spec": {"clusterID": "naples"}}
+    )
+    controller.namespaces.store.upsert({"metadata": {"name": "liqo-tenant-naples"}})
+    pods = controller._pods_of(LONG_NAMESPACE)
+    try:
+        await asyncio.wait_for(pods.synced.wait(), 2)
+        result = await controller.reconcile(f"{LONG_NAMESPACE}/{NAMESPACE_OFFLOADING_NAME}")
+    finally:
+        controller._stop_pods(LONG_NAMESPACE)
+    assert result.requeue_after is None  # nothing on its way
+    assert not any(c["kind"] == "NamespaceMap" for c in api.created)  # no provider asked
+    [status] = api.patched[
+        f"/apis/offloading.liqo.io/v1beta1/namespaces/{LONG_NAMESPACE}"
+        f"/namespaceoffloadings/{NAMESPACE_OFFLOADING_NAME}/status"
+    ]
+    assert status["status"]["offloadingPhase"] == "AllFailed"
+    ready = status["status"]["remoteNamespacesConditions"]["naples"][-1]
+    assert ready["reason"] == "InvalidRemoteNamespaceName"
+    assert "64 characters long" in ready["message"]
+    assert f"vkctl unoffload namespace {LONG_NAMESPACE}" in ready["message"]
+    [event] = [c for c in api.created if c["kind"] == "Event"]
+    assert event["message"] == ready["message"]

@@ -225,3 +225,22 @@ def test_a_tighter_pod_strategy_is_allowed_with_a_warning() -> None:
     )
     assert decision.allowed
     assert warnings == []
+
+
+def test_a_default_name_too_long_for_a_namespace_is_refused_with_the_fix() -> None:
+    """DefaultName gives `shop-...-venice`, 64 characters: refused at creation, naming the name
+    and SelectedName; an offloading already there stays updatable (and so deletable)."""
+    long_namespace = "shop-" + "x" * 52
+    request = offloading_request("CREATE", {})
+    request["namespace"] = long_namespace
+    decision, _ = review_namespace_offloading(request, home_cluster_id="venice")
+    assert not decision.allowed
+    assert f"'{long_namespace}-venice' is 64 characters long" in decision.message
+    assert "namespaceMappingStrategy SelectedName and a shorter remoteNamespaceName" in (
+        decision.message
+    )
+    update = offloading_request("UPDATE", {}, old={})
+    update["namespace"] = long_namespace
+    assert review_namespace_offloading(update, home_cluster_id="venice")[0].allowed
+    request["namespace"] = "s" * 56  # '-venice' makes 63
+    assert review_namespace_offloading(request, home_cluster_id="venice")[0].allowed

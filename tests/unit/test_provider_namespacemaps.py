@@ -1,6 +1,12 @@
-"""Twin namespaces and the tenant's rights in them, as the provider makes them."""
+"""Twin namespaces and the tenant's rights in them, as the provider makes them: the forges, and
+the controller over hand-filled caches and a fake API server."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pytest
 
 from tests.plain_manifests import (
     CONTROLLER_MANAGER_ACCOUNT,
@@ -11,8 +17,12 @@ from tests.plain_manifests import (
 )
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_TWIN_NAMESPACE_QUOTA,
+    FINALIZER,
+    MAX_API_MESSAGE,
     MAX_TOKEN_SECRETS,
+    REFUSED_RETRY,
     RESERVED_NAMESPACES,
+    RETRY,
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     ProviderNamespaceMaps,
@@ -21,10 +31,12 @@ from vk.controllers.provider_namespacemaps import (
     forge_twin_resource_quota,
     granted_pods,
     managed_by,
+    refuses_entry,
     reserved_by,
     tenant_pod_security,
     twin_quota_hard,
 )
+from vk.kube.client import JSON, AlreadyExists, ApiError, NotFound
 from vk.kube.informer import ADDED, DELETED, MODIFIED
 
 
@@ -179,3 +191,178 @@ def test_the_twins_quota_follows_a_quotas_pods_not_its_ledger() -> None:
     assert looks_again(ADDED, granted, None)
     assert looks_again(DELETED, granted, granted)
     assert not looks_again(ADDED, elsewhere, None)  # another consumer's: no map of its own
+
+
+# --- The controller over hand-filled caches and a fake API server ----------------------------
+
+MAP_KEY = "liqo-tenant-venice/venice"
+BINDING = "/apis/rbac.authorization.k8s.io/v1/namespaces/{}/rolebindings/vk-virtual-kubelet-remote"
+QUOTA = "/api/v1/namespaces/{}/resourcequotas/vk-tenant-objects"
+
+
+class ProviderApi:
+    """The provider's API server as the controller writes to it: the namespaces it holds (some
+    made since the controller's cache listed), the names it refuses, what it was sent."""
+
+    name = "provider"
+
+    def __init__(
+        self, namespaces: Iterable[JSON] = (), refused: Mapping[str, ApiError] | None = None
+    ) -> None:
+        self.namespaces = {n["metadata"]["name"]: n for n in namespaces}
+        self.refused = dict(refused or {})
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.applied: dict[str, JSON] = {}
+        self.statuses: list[JSON] = []
+        self.events: list[JSON] = []
+
+    async def set_finalizer(self, *_: Any, **__: Any) -> bool:
+        return False  # the map has it
+
+    async def create(self, path: str, body: JSON) -> JSON:
+        if body["kind"] == "Event":
+            self.events.append(body)
+            return body
+        assert path == "/api/v1/namespaces"
+        name = body["metadata"]["name"]
+        self.created.append(name)
+        if name in self.refused:
+            raise self.refused[name]
+        if name in self.namespaces:
+            raise AlreadyExists(409, "AlreadyExists", f'namespaces "{name}" already exists')
+        self.namespaces[name] = body
+        return body
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
+        name = path.rsplit("/", 1)[1]
+        if path.startswith("/api/v1/namespaces/") and name in self.namespaces:
+            return self.namespaces[name]
+        raise NotFound(404, "NotFound", f"{path} not found")
+
+    async def apply(self, path: str, body: JSON, *, force: bool = True) -> JSON:
+        self.applied[path] = body
+        return body
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        assert path.endswith("/namespacemaps/venice/status")
+        self.statuses.append(patch["status"]["currentMapping"])
+        return patch
+
+    async def delete(self, path: str, *, body: JSON | None = None) -> JSON:
+        name = path.rsplit("/", 1)[1]
+        if name in self.refused:
+            raise self.refused[name]
+        self.deleted.append(name)
+        return {}
+
+
+def namespace_map(desired: dict[str, str], current: dict[str, JSON] | None = None) -> JSON:
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceMap",
+        "metadata": {
+            "name": "venice",
+            "namespace": "liqo-tenant-venice",
+            "uid": "map-uid",
+            "resourceVersion": "1",
+            "labels": {"liqo.io/remote-cluster-id": "venice", "liqo.io/replication": "true"},
+            "finalizers": [FINALIZER],
+        },
+        "spec": {"desiredMapping": desired},
+        "status": {"currentMapping": current or {}},
+    }
+
+
+def controller_of(api: ProviderApi, the_map: JSON, cached: Iterable[JSON] = ()) -> Any:
+    """The controller, its caches holding `the_map` and the namespaces `cached`."""
+    controller = ProviderNamespaceMaps(api)  # type: ignore[arg-type]
+    controller.maps.store.upsert(the_map)
+    for namespace in cached:
+        controller.namespaces.store.upsert(namespace)
+    return controller
+
+
+def event_messages(api: ProviderApi, reason: str) -> list[str]:
+    return [e["message"] for e in api.events if e["reason"] == reason]
+
+
+async def test_a_namespace_made_by_another_since_the_cache_listed_gets_no_tenant_rights() -> None:
+    """Creating the twin answers AlreadyExists (the cache is behind): the namespace found is
+    read, and only one this map made for that same namespace gets the tenant's rights."""
+    admins = {"metadata": {"name": "shop-venice"}}
+    others = forge_twin_namespace("web-venice", "florence", "liqo-tenant-florence/f", "web")
+    own = forge_twin_namespace("blog-venice", "venice", MAP_KEY, "blog")
+    api = ProviderApi([admins, others, own])
+    desired = {"shop": "shop-venice", "web": "web-venice", "blog": "blog-venice"}
+    result = await controller_of(api, namespace_map(desired)).reconcile(MAP_KEY)
+    assert api.statuses[-1] == {
+        "shop": {"remoteNamespace": "shop-venice", "phase": "CreationLoopBackOff"},
+        "web": {"remoteNamespace": "web-venice", "phase": "CreationLoopBackOff"},
+        "blog": {"remoteNamespace": "blog-venice", "phase": "Accepted"},
+    }
+    assert set(api.applied) == {BINDING.format("blog-venice"), QUOTA.format("blog-venice")}
+    refusals = event_messages(api, "CreationLoopBackOff")
+    assert len(refusals) == 2
+    assert all("was not created by vk for liqo-tenant-venice/venice" in m for m in refusals)
+    assert result.requeue_after == RETRY  # the names taken may be freed
+
+
+async def test_a_name_the_api_server_refuses_fails_that_entry_alone() -> None:
+    """A webhook of the provider's refuses one name: the other entries are made, a removed one
+    deleted, the status written, the refusal told (its message bounded), asked again later."""
+    said = "admission webhook denied the request: " + "no " * 2000
+    refusal = ApiError(403, "Forbidden", said)
+    gone = forge_twin_namespace("old-venice", "venice", MAP_KEY, "old")
+    api = ProviderApi(refused={"shop-venice": refusal})
+    the_map = namespace_map(
+        {"shop": "shop-venice", "web": "web-venice"},
+        {"old": {"remoteNamespace": "old-venice", "phase": "Accepted"}},
+    )
+    controller = controller_of(api, the_map, [gone])
+    result = await controller.reconcile(MAP_KEY)
+    assert api.statuses[-1] == {
+        "shop": {"remoteNamespace": "shop-venice", "phase": "CreationLoopBackOff"},
+        "web": {"remoteNamespace": "web-venice", "phase": "Accepted"},
+        "old": {"remoteNamespace": "old-venice", "phase": "Terminating"},
+    }
+    assert api.deleted == ["old-venice"]
+    assert BINDING.format("web-venice") in api.applied
+    [told] = event_messages(api, "CreationLoopBackOff")
+    assert "the API server refused namespace shop-venice" in told
+    assert "403 Forbidden: admission webhook denied the request" in told
+    assert len(told) < MAX_API_MESSAGE + 200
+    assert result.requeue_after == RETRY  # old-venice going
+    await controller.reconcile(MAP_KEY)
+    assert len(event_messages(api, "CreationLoopBackOff")) == 1  # told once
+    # Refused alone, the entry is asked again later: the same request gets the same answer.
+    api = ProviderApi(refused={"shop-venice": refusal})
+    alone = await controller_of(api, namespace_map({"shop": "shop-venice"})).reconcile(MAP_KEY)
+    assert alone.requeue_after == REFUSED_RETRY
+    # A passing trouble (503: etcd away) is no refusal: the whole map is retried with back-off.
+    api = ProviderApi(refused={"shop-venice": ApiError(503, "ServiceUnavailable", "etcd")})
+    with pytest.raises(ApiError):
+        await controller_of(api, namespace_map({"shop": "shop-venice"})).reconcile(MAP_KEY)
+    assert api.statuses == []
+
+
+async def test_a_remote_name_that_is_no_namespace_name_is_refused_without_asking() -> None:
+    too_long = "shop-" + "x" * 60
+    api = ProviderApi()
+    the_map = namespace_map({"shop": too_long, "web": "Web_Venice", "blog": "blog-venice"})
+    result = await controller_of(api, the_map).reconcile(MAP_KEY)
+    assert api.created == ["blog-venice"]
+    assert api.statuses[-1]["shop"]["phase"] == "CreationLoopBackOff"
+    assert api.statuses[-1]["web"]["phase"] == "CreationLoopBackOff"
+    assert api.statuses[-1]["blog"]["phase"] == "Accepted"
+    told = event_messages(api, "CreationLoopBackOff")
+    assert any("65 characters long, over the 63 of a namespace name" in m for m in told)
+    assert any("'Web_Venice' is not a valid namespace name" in m for m in told)
+    assert result.requeue_after == RETRY
+
+
+def test_only_refusals_of_the_entry_itself_fail_it_alone() -> None:
+    for status in (400, 403, 413, 422):
+        assert refuses_entry(ApiError(status, "", "")), status
+    for status in (401, 404, 408, 409, 429, 500, 503):
+        assert not refuses_entry(ApiError(status, "", "")), status

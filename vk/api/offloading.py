@@ -9,12 +9,20 @@ the provider checks and turns into the Pod itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
-from vk.api.core import ClusterID, IngressType, LoadBalancerType, StorageType
+from vk.api.core import (
+    CLUSTER_ID_MAX_LENGTH,
+    ClusterID,
+    IngressType,
+    LoadBalancerType,
+    StorageType,
+    is_dns1123_label,
+)
 from vk.api.meta import Int64, KubeModel, KubeObject, LooseObject, ResourceList, Time
 
 GROUP = "offloading.liqo.io"
@@ -310,6 +318,66 @@ class NamespaceOffloading(KubeObject):
 
     spec: NamespaceOffloadingSpec
     status: NamespaceOffloadingStatus = Field(default_factory=NamespaceOffloadingStatus)
+
+
+def remote_namespace_name(namespace: str, spec: Mapping[str, Any], home_cluster_id: str) -> str:
+    """The twin namespace's name: the strategy's rule, Liqo's (DefaultName: the namespace's
+    name, '-' and this cluster's ID; SelectedName's name is ignored by the other two)."""
+    strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
+    if strategy == NamespaceMappingStrategy.ENFORCE_SAME_NAME:
+        return namespace
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME:
+        return str(spec.get("remoteNamespaceName") or "")
+    return f"{namespace}-{home_cluster_id}"
+
+
+# A name that cannot be a namespace's is shown this long at most: it may be anyone's input.
+MAX_NAME_SHOWN = 128
+
+
+def namespace_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a namespace (a DNS-1123 label), or None."""
+    if is_dns1123_label(name):
+        return None
+    shown = repr(name if len(name) <= MAX_NAME_SHOWN else name[:MAX_NAME_SHOWN] + "…")
+    if len(name) > CLUSTER_ID_MAX_LENGTH:
+        return (
+            f"{shown} is {len(name)} characters long, over the {CLUSTER_ID_MAX_LENGTH} of a "
+            "namespace name"
+        )
+    return (
+        f"{shown} is not a valid namespace name: lower-case letters, digits and '-', starting "
+        f"and ending with a letter or digit, at most {CLUSTER_ID_MAX_LENGTH} characters"
+    )
+
+
+def remote_namespace_name_problem(
+    namespace: str, spec: Mapping[str, Any], home_cluster_id: str
+) -> str | None:
+    """Why the twin namespace's name `spec` gives `namespace` cannot be a namespace's, and how
+    to choose one that can; None when it can."""
+    choose = (
+        f"vkctl offload namespace {namespace} --namespace-mapping-strategy SelectedName "
+        "--remote-namespace-name NAME"
+    )
+    strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
+    remote = remote_namespace_name(namespace, spec, home_cluster_id)
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not remote:
+        return (
+            "namespaceMappingStrategy SelectedName needs remoteNamespaceName: the name of the "
+            f"namespace in the providers ({choose})"
+        )
+    problem = namespace_name_problem(remote)
+    if problem is None:
+        return None
+    if strategy == NamespaceMappingStrategy.SELECTED_NAME:
+        return f"remoteNamespaceName {problem}: choose another ({choose})"
+    # DefaultName (EnforceSameName's is the namespace's own, a namespace name).
+    return (
+        f"the remote namespace name {problem} (DefaultName: the namespace's name, '-' and this "
+        f"cluster's ID {home_cluster_id}): name it yourself with namespaceMappingStrategy "
+        f"SelectedName and a shorter remoteNamespaceName ({choose})"
+    )
 
 
 # --- NamespaceMap --------------------------------------------------------------------------

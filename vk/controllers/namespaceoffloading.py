@@ -45,11 +45,12 @@ from vk.api.nodeselector import selector_matches, selector_problems
 from vk.api.offloading import (
     MappingPhase,
     NamespaceMap,
-    NamespaceMappingStrategy,
     NamespaceOffloading,
     OffloadingPhase,
     PodOffloadingStrategy,
     VirtualNode,
+    remote_namespace_name,
+    remote_namespace_name_problem,
 )
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
@@ -77,7 +78,8 @@ NOT_PEERED = "NotPeered"
 CREATING = "Creating"
 TERMINATING = "Terminating"
 INVALID_SELECTOR = "InvalidClusterSelector"
-FAILURES = (CREATION_LOOP_BACK_OFF, NOT_PEERED)
+INVALID_REMOTE_NAME = "InvalidRemoteNamespaceName"
+FAILURES = (CREATION_LOOP_BACK_OFF, NOT_PEERED, INVALID_REMOTE_NAME)
 # Looked at again shortly: the states that change by themselves.
 ON_THE_WAY = (CREATING, TERMINATING)
 # A namespace's pods are read from its own informer, started with its offloading: this long
@@ -88,17 +90,6 @@ PODS_BATCH_SECONDS = 1.0
 
 
 # --- Pure parts ----------------------------------------------------------------------------
-
-
-def remote_namespace_name(namespace: str, spec: Mapping[str, Any], home_cluster_id: str) -> str:
-    """The twin namespace's name: the strategy's rule (SelectedName's name is ignored by the
-    other two, as Liqo does)."""
-    strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
-    if strategy == NamespaceMappingStrategy.ENFORCE_SAME_NAME:
-        return namespace
-    if strategy == NamespaceMappingStrategy.SELECTED_NAME:
-        return str(spec.get("remoteNamespaceName") or "")
-    return f"{namespace}-{home_cluster_id}"
 
 
 def virtual_node_labels(virtual_node: Mapping[str, Any], node: Mapping[str, Any] | None) -> JSON:
@@ -157,10 +148,12 @@ def forge_cluster_conditions(
     peered: bool,
     now: datetime.datetime,
     holder: str | None = None,
+    invalid_name: str | None = None,
 ) -> list[JSON]:
     """The conditions of one provider: selected or not, and where its twin namespace is.
     `entry` is the provider's report of this namespace (its NamespaceMap currentMapping),
-    `holder` the namespace of this cluster that holds the same remote name there, if any."""
+    `holder` the namespace of this cluster that holds the same remote name there, if any,
+    `invalid_name` why the remote name cannot be a namespace's, if it cannot."""
     by_type = {c.get("type"): c for c in previous or []}
 
     def condition(kind: str, status: str, reason: str, message: str) -> JSON:
@@ -187,7 +180,9 @@ def forge_cluster_conditions(
     selected_condition = condition(
         OFFLOADING_REQUIRED, "True", CLUSTER_SELECTED, CLUSTER_SELECTED_MESSAGE
     )
-    if not peered:
+    if invalid_name is not None:
+        ready = condition(READY, "False", INVALID_REMOTE_NAME, invalid_name)
+    elif not peered:
         ready = condition(
             READY,
             "False",
@@ -505,6 +500,16 @@ class NamespaceOffloadings(Reconciler):
             return await self._invalid_selector(offloading, problems)
 
         remote = remote_namespace_name(namespace, spec, self.home_cluster_id)
+        # A name no provider could create is asked of none (the webhook refuses it, unless it
+        # was not running then); leaving, the mappings go as always.
+        invalid_name = None
+        if not deleting and (
+            problem := remote_namespace_name_problem(namespace, spec, self.home_cluster_id)
+        ):
+            invalid_name = (
+                f"{problem}; no provider is asked for it: unoffload the namespace first (vkctl "
+                f"unoffload namespace {namespace}), its mapping cannot change"
+            )
         strategy = spec.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
         nodes = self._virtual_nodes()
         selected_nodes, selected_clusters = (
@@ -538,7 +543,7 @@ class NamespaceOffloadings(Reconciler):
             current = ((namespace_map or {}).get("status") or {}).get("currentMapping") or {}
             selected = cluster_id in selected_clusters
             peered = self.namespaces.store.get(tenant_namespace(cluster_id)) is not None
-            if selected and peered:
+            if selected and peered and invalid_name is None:
                 if desired.get(namespace) != remote:
                     await self._set_mapping(cluster_id, namespace_map, namespace, remote)
             elif namespace in desired:
@@ -562,6 +567,7 @@ class NamespaceOffloadings(Reconciler):
                 peered=peered,
                 now=now,
                 holder=first_holder(namespace, remote, desired, current),
+                invalid_name=invalid_name,
             )
             waiting |= conditions[cluster_id][-1].get("reason") in ON_THE_WAY
 
@@ -571,7 +577,7 @@ class NamespaceOffloadings(Reconciler):
             )
             log.info("namespace unoffloaded", namespace=namespace)
             return Result()
-        await self._write_status(
+        written = await self._write_status(
             offloading,
             {
                 "remoteNamespaceName": remote,
@@ -580,6 +586,8 @@ class NamespaceOffloadings(Reconciler):
                 "observedGeneration": metadata.get("generation"),
             },
         )
+        if written and invalid_name is not None:
+            await self.events.record(offloading, WARNING, "Invalid", invalid_name)
         return Result(requeue_after=RETRY if waiting else None)
 
     async def _invalid_selector(self, offloading: JSON, problems: list[str]) -> Result:

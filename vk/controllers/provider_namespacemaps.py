@@ -6,11 +6,13 @@ consumer, which the API server enforces on every Pod there), bounded by a core R
 (object counts, storage, no NodePort or LoadBalancer Services unless the provider allows them),
 the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs, and the
 mapping is reported Accepted. A namespace of that name that vk did not create for this
-map is never touched, and a name the provider reserves (its own system namespaces, vk's, tenant
-namespaces, and a list of its choosing) is never created: the mapping stays in
+map is never touched (nor one found on creating it, made since the cache listed), and a name
+that is no namespace name, or one the provider reserves (its own system namespaces, vk's, tenant
+namespaces, and a list of its choosing), is never created: the mapping stays in
 CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
-remote name the first already holds. A mapping removed deletes its namespace (Terminating until
-it is gone); the map's deletion waits for all of them.
+remote name the first already holds, and one the API server refuses (with its message): each
+entry fails alone, the rest of the map goes on. A mapping removed deletes its namespace
+(Terminating until it is gone); the map's deletion waits for all of them.
 """
 
 from __future__ import annotations
@@ -34,9 +36,17 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_group,
 )
-from vk.api.offloading import MappingPhase, NamespaceMap, Quota
+from vk.api.offloading import MappingPhase, NamespaceMap, Quota, namespace_name_problem
 from vk.api.quantity import InvalidQuantity, parse_quantity
-from vk.kube.client import JSON, AlreadyExists, AppliedObjects, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    AlreadyExists,
+    ApiError,
+    AppliedObjects,
+    KubeClient,
+    NotFound,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import MODIFIED, object_key, shared_informer, split_key
@@ -51,6 +61,15 @@ ORIGINAL_NAME_ANNOTATION = "liqo.io/remote-namespace-original-name"
 # checks and turns into Pods itself).
 VIRTUAL_KUBELET_REMOTE_ROLE = "vk-virtual-kubelet-remote"
 RETRY = 2.0
+# An entry the API server refused is asked again this late: the same request gets the same
+# answer until someone changes the name, the policy or the webhook that refused it.
+REFUSED_RETRY = 60.0
+# Answers that refuse one entry whatever the next try (the request is invalid, or a policy or
+# webhook forbids it); the others (401, 404, 408, 409, 429, 5xx, no answer) pass, and the
+# whole map is looked at again with back-off.
+PASSING_CLIENT_ERRORS = frozenset({401, 404, 408, 409, 429})
+# The API server's message is the provider's: at most this much of it goes to the consumer.
+MAX_API_MESSAGE = 1024
 # On a provider's tenant namespace: the Pod Security level of this consumer's twin namespaces,
 # instead of the provider's default. The consumer cannot write it (it may not touch namespaces).
 TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
@@ -75,6 +94,25 @@ DEFAULT_TWIN_NAMESPACE_QUOTA = {
 # Names no consumer may have as a twin namespace, whatever the provider adds: its own system
 # namespaces, vk's, and the tenant namespaces (a trailing * matches any ending).
 RESERVED_NAMESPACES = ("default", "kube-*", VK_NAMESPACE, f"{TENANT_NAMESPACE_PREFIX}*")
+
+
+class MappingRefused(Exception):
+    """This provider will not make the mapping as asked, and says why (to the consumer, in an
+    Event on its NamespaceMap); the entry stays CreationLoopBackOff."""
+
+
+def refuses_entry(error: ApiError) -> bool:
+    """Whether the API server's answer refuses one entry (which fails alone), rather than
+    being a passing trouble (which retries the whole map)."""
+    return 400 <= error.status < 500 and error.status not in PASSING_CLIENT_ERRORS
+
+
+def api_message(error: ApiError) -> str:
+    """The API server's answer, as much of it as the consumer is told."""
+    message = error.message
+    if len(message) > MAX_API_MESSAGE:
+        message = message[: MAX_API_MESSAGE - 1] + "…"
+    return f"{error.status} {error.reason}: {message}"
 
 
 def reserved_by(name: str, reserved: tuple[str, ...]) -> str | None:
@@ -294,7 +332,7 @@ class ProviderNamespaceMaps(Reconciler):
             (namespace_map.get("status") or {}).get("currentMapping") or {}
         )
         status: dict[str, JSON] = {}
-        waiting = False
+        retries: list[float] = []  # when to look again, for each entry not done
         # A remote name wanted twice goes to the entry Accepted first: those are seen first.
         accepted_first = sorted(
             desired.items(),
@@ -302,22 +340,20 @@ class ProviderNamespaceMaps(Reconciler):
         )
         claimed: dict[str, str] = {}  # remote -> the local namespace it is made for
         for local, remote in accepted_first:
-            status[local] = {
-                "remoteNamespace": remote,
-                "phase": await self._ensure_twin(
-                    namespace_map, key, consumer, local, remote, claimed
-                ),
-            }
-            if status[local]["phase"] != MappingPhase.ACCEPTED:
-                waiting = True
+            phase, retry = await self._make_entry(
+                namespace_map, key, consumer, local, remote, claimed
+            )
+            status[local] = {"remoteNamespace": remote, "phase": phase}
+            if retry is not None:
+                retries.append(retry)
         status = {local: status[local] for local in desired}
         for local, entry in current.items():
             remote = entry.get("remoteNamespace", "")
             if local in desired or not remote:
                 continue
-            if await self._delete_twin(remote, key, local):
+            if (retry := await self._remove_entry(namespace_map, key, local, remote)) is not None:
                 status[local] = {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
-                waiting = True
+                retries.append(retry)
         if status != current:
             await self.client.merge_patch(
                 f"{path}/status",
@@ -333,7 +369,68 @@ class ProviderNamespaceMaps(Reconciler):
         if deleting and not status:
             await self.client.set_finalizer(path, namespace_map, FINALIZER, present=False)
             return Result()
-        return Result(requeue_after=RETRY if waiting else None)
+        return Result(requeue_after=min(retries, default=None))
+
+    async def _make_entry(
+        self,
+        namespace_map: JSON,
+        key: str,
+        consumer: str,
+        local: str,
+        remote: str,
+        claimed: dict[str, str],
+    ) -> tuple[str, float | None]:
+        """One desired mapping made, kept or refused, whatever the others: its phase, and when
+        to look at it again (None: done)."""
+        try:
+            phase = await self._ensure_twin(namespace_map, key, consumer, local, remote, claimed)
+        except MappingRefused as refusal:
+            await self._report(namespace_map, key, local, "CreationLoopBackOff", str(refusal))
+            return MappingPhase.CREATION_LOOP_BACK_OFF.value, RETRY
+        except ApiError as error:
+            if not refuses_entry(error):
+                raise
+            await self._report(
+                namespace_map,
+                key,
+                local,
+                "CreationLoopBackOff",
+                f"the API server refused namespace {remote}, or the tenant's rights in it: "
+                f"{api_message(error)}",
+            )
+            return MappingPhase.CREATION_LOOP_BACK_OFF.value, REFUSED_RETRY
+        self._refused.pop((key, local), None)
+        return phase, RETRY if phase == MappingPhase.TERMINATING else None
+
+    async def _remove_entry(
+        self, namespace_map: JSON, key: str, local: str, remote: str
+    ) -> float | None:
+        """One mapping removed, whatever the others: when to look at it again while its
+        namespace is still there (None: gone, or never this map's)."""
+        try:
+            if await self._delete_twin(remote, key, local):
+                return RETRY
+            self._refused.pop((key, local), None)
+            return None
+        except ApiError as error:
+            if not refuses_entry(error):
+                raise
+            await self._report(
+                namespace_map,
+                key,
+                local,
+                "DeletionFailed",
+                f"the API server refused deleting namespace {remote}: {api_message(error)}",
+            )
+            return REFUSED_RETRY
+
+    async def _report(
+        self, namespace_map: JSON, key: str, local: str, reason: str, message: str
+    ) -> None:
+        """An Event on the map saying why an entry is not done, once for each new why."""
+        if self._refused.get((key, local)) != message:
+            self._refused[(key, local)] = message
+            await self.events.record(namespace_map, WARNING, reason, message)
 
     async def _ensure_twin(
         self,
@@ -344,32 +441,10 @@ class ProviderNamespaceMaps(Reconciler):
         remote: str,
         claimed: dict[str, str],
     ) -> str:
+        """Makes (or keeps) the twin namespace of `local` and the tenant's rights in it: its
+        phase, or MappingRefused."""
         existing = self.namespaces.store.get(remote)
-        owner = managed_by(existing)
-        holder = claimed.get(remote) or (original_name(existing) if existing else None)
-        reason = None
-        if pattern := reserved_by(remote, self.reserved):
-            reason = (
-                f"namespace name {remote} is reserved on this cluster ({pattern}): choose another "
-                "remote name"
-            )
-        elif existing is not None and owner != key:
-            reason = (
-                f"namespace {remote} exists on this cluster and was not created by vk for "
-                f"{key}: it is left alone; choose another remote name, or remove it"
-            )
-        elif holder is not None and holder != local:
-            reason = (
-                f"namespace {remote} already holds {consumer}'s namespace {holder}, mapped to that "
-                f"name first: {local} needs another remote name"
-            )
-        if reason is not None:
-            if self._refused.get((key, local)) != reason:
-                self._refused[(key, local)] = reason
-                await self.events.record(namespace_map, WARNING, "CreationLoopBackOff", reason)
-            return MappingPhase.CREATION_LOOP_BACK_OFF.value
-        self._refused.pop((key, local), None)
-        claimed[remote] = local
+        self._check_claim(key, consumer, local, remote, existing, claimed)
         tenant_namespace = self.namespaces.store.get(split_key(key)[0] or "")
         level, problem = tenant_pod_security(tenant_namespace, self.pod_security)
         if problem and self._refused.get((key, "")) != problem:
@@ -377,21 +452,27 @@ class ProviderNamespaceMaps(Reconciler):
             await self.events.record(namespace_map, WARNING, "InvalidPodSecurityLevel", problem)
         wanted_labels = pod_security_labels(level)
         if existing is None:
-            with contextlib.suppress(AlreadyExists):  # the informer is behind: next round
+            try:
                 await self.client.create(
                     resource_path("v1", "namespaces"),
                     forge_twin_namespace(remote, consumer, key, local, level),
                 )
-        elif existing["metadata"].get("deletionTimestamp"):
-            return MappingPhase.TERMINATING.value  # a mapping removed and added back: wait
-        elif any(
-            (existing["metadata"].get("labels") or {}).get(k) != v for k, v in wanted_labels.items()
-        ):
-            # Made by an older vk, or under another level: the provider's level now.
-            await self.client.merge_patch(
-                resource_path("v1", "namespaces", name=remote),
-                {"metadata": {"labels": wanted_labels}},
-            )
+            except AlreadyExists:
+                # The cache is behind: someone made it since, not necessarily vk for this map
+                # (the provider's administrator, another consumer's twin). Judged as found.
+                existing = await self.client.get(resource_path("v1", "namespaces", name=remote))
+                self._check_claim(key, consumer, local, remote, existing, claimed)
+        claimed[remote] = local
+        if existing is not None:
+            if existing["metadata"].get("deletionTimestamp"):
+                return MappingPhase.TERMINATING.value  # a mapping removed and added back: wait
+            labels = existing["metadata"].get("labels") or {}
+            if any(labels.get(k) != v for k, v in wanted_labels.items()):
+                # Made by an older vk, or under another level: the provider's level now.
+                await self.client.merge_patch(
+                    resource_path("v1", "namespaces", name=remote),
+                    {"metadata": {"labels": wanted_labels}},
+                )
         if self.namespace_quota:
             pods = granted_pods(self.quotas.store.objects(), split_key(key)[0] or "")
             await self.applied.apply(
@@ -409,6 +490,37 @@ class ProviderNamespaceMaps(Reconciler):
             binding,
         )
         return MappingPhase.ACCEPTED.value
+
+    def _check_claim(
+        self,
+        key: str,
+        consumer: str,
+        local: str,
+        remote: str,
+        existing: Mapping[str, Any] | None,
+        claimed: Mapping[str, str],
+    ) -> None:
+        """Raises MappingRefused unless `remote` may be `local`'s twin namespace: a namespace
+        name, not reserved, and either free or (`existing`) made by vk for this map and this
+        same local namespace."""
+        if problem := namespace_name_problem(remote):
+            raise MappingRefused(f"remote namespace name {problem}: choose another remote name")
+        if pattern := reserved_by(remote, self.reserved):
+            raise MappingRefused(
+                f"namespace name {remote} is reserved on this cluster ({pattern}): choose another "
+                "remote name"
+            )
+        if existing is not None and managed_by(existing) != key:
+            raise MappingRefused(
+                f"namespace {remote} exists on this cluster and was not created by vk for "
+                f"{key}: it is left alone; choose another remote name, or remove it"
+            )
+        holder = claimed.get(remote) or (original_name(existing) if existing else None)
+        if holder is not None and holder != local:
+            raise MappingRefused(
+                f"namespace {remote} already holds {consumer}'s namespace {holder}, mapped to that "
+                f"name first: {local} needs another remote name"
+            )
 
     async def _delete_twin(self, remote: str, key: str, local: str) -> bool:
         """Deletes the twin namespace this map created for `local`; True while it is still

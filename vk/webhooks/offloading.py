@@ -25,10 +25,13 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
 )
-from vk.api.core import is_dns1123_label
 from vk.api.jsondata import json_copy
 from vk.api.nodeselector import merge_node_selectors, selector_problems
-from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
+from vk.api.offloading import (
+    NamespaceMappingStrategy,
+    PodOffloadingStrategy,
+    remote_namespace_name_problem,
+)
 from vk.webhooks.quota import ALLOWED, JSON, Decision, deny
 
 VIRTUAL_NODE_TOLERATION: JSON = {
@@ -128,8 +131,11 @@ def review_offloading_pod(
     )
 
 
-def review_namespace_offloading(request: Mapping[str, Any]) -> tuple[Decision, list[str]]:
-    """The validation of a NamespaceOffloading CREATE or UPDATE: (decision, warnings)."""
+def review_namespace_offloading(
+    request: Mapping[str, Any], home_cluster_id: str | None = None
+) -> tuple[Decision, list[str]]:
+    """The validation of a NamespaceOffloading CREATE or UPDATE: (decision, warnings). The
+    remote name DefaultName gives is checked only knowing this cluster's ID."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return ALLOWED, []
@@ -142,18 +148,17 @@ def review_namespace_offloading(request: Mapping[str, Any]) -> tuple[Decision, l
         ), []
     spec = offloading.get("spec") or {}
     strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
-    remote = spec.get("remoteNamespaceName") or ""
-    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not remote:
-        return deny(
-            "namespaceMappingStrategy SelectedName needs remoteNamespaceName: the name of the "
-            "namespace in the providers (vkctl offload namespace NAME "
-            "--namespace-mapping-strategy SelectedName --remote-namespace-name REMOTE)"
-        ), []
-    if strategy == NamespaceMappingStrategy.SELECTED_NAME and not is_dns1123_label(remote):
-        return deny(
-            f"remoteNamespaceName {remote!r} is not a valid namespace name: lower-case letters, "
-            "digits and '-', starting and ending with a letter or digit, at most 63 characters"
-        ), []
+    namespace = str(
+        (offloading.get("metadata") or {}).get("namespace") or request.get("namespace") or ""
+    )
+    # On CREATE only: the name cannot change after, and an offloading admitted before this
+    # check must stay deletable (its finalizer's removal is an UPDATE). DefaultName's name is
+    # known only with this cluster's ID.
+    name_known = home_cluster_id is not None or strategy == NamespaceMappingStrategy.SELECTED_NAME
+    if operation == "CREATE" and name_known:
+        problem = remote_namespace_name_problem(namespace, spec, home_cluster_id or "")
+        if problem:
+            return deny(problem), []
     problems = selector_problems(spec.get("clusterSelector"))
     if problems:
         return deny("the clusterSelector is invalid: " + "; ".join(problems)), []
