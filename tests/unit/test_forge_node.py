@@ -14,6 +14,7 @@ from vk.node.forge import (
     forge_node_metadata,
     forge_node_status,
     forge_taints_patch,
+    keys_set_by_others,
     merge_taints,
     node_capacity,
     status_differs,
@@ -28,11 +29,25 @@ VIRTUAL_NODE_TAINT = {
 }
 
 
-def test_labels_are_liqos_base_set_then_extra_then_the_virtual_nodes() -> None:
-    node = forge_node_metadata(
+def forge_labels(
+    spec_labels: dict, extra_labels: dict | None = None, yielded: tuple[str, ...] = ()
+) -> tuple[dict, list[str]]:
+    metadata, left_out = forge_node_metadata(
+        "naples",
+        {"labels": spec_labels},
+        remote_cluster_id="naples",
+        extra_labels=extra_labels or {},
+        extra_annotations={},
+        yielded=yielded,
+    )
+    return metadata["metadata"]["labels"], left_out
+
+
+def test_labels_are_liqos_base_set_extra_labels_and_the_virtual_nodes() -> None:
+    node, left_out = forge_node_metadata(
         "naples",
         {
-            "labels": {"topology.liqo.io/region": "south", "type": "mine"},
+            "labels": {"topology.liqo.io/region": "south"},
             "annotations": {"a": "1"},
             "storageClasses": [{"storageClassName": "liqo"}],
         },
@@ -46,8 +61,79 @@ def test_labels_are_liqos_base_set_then_extra_then_the_virtual_nodes() -> None:
     assert labels["liqo.io/remote-cluster-id"] == "naples"
     assert labels["storage.liqo.io/available"] == "true"
     assert labels["extra"] == "x"
-    assert labels["type"] == "mine"  # the VirtualNode's labels win, as in Liqo
+    assert labels["topology.liqo.io/region"] == "south"
     assert node["metadata"]["annotations"] == {"b": "2", "a": "1"}
+    assert left_out == []
+
+
+def test_the_virtual_nodes_labels_never_override_the_kubelets_nor_the_administrators() -> None:
+    """A VirtualNode's labels carry its provider's: a provider calling itself trusted, where the
+    administrator's nodeExtraLabels say it is not, or another kind of node, is not believed."""
+    labels, _ = forge_labels(
+        {
+            "tier": "trusted",
+            "type": "worker",
+            "liqo.io/type": "physical",
+            "storage.liqo.io/available": "true",
+            "team": "ops",
+        },
+        extra_labels={"tier": "untrusted"},
+    )
+    assert labels["tier"] == "untrusted"
+    assert labels["type"] == "virtual-kubelet"
+    assert labels["liqo.io/type"] == "virtual-node"
+    assert labels["storage.liqo.io/available"] == "false"  # it offers no storage class
+    assert labels["team"] == "ops"  # what nobody else says stays
+    # The administrator's nodeExtraLabels may still say what the kubelet cannot know.
+    arm, _ = forge_labels({}, extra_labels={"kubernetes.io/arch": "arm64"})
+    assert arm["kubernetes.io/arch"] == "arm64"
+
+
+def test_labels_the_api_server_would_refuse_are_left_out_and_said() -> None:
+    """One of them would make every write of the Node fail, and nothing would say why."""
+    labels, left_out = forge_labels(
+        {
+            "fine": "yes",
+            "example.com/fine": "",
+            "bad key": "x",
+            "a/b/c": "x",
+            "/x": "x",
+            "Example.com/x": "x",
+            f"example.com/{'n' * 64}": "x",
+            f"{'d' * 254}/x": "x",
+            "long": "v" * 64,
+            "dash": "-x",
+        },
+        extra_labels={"also bad!": "1"},
+    )
+    assert labels["fine"] == "yes"
+    assert labels["example.com/fine"] == ""
+    for key in ("bad key", "a/b/c", "/x", "Example.com/x", "long", "dash", "also bad!"):
+        assert key not in labels
+        assert any(key in problem for problem in left_out)
+    assert len(left_out) == 9
+    assert not any(len(problem) > 120 for problem in left_out)  # long input is cut short
+
+
+def test_a_label_someone_else_set_on_the_node_is_left_to_them() -> None:
+    """An administrator's `kubectl label node naples tier=untrusted --overwrite` stays."""
+    node = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "vk", "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}},
+                {
+                    "manager": "kubectl-label",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:tier": {}}}},
+                },
+                {"manager": "kube-controller-manager", "fieldsV1": {"f:spec": {"f:taints": {}}}},
+            ]
+        }
+    }
+    theirs = keys_set_by_others(node, ("metadata", "labels"), "vk")
+    assert theirs == {"tier"}
+    labels, _ = forge_labels({"tier": "trusted", "team": "ops"}, yielded=tuple(theirs))
+    assert "tier" not in labels
+    assert labels["team"] == "ops"
 
 
 def test_capacity_is_every_key_of_the_quota_and_bad_quantities_are_set_apart() -> None:
@@ -55,7 +141,41 @@ def test_capacity_is_every_key_of_the_quota_and_bad_quantities_are_set_apart() -
         {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": 1, "pods": "lots"}
     )
     assert capacity == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
-    assert invalid == ["pods='lots'"]
+    assert invalid == ["pods: 'lots' is not a Kubernetes quantity (e.g. 4, 500m, 8Gi)"]
+
+
+# What Kubernetes and the scheduler take, up to the edge: the bad one is left out, never these.
+SOUND_CAPACITY = {
+    "cpu": "9e13",
+    "memory": "9e16",
+    "pods": "110",
+    "hugepages-2Mi": "1Gi",
+    "example.com/gpu": "2",
+    "ephemeral-storage": "1.5Gi",
+}
+
+
+@pytest.mark.parametrize(
+    ("resource", "quantity", "problem"),
+    [
+        ("bad name", "1", "is not a resource name"),
+        (f"example.com/{'n' * 64}", "1", "is not a resource name"),
+        ("cpu", "-1", "is negative"),
+        # The API server refuses a fraction of what it counts whole, and the whole status.
+        ("pods", "1.5", "is not a whole number"),
+        ("example.com/gpu", "500m", "is not a whole number"),
+        # The scheduler scores (allocatable - requested) * 100 in an int64, CPU in millicores.
+        ("cpu", "1e15", "is more than the scheduler can count"),
+        ("memory", "1e17", "is more than the scheduler can count"),
+    ],
+)
+def test_capacity_leaves_out_what_a_node_cannot_offer(
+    resource: str, quantity: str, problem: str
+) -> None:
+    capacity, invalid = node_capacity({**SOUND_CAPACITY, resource: quantity})
+    assert capacity == {k: v for k, v in SOUND_CAPACITY.items() if k != resource}
+    assert len(invalid) == 1
+    assert problem in invalid[0]
 
 
 @pytest.mark.parametrize(

@@ -230,6 +230,13 @@ def test_a_namespace_map_emptied_is_copied_without_its_empty_mapping() -> None:
         ("node-restriction.kubernetes.io/trusted", True),
         ("k8s.io/anything", True),
         ("kubelet.kubernetes.io/x", True),
+        # Liqo's subdomains are vk's too (the kubelet's storage label, Liqo's taint domain),
+        # but the topology one, where providers' cluster labels go.
+        ("storage.liqo.io/available", True),
+        ("offloading.liqo.io/destination", True),
+        ("virtual-node.liqo.io/not-allowed", True),
+        ("topology.liqo.io/zone", False),
+        ("type", True),  # the kubelet's own, unprefixed
     ],
 )
 def test_a_provider_cannot_set_what_vk_or_kubernetes_keeps_for_nodes(
@@ -255,9 +262,43 @@ def test_the_providers_labels_never_override_the_consumers_administrator() -> No
     status = {"nodeLabels": {"region": "south", "tier": "gold", "kubernetes.io/hostname": "x"}}
     assert trusted_node_labels(status, admins) == (
         {"region": "south"},
-        ["kubernetes.io/hostname", "tier"],
+        [
+            "reserved for vk and Kubernetes: kubernetes.io/hostname",
+            "set here by this cluster's administrator: tier",
+        ],
     )
     assert labels_set_by_others(None) == set()
+
+
+def test_a_providers_node_labels_that_are_no_labels_are_left_out_and_said() -> None:
+    """One such label on the VirtualNode would make every write of its Node fail."""
+    status = {
+        "nodeLabels": {
+            "region": "south",
+            "bad key": "x",
+            "zone": "not a value",
+            "team": "v" * 64,
+            f"{'d' * 300}/x": "1",
+        }
+    }
+    labels, left_out = trusted_node_labels(status, set())
+    assert labels == {"region": "south"}
+    assert len(left_out) == 1
+    assert left_out[0].startswith("not labels: ")
+    for key in ("bad key", "zone", "team", "ddd"):
+        assert key in left_out[0]
+    assert len(left_out[0]) < 400  # a 300-character key is not said whole
+
+
+def test_a_provider_puts_at_most_64_labels_on_its_virtual_node() -> None:
+    status = {"nodeLabels": {f"label-{i:03}": "x" for i in range(100)}}
+    labels, left_out = trusted_node_labels(status, set())
+    assert sorted(labels) == [f"label-{i:03}" for i in range(64)]
+    assert left_out == [
+        "beyond the 64 a virtual node takes: "
+        + ", ".join(f"'label-{i:03}'" for i in range(64, 72))
+        + ", …"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -267,6 +308,15 @@ def test_the_providers_labels_never_override_the_consumers_administrator() -> No
         ({"authParams": {"apiServer": "https://"}}, "is not an https URL"),
         ({"resources": {"cpu": "1e30000000"}}, "resources.cpu: '1e30000000' is out of range"),
         ({"resources": {"pods": "-5"}}, "resources.pods is negative"),
+        # What the API server refuses on a Node, and so on every write of its status.
+        ({"resources": {"bad name": "1"}}, "'bad name' is not a resource name"),
+        ({"resources": {"pods": "110.5"}}, "resources.pods: '110.5' is not a whole number"),
+        # What overflows the scheduler's int64 score (CPU counted in millicores).
+        ({"resources": {"cpu": "1e15"}}, "resources.cpu: '1e15' is more than the scheduler"),
+        (
+            {"resources": {f"example.com/r{i}": "1" for i in range(65)}},
+            "resources offers 65, more than 64",
+        ),
     ],
 )
 def test_a_slice_status_the_consumer_cannot_use_says_why(status: dict, problem: str) -> None:

@@ -8,7 +8,6 @@ it is read.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +19,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
 )
 from vk.api.core import InvalidClusterID, validate_cluster_id
-
-_LABEL_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from vk.api.labels import is_label_value, is_qualified_name
 
 
 class InvalidClusterIdentity(ValueError):
@@ -40,12 +36,12 @@ class ClusterIdentity:
 
 
 def _label_problem(key: str, value: str) -> str | None:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    prefix, slash, name = key.rpartition("/")
+    if slash and not is_qualified_name(f"{prefix}/name"):
         return f"label key {key!r} has an invalid prefix (must be a DNS subdomain)"
-    if len(name) > 63 or not _LABEL_NAME_RE.match(name):
+    if not is_qualified_name(name):
         return f"label key {key!r} is not a valid label name"
-    if len(value) > 63 or not _LABEL_VALUE_RE.match(value):
+    if not is_label_value(value):
         return f"label value {value!r} of {key!r} is not a valid label value"
     return None
 

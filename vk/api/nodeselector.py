@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from vk.api.jsondata import json_copy
+from vk.api.labels import is_label_value, is_qualified_name
 from vk.api.offloading import NodeSelectorOperator as Op
 
 JSON = dict[str, Any]
@@ -34,8 +35,6 @@ _VALUE_RULE = (
     "with a letter or digit"
 )
 
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 # What kubectl's lexer reads as one word: anything up to a space or an operator character.
@@ -177,7 +176,7 @@ def _requirement(text: str, key: str, operator: Op, values: list[str]) -> JSON:
         if operator in (Op.GT, Op.LT):
             if _as_integer(value) is None:
                 raise InvalidSelector(f"{text!r}: {value!r} is not an integer: write KEY>N, KEY<N")
-        elif not _is_label_value(value):
+        elif not is_label_value(value):
             raise InvalidSelector(f"{text!r}: {value!r} is not a valid label value: {_VALUE_RULE}")
     requirement: JSON = {"key": key, "operator": operator.value}
     if values:
@@ -186,17 +185,9 @@ def _requirement(text: str, key: str, operator: Op, values: list[str]) -> JSON:
 
 
 def _label_key_problem(key: object) -> str | None:
-    if isinstance(key, str):
-        prefix, slash, name = key.rpartition("/")
-        valid_name = len(name) <= 63 and _LABEL_NAME.fullmatch(name)
-        valid_prefix = not slash or (len(prefix) <= 253 and _DNS_SUBDOMAIN.fullmatch(prefix))
-        if valid_name and valid_prefix:
-            return None
+    if is_qualified_name(key):
+        return None
     return f"{key!r} is not a valid label key: {_KEY_RULE}"
-
-
-def _is_label_value(value: str) -> bool:
-    return value == "" or (len(value) <= 63 and _LABEL_NAME.fullmatch(value) is not None)
 
 
 def _as_integer(text: object) -> int | None:

@@ -8,12 +8,16 @@ deleting the slice deletes it), with the granted resources as its quota and the 
 node labels.
 
 The slice's status is the provider's word, and a provider is not trusted: its API server URL
-must be https; its quantities must be quantities Kubernetes keeps (a CRD-valid `1e30000000` is
-refused before any arithmetic); its node labels cannot set what vk sets or Kubernetes reserves
-for nodes (`liqo.io/`, `kubernetes.io/`, `k8s.io/` keys and their subdomains, the topology
-region and zone aside), nor change a label the consumer's own administrator put on the
-VirtualNode (provider labels steer which namespaces, and so which Secrets, a cluster selector
-sends there). What is refused is said in a Warning Event on the ResourceSlice.
+must be https; its resources must be ones a Node can offer, in quantities Kubernetes keeps and
+the scheduler can count (a CRD-valid `1e30000000` is refused before any arithmetic); its node
+labels must be labels (at most `MAX_PROVIDER_NODE_LABELS`), and cannot set what vk sets or
+Kubernetes reserves for nodes (`liqo.io/`, `kubernetes.io/`, `k8s.io/` keys and their
+subdomains, but Liqo's `topology.liqo.io/` and Kubernetes' topology region and zone), nor
+change a label the consumer's own administrator put on the VirtualNode (provider labels steer
+which namespaces, and so which Secrets, a cluster selector sends there). What is refused is
+said in a Warning Event on the ResourceSlice. The virtual kubelet checks again what it makes
+of the VirtualNode (vk/node/forge.py): the labels of the VirtualNode never override its own nor
+the administrator's nodeExtraLabels.
 """
 
 from __future__ import annotations
@@ -42,7 +46,6 @@ from vk.api.constants import (
     tenant_group,
 )
 from vk.api.offloading import VirtualNode
-from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.controllers.provider_resourceslices import (
     ACCEPTED,
     AUTHENTICATION,
@@ -72,6 +75,13 @@ from vk.kube.pki import (
     new_private_key,
     private_key_pem,
 )
+from vk.node.forge import (
+    BASE_LABEL_KEYS,
+    keys_set_by_others,
+    resource_problem,
+    shown,
+    valid_labels,
+)
 
 log = structlog.get_logger("vk.controllers.consumer_resourceslices")
 
@@ -99,32 +109,36 @@ def wants_virtual_node(resource_slice: Mapping[str, Any]) -> bool:
 
 # Label domains no provider may set on a consumer's node: vk's own, and what Kubernetes keeps
 # for nodes (the kubelet's, the node roles, NodeRestriction's), but the topology it lets
-# kubelets report.
+# kubelets report, and Liqo's own topology domain, where providers' cluster labels go
+# (`liqoctl install --cluster-labels topology.liqo.io/region=...`).
 RESERVED_LABEL_DOMAINS = ("liqo.io", "kubernetes.io", "k8s.io")
 PROVIDER_SETTABLE_LABELS = ("topology.kubernetes.io/region", "topology.kubernetes.io/zone")
+PROVIDER_SETTABLE_DOMAINS = ("topology.liqo.io",)
+# A provider's node labels are its cluster labels, a handful; they all land on a Node the
+# consumer's scheduler and selectors read. As many as the classes it may offer.
+MAX_PROVIDER_NODE_LABELS = 64
+# Resources a provider may offer: cpu, memory, pods, storage, huge pages and a few devices.
+MAX_OFFERED_RESOURCES = 64
 
 
 def is_reserved_label(key: str) -> bool:
     """Whether `key` is a label a provider may not put on a consumer's virtual node."""
     if key in PROVIDER_SETTABLE_LABELS:
         return False
+    if key in BASE_LABEL_KEYS:
+        return True
     domain = key.partition("/")[0] if "/" in key else ""
-    return domain == "liqo.io" or any(
-        domain == reserved or domain.endswith(f".{reserved}")
-        for reserved in RESERVED_LABEL_DOMAINS[1:]
+    if domain in PROVIDER_SETTABLE_DOMAINS:
+        return False
+    return any(
+        domain == reserved or domain.endswith(f".{reserved}") for reserved in RESERVED_LABEL_DOMAINS
     )
 
 
 def labels_set_by_others(virtual_node: Mapping[str, Any] | None) -> set[str]:
     """The keys of `spec.labels` of the VirtualNode that a field manager other than vk owns:
     the consumer's administrator's, which no provider label changes."""
-    keys: set[str] = set()
-    for entry in ((virtual_node or {}).get("metadata") or {}).get("managedFields") or []:
-        if entry.get("manager") == FIELD_MANAGER:
-            continue
-        labels = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:labels") or {}
-        keys.update(key.removeprefix("f:") for key in labels if key.startswith("f:"))
-    return keys
+    return keys_set_by_others(virtual_node or {}, ("spec", "labels"), FIELD_MANAGER)
 
 
 # The classes a provider offers, by status field and the field naming each; they reach the
@@ -141,20 +155,24 @@ CLASS_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_./]{0,251}[A-Za-z0-9])?")
 
 def slice_status_problems(status: Mapping[str, Any]) -> list[str]:
     """What makes the provider's slice status unusable: an API server URL that is not https, a
-    quantity that is none or beyond what Kubernetes keeps, a class offered that is no class
-    name (or too many of them)."""
+    resource a Node cannot offer (`resource_problem`: no resource name, no quantity, or beyond
+    what Kubernetes keeps or the scheduler counts) or too many of them, a class offered that is
+    no class name (or too many of them)."""
     problems = []
     server = str(((status.get("authParams") or {}).get("apiServer")) or "")
     if server:
         parts = urlsplit(server)
         if parts.scheme != "https" or not parts.hostname:
             problems.append(f"authParams.apiServer {server[:200]!r} is not an https URL")
-    for name, value in (status.get("resources") or {}).items():
-        try:
-            if parse_quantity(value) < 0:
-                problems.append(f"resources.{name} is negative")
-        except InvalidQuantity as error:
-            problems.append(f"resources.{str(name)[:63]}: {error}")
+    resources = status.get("resources") or {}
+    if len(resources) > MAX_OFFERED_RESOURCES:
+        problems.append(f"resources offers {len(resources)}, more than {MAX_OFFERED_RESOURCES}")
+    else:
+        problems += [
+            f"resources.{problem}"
+            for name, value in resources.items()
+            if (problem := resource_problem(name, value))
+        ]
     for field, name_field in OFFERED_CLASSES.items():
         entries = status.get(field) or []
         if not isinstance(entries, list) or len(entries) > MAX_OFFERED_CLASSES:
@@ -170,16 +188,30 @@ def slice_status_problems(status: Mapping[str, Any]) -> list[str]:
 def trusted_node_labels(
     status: Mapping[str, Any], admins: set[str]
 ) -> tuple[dict[str, str], list[str]]:
-    """The provider's node labels this cluster takes, and the keys it drops: reserved ones
-    (`is_reserved_label`) and those the consumer's administrator set (`admins`)."""
-    kept: dict[str, str] = {}
-    dropped: list[str] = []
-    for key, value in (status.get("nodeLabels") or {}).items():
-        if is_reserved_label(key) or key in admins:
-            dropped.append(key)
-        else:
-            kept[key] = value
-    return kept, sorted(dropped)
+    """The provider's node labels this cluster takes, and what it leaves out, why first: those
+    the API server would refuse, reserved ones (`is_reserved_label`), those the consumer's
+    administrator set (`admins`), and any beyond the first `MAX_PROVIDER_NODE_LABELS` (by
+    key)."""
+    offered = status.get("nodeLabels") or {}
+    labels, invalid = valid_labels(offered if isinstance(offered, Mapping) else {})
+    reserved = sorted(key for key in labels if is_reserved_label(key))
+    taken = sorted(key for key in labels if key in admins and key not in reserved)
+    kept = sorted(key for key in labels if key not in reserved and key not in taken)
+    beyond = kept[MAX_PROVIDER_NODE_LABELS:]
+    left_out = [
+        f"{why}: {', '.join(keys)}"
+        for why, keys in (
+            ("not labels", invalid),
+            ("reserved for vk and Kubernetes", reserved),
+            ("set here by this cluster's administrator", taken),
+            (
+                f"beyond the {MAX_PROVIDER_NODE_LABELS} a virtual node takes",
+                [*(shown(key) for key in beyond[:8]), *(["…"] if len(beyond) > 8 else [])],
+            ),
+        )
+        if keys
+    ]
+    return {key: labels[key] for key in kept[:MAX_PROVIDER_NODE_LABELS]}, left_out
 
 
 def forge_virtual_node(
@@ -388,8 +420,7 @@ class ConsumerResourceSlices(Reconciler):
                     WARNING,
                     "NodeLabelsIgnored",
                     f"node labels of {provider} not put on virtual node {name}: "
-                    f"{', '.join(dropped)} (reserved for vk and Kubernetes, or set here by this "
-                    "cluster's administrator)",
+                    f"{'; '.join(dropped)}",
                 )
             await self.applied.apply(path, forge_virtual_node(resource_slice, provider, labels))
         return Result()

@@ -6,6 +6,10 @@ reachability, leads to one `sync` that compares the Node as it is (from the info
 Node as it should be, and writes only the difference. While the provider does not answer
 `/livez`, neither the Lease nor the status is renewed, so kube-controller-manager marks the Node
 NotReady as it would a silent kubelet; when it answers again, the next sync reports Ready.
+
+The Node's labels are the kubelet's, but a label someone else set on it over one of ours (an
+administrator's `kubectl label node`, say, marking a provider's node untrusted) is theirs from
+then on, as on a kubelet's node: not put back, until they remove it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 import structlog
 from prometheus_client import Gauge
 
-from vk.kube.client import JSON, ApiError, Conflict, KubeClient, resource_path
+from vk.kube.client import FIELD_MANAGER, JSON, ApiError, Conflict, KubeClient, resource_path
 from vk.kube.events import NORMAL, WARNING, EventRecorder
 from vk.kube.informer import Informer
 from vk.kube.supervision import supervise
@@ -30,6 +34,7 @@ from vk.node.forge import (
     forge_node_metadata,
     forge_node_status,
     forge_taints_patch,
+    keys_set_by_others,
     node_capacity,
     status_differs,
 )
@@ -95,6 +100,7 @@ class NodeController:
         self._node_uid = ""  # the Lease's owner: the Node as last written or seen
         self._renew_now = asyncio.Event()  # e.g. the provider answers again: do not wait 10 s
         self._applied_metadata: JSON | None = None
+        self._yielded: frozenset[str] = frozenset()  # the Node's labels others took over
         self._last_status_write = 0.0
         self._reported: dict[str, str] = {}
         self._on_provider_back: list[Callable[[], Any]] = []
@@ -210,21 +216,27 @@ class NodeController:
         if spec.get("createNode") is False:
             return
         capacity, invalid = node_capacity((spec.get("resourceQuota") or {}).get("hard") or {})
-        if invalid:
-            await self._report(
-                WARNING,
-                "InvalidResourceQuota",
-                "spec.resourceQuota.hard has quantities that do not parse: "
-                f"{', '.join(invalid)}; the node leaves them out",
-                "quota",
-            )
+        await self._report_problems(
+            "InvalidResourceQuota",
+            f"spec.resourceQuota.hard offers what a Node cannot: {'; '.join(invalid)}; the node "
+            "leaves it out",
+            "quota",
+            invalid,
+        )
         node = self.nodes.store.get(self.options.node_name)
-        metadata = forge_node_metadata(
-            self.options.node_name,
-            spec,
-            remote_cluster_id=self.options.remote_cluster_id,
-            extra_labels=self.options.extra_labels,
-            extra_annotations=self.options.extra_annotations,
+        metadata, left_out = self._forge_metadata(spec)
+        if node is not None and _changed_by_others(node, metadata, self._yielded):
+            # Who changed it tells whether to put it back: the cache keeps no managedFields.
+            node = await self.home.get(self.node_path)
+            self._yielded = frozenset(
+                keys_set_by_others(node, ("metadata", "labels"), FIELD_MANAGER)
+            )
+            metadata, left_out = self._forge_metadata(spec)
+        await self._report_problems(
+            "InvalidNodeLabels",
+            f"labels the API server would refuse: {'; '.join(left_out)}; the node leaves them out",
+            "labels",
+            left_out,
         )
         if node is None or metadata != self._applied_metadata or _missing(node, metadata):
             node = await self.home.apply(self.node_path, metadata)
@@ -261,6 +273,25 @@ class NodeController:
             await self.home.apply(f"{self.node_path}/status", desired)
             self._last_status_write = time.monotonic()
 
+    def _forge_metadata(self, spec: JSON) -> tuple[JSON, list[str]]:
+        return forge_node_metadata(
+            self.options.node_name,
+            spec,
+            remote_cluster_id=self.options.remote_cluster_id,
+            extra_labels=self.options.extra_labels,
+            extra_annotations=self.options.extra_annotations,
+            yielded=self._yielded,
+        )
+
+    async def _report_problems(
+        self, reason: str, message: str, topic: str, problems: list[str]
+    ) -> None:
+        """A Warning once for `problems`; none to say, and the next ones are said again."""
+        if problems:
+            await self._report(WARNING, reason, message, topic)
+        else:
+            self._reported.pop(topic, None)
+
     async def _report(self, event_type: str, reason: str, message: str, topic: str) -> None:
         """An Event on the VirtualNode, once per change of what there is to say on `topic`."""
         if self._reported.get(topic) == message:
@@ -270,6 +301,15 @@ class NodeController:
             return
         self._reported[topic] = message
         await self.events.record(virtual_node, event_type, reason, message)
+
+
+def _changed_by_others(node: JSON, metadata: JSON, yielded: frozenset[str]) -> bool:
+    """Someone set one of our labels to another value, or removed one we left to them."""
+    have = node.get("metadata", {}).get("labels") or {}
+    ours = metadata["metadata"]["labels"]
+    return any(k in have and have[k] != v for k, v in ours.items()) or any(
+        k not in have for k in yielded
+    )
 
 
 def _missing(node: JSON, metadata: JSON) -> bool:

@@ -1,14 +1,18 @@
 """The Node a virtual kubelet registers, built from its VirtualNode: pure functions, no I/O.
 
 Labels, taints, capacity and conditions follow Liqo's virtual kubelet (reference §1.3-1.5), so
-selectors and tolerations written for Liqo's virtual nodes match ours.
+selectors and tolerations written for Liqo's virtual nodes match ours. Two departures, because
+a VirtualNode's labels and quota carry its provider's word, which the consumer does not trust:
+its labels do not override what the kubelet says of the node nor the administrator's
+nodeExtraLabels, and labels and capacity Kubernetes would refuse are left out (and reported),
+not sent to make every write of the Node fail.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from vk.api.constants import (
@@ -19,6 +23,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_KEY,
     VIRTUAL_NODE_TAINT_VALUE,
 )
+from vk.api.labels import is_label_value, is_qualified_name
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.api.timestamps import kube_micro_time, kube_time
 
@@ -41,6 +46,55 @@ class InvalidResourceQuota(ValueError):
     """A VirtualNode's resourceQuota holds a quantity that does not parse."""
 
 
+# What a Node counts in whole units (apimachinery's IsIntegerResourceName): these, and extended
+# resources. A fraction of one makes the API server refuse the whole status.
+INTEGER_RESOURCES = frozenset(
+    {
+        "pods",
+        "resourcequotas",
+        "services",
+        "replicationcontrollers",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "services.nodeports",
+        "services.loadbalancers",
+    }
+)
+
+# The kube-scheduler counts a node's allocatable as an int64 (CPU in millicores) and scores it
+# (NodeResourcesFit, least allocated) as (allocatable - requested) * 100 / allocatable: above
+# this the product overflows, and a score out of [0, 100] fails the scheduling of every pod
+# the node passes the filters for. 92 PB of memory, 92 trillion CPUs: no real cluster's.
+MAX_SCHEDULABLE = (2**63 - 1) // 100
+
+
+def shown(text: object, limit: int = 64) -> str:
+    """`text` quoted for a message, cut short: what a provider writes may be long."""
+    text = str(text)
+    return repr(text if len(text) <= limit else f"{text[: limit - 1]}…")
+
+
+def label_problem(key: object, value: object) -> str | None:
+    """Why the API server would refuse the label `key=value` (and the object carrying it)."""
+    if not is_qualified_name(key):
+        return f"{shown(key)} is not a label key"
+    if not is_label_value(value):
+        return f"{key}={shown(value)} is not a label value"
+    return None
+
+
+def valid_labels(labels: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The labels the API server takes, and why each other one is left out."""
+    kept, left_out = {}, []
+    for key, value in labels.items():
+        if problem := label_problem(key, value):
+            left_out.append(problem)
+        else:
+            kept[key] = value
+    return kept, left_out
+
+
 def base_labels(node_name: str, remote_cluster_id: str, storage: bool) -> dict[str, str]:
     return {
         "kubernetes.io/hostname": node_name,
@@ -56,17 +110,49 @@ def base_labels(node_name: str, remote_cluster_id: str, storage: bool) -> dict[s
     }
 
 
+BASE_LABEL_KEYS = frozenset(base_labels("", "", storage=False))
+
+
+def is_integer_resource(resource: str) -> bool:
+    if resource in INTEGER_RESOURCES:
+        return True
+    # An extended resource: prefixed, outside *kubernetes.io, and a quota can name it.
+    return (
+        "/" in resource
+        and "kubernetes.io/" not in resource
+        and not resource.startswith("requests.")
+        and is_qualified_name(f"requests.{resource}")
+    )
+
+
+def resource_problem(resource: object, quantity: Any) -> str | None:
+    """Why a Node cannot offer `quantity` of `resource`: not a resource name, not a quantity,
+    negative or a fraction where the API server refuses one, or beyond what the scheduler
+    counts (`MAX_SCHEDULABLE`)."""
+    if not isinstance(resource, str) or not is_qualified_name(resource):
+        return f"{shown(resource)} is not a resource name"
+    try:
+        value = parse_quantity(quantity)
+    except InvalidQuantity as error:
+        return f"{resource}: {error}"
+    if value < 0:
+        return f"{resource} is negative"
+    if is_integer_resource(resource) and value != value.to_integral_value():
+        return f"{resource}: {shown(quantity)} is not a whole number"
+    if value * (1000 if resource == "cpu" else 1) > MAX_SCHEDULABLE:
+        return f"{resource}: {shown(quantity)} is more than the scheduler can count"
+    return None
+
+
 def node_capacity(hard: Mapping[str, Any]) -> tuple[dict[str, str], list[str]]:
-    """Capacity (= allocatable) from `resourceQuota.hard`: every key, verbatim. Quantities
-    that do not parse are left out and returned apart, to be reported."""
+    """Capacity (= allocatable) from `resourceQuota.hard`: every key, verbatim, but those a
+    Node cannot offer (`resource_problem`), left out and said why, to be reported."""
     capacity, invalid = {}, []
     for resource, quantity in hard.items():
-        try:
-            parse_quantity(quantity)
-        except InvalidQuantity:
-            invalid.append(f"{resource}={quantity!r}")
-            continue
-        capacity[resource] = str(quantity)
+        if problem := resource_problem(resource, quantity):
+            invalid.append(problem)
+        else:
+            capacity[resource] = str(quantity)
     return capacity, invalid
 
 
@@ -112,20 +198,48 @@ def forge_node_metadata(
     remote_cluster_id: str,
     extra_labels: Mapping[str, str],
     extra_annotations: Mapping[str, str],
-) -> JSON:
+    yielded: Collection[str] = (),
+) -> tuple[JSON, list[str]]:
     """The Node's labels and annotations, for server-side apply (what we stop applying is
-    removed; what others set stays)."""
+    removed; what others set stays), and why each label left out is (`valid_labels`).
+
+    Labels: the VirtualNode's, then the kubelet's own (`base_labels`), then the administrator's
+    `extra_labels` (the VkOptionsTemplate's nodeExtraLabels), each winning over those before.
+    Liqo lets the VirtualNode's win over all; but they carry the provider's, and a provider
+    must not move its node into a cluster selector written to leave it out, nor pass for
+    another kind of node. `yielded`: keys someone else set on the Node itself (`kubectl label
+    node`), left to them."""
+    spec_labels, left_out = valid_labels(virtual_node_spec.get("labels") or {})
+    own, invalid = valid_labels(
+        base_labels(node_name, remote_cluster_id, bool(virtual_node_spec.get("storageClasses")))
+    )
+    left_out += invalid
+    extra, invalid = valid_labels(extra_labels)
+    left_out += invalid
     labels = {
-        **base_labels(node_name, remote_cluster_id, bool(virtual_node_spec.get("storageClasses"))),
-        **extra_labels,
-        **(virtual_node_spec.get("labels") or {}),
+        key: value for key, value in {**spec_labels, **own, **extra}.items() if key not in yielded
     }
     annotations = {**extra_annotations, **(virtual_node_spec.get("annotations") or {})}
-    return {
+    metadata = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node_name, "labels": labels, "annotations": annotations},
     }
+    return metadata, left_out
+
+
+def keys_set_by_others(obj: Mapping[str, Any], field: tuple[str, ...], manager: str) -> set[str]:
+    """The keys of the map at `field` (e.g. ("metadata", "labels")) of `obj` that a field
+    manager other than `manager` owns, as its managedFields say."""
+    keys: set[str] = set()
+    for entry in (obj.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == manager:
+            continue
+        owned = entry.get("fieldsV1") or {}
+        for name in field:
+            owned = owned.get(f"f:{name}") or {}
+        keys.update(key.removeprefix("f:") for key in owned if key.startswith("f:"))
+    return keys
 
 
 def applied_taints(node: Mapping[str, Any]) -> list[JSON]:
