@@ -155,7 +155,6 @@ def test_a_bad_flag_among_good_ones_is_refused() -> None:
         None,
         {},
         selector(),
-        selector(term()),
         selector(
             term(
                 expr("region", "In", "europe", "us-west"),
@@ -255,6 +254,11 @@ def test_a_valid_selector_has_no_problems(valid: JSON | None) -> None:
             ["term 1: matchExpressions must be a list"],
         ),
         (selector(term("region")), ["term 1: 'region' is not a requirement"]),
+        # Kubernetes' empty term selects nothing; merged into a pod's affinity, every virtual node.
+        (
+            selector(term(expr("region", "In", "europe")), {}),
+            ["term 2 has no requirements, and so selects no cluster"],
+        ),
     ],
 )
 def test_each_problem_names_its_term_and_key(invalid: JSON, problems: list[str]) -> None:

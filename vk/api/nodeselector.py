@@ -89,6 +89,14 @@ def selector_problems(selector: Mapping[str, Any] | None) -> list[str]:
         if not isinstance(term, Mapping):
             problems.append(f"term {number}: {term!r} is not a term with matchExpressions")
             continue
+        if not term.get("matchExpressions") and not term.get("matchFields"):
+            # Kubernetes' rule: it selects nothing. Merged into a pod's node affinity with the
+            # strategy's own requirement, it would select every virtual node instead.
+            problems.append(
+                f"term {number} has no requirements, and so selects no cluster: remove it, or "
+                "give it matchExpressions"
+            )
+            continue
         for field, check in (
             ("matchExpressions", _expression_problems),
             ("matchFields", _field_problems),
