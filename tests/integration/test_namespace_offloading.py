@@ -432,12 +432,19 @@ def test_local_keeps_pods_home_but_the_runtime_class_sends_one_to_a_provider(
     done = vkctl(tutorial, "offload", "namespace", namespace, "--pod-offloading-strategy", "Local")
     assert done.returncode == 0, done.stderr
     labels = get_json(tutorial, CONSUMER, "namespace", namespace)["metadata"].get("labels") or {}
-    assert "liqo.io/scheduling-enabled" not in labels
+    assert labels["liqo.io/scheduling-enabled"] == "true"  # the webhook keeps its pods home
+    # One that tolerates the virtual nodes' taint and asks for one itself stays Pending, not
+    # offloaded, evicted and made again in a loop.
+    eager = {
+        "nodeSelector": {"liqo.io/type": "virtual-node"},
+        "tolerations": [{"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists"}],
+    }
     apply(
         tutorial,
         namespace,
         deployment("home", 2),
         deployment("away", 1, runtimeClassName="liqo"),
+        deployment("eager", 1, **eager),
     )
     wait_until(
         lambda: running_on(tutorial, namespace, "app=home") == ["venice-worker-1"] * 2,
@@ -454,6 +461,9 @@ def test_local_keeps_pods_home_but_the_runtime_class_sends_one_to_a_provider(
     assert provider in PROVIDERS
     remote = get_json(tutorial, provider, "pods", "-n", f"{namespace}-venice", "-l", "app=away")
     assert [p["status"]["phase"] for p in remote["items"]] == ["Running"]
+    (eager_pod,) = get_json(tutorial, CONSUMER, "pods", "-n", namespace, "-l", "app=eager")["items"]
+    assert eager_pod["status"]["phase"] == "Pending"
+    assert not eager_pod["spec"].get("nodeName")
 
 
 def test_offload_yaml_applied_with_kubectl_offloads(tutorial: Clusters, namespace: str) -> None:

@@ -98,17 +98,25 @@ def test_the_pods_own_affinity_is_anded_with_the_policy_as_in_the_tutorial() -> 
     assert required_terms({"spec": own}) == [[CENTER]]
 
 
-@pytest.mark.parametrize(
-    ("spec", "pod_spec"),
-    [
-        (offloading_spec("Local"), {}),
-        (offloading_spec("Remote", [SOUTH]), {"runtimeClassName": "liqo"}),
-    ],
-)
-def test_local_and_the_runtime_class_leave_the_pod_alone(
-    spec: dict[str, Any], pod_spec: dict[str, Any]
-) -> None:
-    assert forge_pod_placement_patch({"spec": pod_spec}, spec) == []
+@pytest.mark.parametrize("strategy", ["Local", "Remote", "LocalAndRemote"])
+def test_the_runtime_class_leaves_the_pod_alone(strategy: str) -> None:
+    spec = offloading_spec(strategy, [SOUTH])
+    assert forge_pod_placement_patch({"spec": {"runtimeClassName": "liqo"}}, spec) == []
+
+
+def test_local_keeps_a_pod_off_virtual_nodes_whatever_it_tolerates_or_selects() -> None:
+    # A pod that tolerates the virtual-node taint itself and selects a virtual node was
+    # offloaded, then evicted, and its replacement offloaded again.
+    pod = {
+        "spec": {
+            "tolerations": [VIRTUAL_NODE_TOLERATION],
+            "nodeSelector": {"liqo.io/type": "virtual-node"},
+        }
+    }
+    [patch] = forge_pod_placement_patch(pod, offloading_spec("Local"))
+    placed = {"spec": {**pod["spec"], "affinity": patch["value"]}}
+    assert required_terms(placed) == [[IS_LOCAL]]
+    assert placed["spec"]["tolerations"] == [VIRTUAL_NODE_TOLERATION]  # none added
 
 
 def test_a_toleration_already_there_is_not_added_twice() -> None:

@@ -8,7 +8,7 @@ gets the mapping `namespace -> remote name` in its NamespaceMap, which the repli
 it and whose status (the twin namespace created, or refused) comes back; the others lose it.
 The status reports, per provider, whether it was selected and whether its twin namespace is
 ready, and one phase for all. The namespace is labelled `liqo.io/scheduling-enabled=true`
-(the pod webhook acts there) unless the strategy is Local.
+(the pod webhook acts there, keeping a Local namespace's pods on local nodes too).
 
 Pods go where the policy says, including those admitted before it (the race Liqo's page warns
 about) and those a tightened policy now forbids: a pod whose controller can recreate it is
@@ -522,7 +522,7 @@ class NamespaceOffloadings(Reconciler):
             return Result(requeue_after=PODS_NOT_LISTED_RETRY)
         pods = [p for p in namespace_pods.store.objects() if is_placed(p)]
 
-        await self._label_namespace(namespace, deleting or strategy == PodOffloadingStrategy.LOCAL)
+        await self._label_namespace(namespace, deleting)
         waiting = False
         if not deleting:
             # Pods on the virtual nodes of providers losing the namespace leave below.

@@ -5,8 +5,9 @@ namespace's NamespaceOffloading (from the webhook's cache).
 Pods (CREATE, in namespaces labelled `liqo.io/scheduling-enabled=true`): the pod offloading
 strategy is merged into the pod's own required node affinity, so the vanilla scheduler does
 the rest. `LocalAndRemote` tolerates the virtual-node taint and allows local nodes or the
-selected virtual nodes; `Remote` tolerates it and requires selected virtual nodes; `Local` adds
-nothing (the taint keeps pods off). A pod of RuntimeClass `liqo` is left to the RuntimeClass.
+selected virtual nodes; `Remote` tolerates it and requires selected virtual nodes; `Local`
+requires local nodes (the taint alone kept off only pods that do not tolerate it). A pod of
+RuntimeClass `liqo` is left to the RuntimeClass.
 Until the namespace's NamespaceOffloading exists and its controller has seen it, pods are
 refused (their controllers retry), so none is placed before the policy is known.
 """
@@ -58,6 +59,10 @@ def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
     if strategy == PodOffloadingStrategy.LOCAL_AND_REMOTE and terms:
         # The selected virtual nodes, OR any local node.
         return {"nodeSelectorTerms": [*json_copy(terms), {"matchExpressions": [IS_LOCAL]}]}
+    if strategy == PodOffloadingStrategy.LOCAL:
+        # Local nodes only, whatever the pod tolerates or selects: a pod that chose a virtual
+        # node itself was offloaded, then evicted and made again there, in a loop.
+        return {"nodeSelectorTerms": [{"matchExpressions": [IS_LOCAL]}]}
     return None
 
 
@@ -65,13 +70,11 @@ def forge_pod_placement_patch(pod: Mapping[str, Any], spec: Mapping[str, Any]) -
     """The JSON Patch that places `pod` by the offloading `spec`; [] when nothing changes."""
     strategy = spec.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
     pod_spec = pod.get("spec") or {}
-    if strategy == PodOffloadingStrategy.LOCAL or (
-        pod_spec.get("runtimeClassName") == RUNTIME_CLASS_NAME
-    ):
+    if pod_spec.get("runtimeClassName") == RUNTIME_CLASS_NAME:
         return []
     patch: list[JSON] = []
     tolerations = list(pod_spec.get("tolerations") or [])
-    if VIRTUAL_NODE_TOLERATION not in tolerations:
+    if strategy != PodOffloadingStrategy.LOCAL and VIRTUAL_NODE_TOLERATION not in tolerations:
         patch.append(
             {
                 "op": "add",
