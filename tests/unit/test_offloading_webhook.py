@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from vk.kube.informer import Store
+from vk.webhooks.admission import OffloadingAdmission
 from vk.webhooks.offloading import (
     IS_LOCAL,
     IS_VIRTUAL,
@@ -252,3 +254,16 @@ def test_a_default_name_too_long_for_a_namespace_is_refused_with_the_fix() -> No
     assert review_namespace_offloading(update, home_cluster_id="venice")[0].allowed
     request["namespace"] = "s" * 56  # '-venice' makes 63
     assert review_namespace_offloading(request, home_cluster_id="venice")[0].allowed
+
+
+def test_the_webhook_judges_a_default_name_with_this_clusters_id() -> None:
+    namespace = "n" * 57
+    request = {
+        "operation": "CREATE",
+        "namespace": namespace,
+        "object": {"metadata": {"name": "offloading", "namespace": namespace}, "spec": {}},
+    }
+    knowing = OffloadingAdmission(Store(), synced=lambda: True, home_cluster_id="venice")
+    assert not knowing.validate_offloading(request).decision.allowed
+    unknowing = OffloadingAdmission(Store(), synced=lambda: True)
+    assert unknowing.validate_offloading(request).decision.allowed

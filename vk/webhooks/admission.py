@@ -423,9 +423,14 @@ class OffloadingAdmission:
     """The namespace-offloading handlers of one `vk webhook` process; `offloadings` is the
     NamespaceOffloading cache, `synced()` whether it holds a complete list."""
 
-    def __init__(self, offloadings: Store, *, synced: Callable[[], bool]) -> None:
+    def __init__(
+        self, offloadings: Store, *, synced: Callable[[], bool], home_cluster_id: str | None = None
+    ) -> None:
+        """`home_cluster_id`: this cluster's ID, which the remote name DefaultName gives
+        holds (None: not known, and that name is left to the controller to judge)."""
         self.offloadings = offloadings
         self.synced = synced
+        self.home_cluster_id = home_cluster_id
 
     def place_pod(self, request: Mapping[str, Any]) -> Answer:
         if request.get("operation") != "CREATE":
@@ -438,5 +443,5 @@ class OffloadingAdmission:
         return Answer(decision, patch or None)
 
     def validate_offloading(self, request: Mapping[str, Any]) -> Answer:
-        decision, warnings = review_namespace_offloading(request)
+        decision, warnings = review_namespace_offloading(request, self.home_cluster_id)
         return Answer(decision, warnings=tuple(warnings))

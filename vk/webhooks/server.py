@@ -35,10 +35,11 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
-from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
+from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, REMOTE_CLUSTER_ID_LABEL
+from vk.api.identity import InvalidClusterIdentity, parse_cluster_identity
 from vk.api.offloading import NamespaceOffloading
 from vk.kube import daemon
-from vk.kube.client import JSON, ApiError, KubeClient
+from vk.kube.client import JSON, ApiError, KubeClient, resource_path
 from vk.kube.informer import Informer, Store
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
@@ -415,7 +416,11 @@ async def run_webhook(options: WebhookOptions) -> int:
         synced=synced,
         policy=options.policy,
     )
-    offloading = OffloadingAdmission(offloadings.store, synced=offloadings.synced.is_set)
+    offloading = OffloadingAdmission(
+        offloadings.store,
+        synced=offloadings.synced.is_set,
+        home_cluster_id=await home_cluster_id(client, options.namespace),
+    )
     server = WebhookServer(
         admission,
         offloading,
@@ -794,6 +799,21 @@ async def read_body(request: web.BaseRequest, max_bytes: int) -> bytes:
         raise web.HTTPRequestEntityTooLarge(max_size=max_bytes, actual_size=length)
     connection = connection_of(request)
     return await (request.read() if connection is None else connection.read_body(request))
+
+
+async def home_cluster_id(client: KubeClient, namespace: str) -> str | None:
+    """This cluster's ID, from its identity ConfigMap; None, said, if there is none to read (a
+    provider-only installation may have none: a consumer's NamespaceOffloadings need it)."""
+    path = resource_path("v1", "configmaps", namespace=namespace, name=CLUSTER_IDENTITY_CONFIGMAP)
+    try:
+        return parse_cluster_identity(await client.get(path)).cluster_id
+    except (ApiError, InvalidClusterIdentity) as error:
+        log.warning(
+            "no cluster identity: a NamespaceOffloading's DefaultName is judged by the "
+            "controller manager alone",
+            error=str(error)[:500],
+        )
+        return None
 
 
 def main(options: WebhookOptions) -> int:
