@@ -11,8 +11,15 @@ import pytest
 from tests.unit.reflectors import reflector_options
 from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, SERVICE_ACCOUNT_NAME_LABEL
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
+from vk.reflection.configuration.configmaps import ConfigMapReflector
 from vk.reflection.configuration.secrets import SecretReflector
-from vk.reflection.forge.meta import ReflectionPolicy, RemoteObjectAsRead, is_owned_by_us
+from vk.reflection.forge.meta import (
+    ReflectionPolicy,
+    RemoteObjectAsRead,
+    is_owned_by_us,
+    ownership_labels,
+)
+from vk.reflection.forge.pods import remote_root_ca_configmap_name
 from vk.reflection.generic import (
     LOCAL,
     REMOTE,
@@ -319,3 +326,60 @@ async def test_a_foreign_object_as_kept_is_still_reported_as_a_conflict() -> Non
     await secrets.reconcile("shop/settings")
     assert len(reported) == 1
     assert "was not created by vk: it is left untouched" in reported[0]
+
+
+async def test_a_configmap_named_as_the_cas_copy_touches_not_that_copy() -> None:
+    """Reflected under its own name, a tenant's ConfigMap `kube-root-ca.crt.<id>` overwrote the
+    copy of the cluster's CA offloaded pods verify their home API server with; gone, it
+    deleted it."""
+    reported: list[str] = []
+
+    class Events:
+        async def record(self, involved: Any, event_type: str, reason: str, message: str) -> None:
+            reported.append(message)
+
+    class Provider:
+        name = "far"
+
+        def __init__(self) -> None:
+            self.written: list[str] = []
+
+        async def delete(self, path: str, body: Any = None) -> None:
+            self.written.append(f"DELETE {path}")
+
+        async def replace(self, path: str, body: Any) -> Any:
+            self.written.append(f"PUT {path}")
+            return body
+
+        async def create(self, path: str, body: Any) -> Any:
+            self.written.append(f"POST {path}")
+            return body
+
+    provider: Any = Provider()
+    options = dataclasses.replace(reflector_options(provider), events=Events())
+    configmaps = ConfigMapReflector(options, ReflectionPolicy.DENY_LIST)
+    copy_name = remote_root_ca_configmap_name("home")
+    local, remote = Informer(provider, "v1", "configmaps"), Informer(provider, "v1", "configmaps")
+    impostor = {"metadata": {"name": copy_name, "namespace": "shop", "uid": "l"}, "data": {}}
+    local.store.upsert(impostor)
+    ca_copy = {
+        "metadata": {
+            "name": copy_name,
+            "namespace": "shop-far",
+            "uid": "r",
+            "labels": ownership_labels("home", "far"),
+        },
+        "data": {"ca.crt": "PEM"},
+    }
+    remote.store.upsert(configmaps.remote_as_read(ca_copy))
+    for informer in (local, remote):
+        informer.synced.set()
+    configmaps.namespaces["shop"] = NamespaceReflection(
+        "shop", "shop-far", provider, [local, remote]
+    )
+    await configmaps.reconcile(f"shop/{copy_name}")
+    local.store.delete(f"shop/{copy_name}")
+    await configmaps.reconcile(f"shop/{copy_name}")
+    assert provider.written == []
+    assert len(reported) == 1
+    assert "rename it" in reported[0]

@@ -412,6 +412,11 @@ class LocalToRemoteReflector(NamespacedReflector):
         """Remote objects this reflector leaves alone without a word (another reflector's)."""
         return False
 
+    def name_kept_for_another(self, local_name: str) -> str | None:
+        """Why a local object of this name is not reflected, its remote name being another
+        local object's (`remote_name` maps another name onto it); None when it is its own."""
+        return None
+
     @abc.abstractmethod
     def forge(self, local: JSON, remote_namespace: str) -> JSON:
         """The remote copy of `local` (a pure forge function)."""
@@ -478,6 +483,11 @@ class LocalToRemoteReflector(NamespacedReflector):
         if not self.is_synced(state):
             return Result()  # enqueued again once it is
         local = state.informers[LOCAL].store.get(key)
+        if taken := self.name_kept_for_another(name):
+            # Its remote name is another's copy: neither written nor deleted for this one.
+            if local is not None:
+                await self.report(local, (self.api_version, self.kind), "conflict", taken)
+            return Result()
         remote_name = self.remote_name(name)
         remote = self._remote(state, remote_name)
         if remote is not None and self.ignores_remote(remote):

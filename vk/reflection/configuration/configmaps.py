@@ -12,6 +12,7 @@ from vk.reflection.forge.configuration import (
     should_reflect_configmap,
 )
 from vk.reflection.forge.meta import ReflectionPolicy
+from vk.reflection.forge.pods import ROOT_CA_CONFIGMAP, remote_root_ca_configmap_name
 from vk.reflection.generic import LocalToRemoteReflector, ReflectorOptions
 
 
@@ -34,6 +35,17 @@ class ConfigMapReflector(LocalToRemoteReflector):
 
     def wants(self, local: JSON) -> bool:
         return should_reflect_configmap(local, self.policy)
+
+    def name_kept_for_another(self, local_name: str) -> str | None:
+        # Reflected under its own name, it would overwrite (and, gone, delete) the copy of
+        # this cluster's CA that offloaded pods verify their home API server with.
+        if local_name != remote_root_ca_configmap_name(self.home_cluster_id):
+            return None
+        return (
+            f"ConfigMap {local_name} is not reflected to cluster {self.remote_cluster_id}: vk "
+            f"gives that name there to its copy of this cluster's {ROOT_CA_CONFIGMAP}, which "
+            "offloaded pods verify their home API server with; rename it"
+        )
 
     def forge(self, local: JSON, remote_namespace: str) -> JSON:
         return forge_remote_configmap(
