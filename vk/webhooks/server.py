@@ -429,6 +429,14 @@ async def run_webhook(options: WebhookOptions) -> int:
         healthy=synced,
         callers=options.caller_names if options.caller_ca_file else None,
     )
+    if options.caller_ca_file is None:
+        log.warning(
+            "admission reviews are answered whoever sends them: anyone who reaches this port "
+            "(a consumer's offloaded pod among them) may hold a share of a consumer's Quota "
+            "with made-up ShadowPod reviews; where the API server authenticates to webhooks, "
+            "give --admission-caller-ca-file and --admission-caller-names (chart values "
+            "webhook.admissionCallers)"
+        )
     contexts = [context]
     agent: MetricsAgent | None = None
     if options.metrics_agent_address:
