@@ -90,6 +90,11 @@ DEFAULT_TWIN_NAMESPACE_QUOTA = {
     "requests.storage": "500Gi",
     "services.nodeports": "0",
     "services.loadbalancers": "0",
+    # The other objects a consumer's identity may write there, counted too (uncounted, one
+    # consumer could fill the provider's etcd with them).
+    "count/ingresses.networking.k8s.io": "200",
+    "count/serviceaccounts": "100",
+    "count/shadowendpointslices.offloading.liqo.io": "1000",
 }
 # Names no consumer may have as a twin namespace, whatever the provider adds: its own system
 # namespaces, vk's, and the tenant namespaces (a trailing * matches any ending).

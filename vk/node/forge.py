@@ -42,10 +42,6 @@ VIRTUAL_NODE_TAINT = {
 READY_MESSAGE = "The Liqo Virtual Kubelet is posting ready status"
 
 
-class InvalidResourceQuota(ValueError):
-    """A VirtualNode's resourceQuota holds a quantity that does not parse."""
-
-
 # What a Node counts in whole units (apimachinery's IsIntegerResourceName): these, and extended
 # resources. A fraction of one makes the API server refuse the whole status.
 INTEGER_RESOURCES = frozenset(
