@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 
 from tests.plain_manifests import installed
+from tests.unit.serving_certificates import loopback_serving_certificate
 from vk.api.constants import (
     CREATOR_USER_LABEL,
     NODENAME_LABEL,
@@ -1233,13 +1234,7 @@ def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_
 
 @pytest.fixture
 def serving_certificate(tmp_path: Path) -> tuple[Path, Path, bytes]:
-    now = datetime.datetime.now(datetime.UTC)
-    ca, ca_key = build_ca("test-ca", now)
-    leaf = issue(ca, ca_key, "vk-webhook", now, ip_addresses=("127.0.0.1",), server=True)
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert.write_bytes(leaf.cert_pem)
-    key.write_bytes(leaf.key_pem)
-    return cert, key, ca.public_bytes(serialization.Encoding.PEM)
+    return loopback_serving_certificate(tmp_path)
 
 
 async def test_the_server_answers_admission_reviews_over_https(

@@ -5,7 +5,6 @@ all the same. Each test plays the attacker over real TLS on loopback, with short
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import ssl
 import time
@@ -15,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 
+from tests.unit.serving_certificates import loopback_serving_certificate
 from vk.controllers.local_processes import free_port
-from vk.playground.pki import build_ca, issue
 from vk.webhooks.admission import Answer
 from vk.webhooks.configuration import VALIDATE_OFFLOADING_PATH
 from vk.webhooks.quota import ALLOWED
@@ -62,13 +60,7 @@ class Port:
 
 @pytest.fixture
 def tls_files(tmp_path: Path) -> tuple[Path, Path, bytes]:
-    now = datetime.datetime.now(datetime.UTC)
-    ca, ca_key = build_ca("test-ca", now)
-    leaf = issue(ca, ca_key, "vk-webhook", now, ip_addresses=("127.0.0.1",), server=True)
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    cert.write_bytes(leaf.cert_pem)
-    key.write_bytes(leaf.key_pem)
-    return cert, key, ca.public_bytes(serialization.Encoding.PEM)
+    return loopback_serving_certificate(tmp_path)
 
 
 @asynccontextmanager
