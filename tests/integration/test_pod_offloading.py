@@ -33,6 +33,7 @@ from vk.controllers.local_processes import read_pid
 from vk.reflection.forge.pods import forge_remote_pod
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
+HOLD = {"metadata": {"finalizers": ["vk.test/hold"]}}
 
 
 @pytest.fixture
@@ -59,6 +60,30 @@ def running(pods: list[dict]) -> list[dict]:
         if p.get("status", {}).get("phase") == "Running"
         and not p["metadata"].get("deletionTimestamp")
     ]
+
+
+def hold(setup: VirtualNodeSetup, remote: str, pod: str) -> None:
+    """A finalizer holds the remote Pod `pod` once deleted: kwok, the provider's simulated
+    kubelet, finishes a terminating pod at once (deleting it again with grace 0)."""
+    setup.clusters.kubectl(
+        "naples", "patch", "pod", "-n", remote, pod, "--type=merge", "-p", json.dumps(HOLD)
+    )
+
+
+def release(setup: VirtualNodeSetup, remote: str, pod: str) -> None:
+    """The remote Pod `pod` let go (`hold`)."""
+    setup.clusters.kubectl(
+        "naples",
+        "patch",
+        "pod",
+        "-n",
+        remote,
+        pod,
+        "--type=merge",
+        "-p",
+        json.dumps({"metadata": {"finalizers": None}}),
+        check=False,
+    )
 
 
 def test_deployment_runs_in_the_provider_with_equal_statuses(workload: Offloaded) -> None:
@@ -142,10 +167,7 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) ->
     # grace 0): a finalizer holds the remote pod, and a watch started before the deletion sees
     # the grace period of the first delete, ours.
     target = setup.pods("naples", remote, OWNERSHIP)[1]["metadata"]["name"]
-    hold = {"metadata": {"finalizers": ["vk.test/hold"]}}
-    setup.clusters.kubectl(
-        "naples", "patch", "pod", "-n", remote, target, "--type=merge", "-p", json.dumps(hold)
-    )
+    hold(setup, remote, target)
     watch = subprocess.Popen(
         [
             "kubectl",
@@ -180,18 +202,7 @@ def test_scale_delete_and_recreate_follow_the_local_pods(workload: Offloaded) ->
     finally:
         watch.terminate()
         watch.wait(timeout=10)
-        setup.clusters.kubectl(
-            "naples",
-            "patch",
-            "pod",
-            "-n",
-            remote,
-            target,
-            "--type=merge",
-            "-p",
-            json.dumps({"metadata": {"finalizers": None}}),
-            check=False,
-        )
+        release(setup, remote, target)
     wait_until(
         lambda: setup.kubectl("get", "pod", "-n", namespace, target, check=False).returncode != 0,
         "the local pod finished once the remote one is gone",
@@ -214,10 +225,7 @@ def test_a_shorter_second_deletion_and_a_forced_one_reach_the_provider(
     setup.apply(setup.deployment("slow", namespace, 1))
     wait_until(lambda: len(running(setup.pods("naples", remote, OWNERSHIP))) == 1, "a remote pod")
     target = setup.pods("naples", remote, OWNERSHIP)[0]["metadata"]["name"]
-    hold = {"metadata": {"finalizers": ["vk.test/hold"]}}
-    setup.clusters.kubectl(
-        "naples", "patch", "pod", "-n", remote, target, "--type=merge", "-p", json.dumps(hold)
-    )
+    hold(setup, remote, target)
 
     def told() -> str | None:
         shadow = json.loads(
@@ -242,18 +250,7 @@ def test_a_shorter_second_deletion_and_a_forced_one_reach_the_provider(
             )
             wait_until(lambda grace=grace: told() == grace, f"the provider told {grace} s")
     finally:
-        setup.clusters.kubectl(
-            "naples",
-            "patch",
-            "pod",
-            "-n",
-            remote,
-            target,
-            "--type=merge",
-            "-p",
-            json.dumps({"metadata": {"finalizers": None}}),
-            check=False,
-        )
+        release(setup, remote, target)
     wait_until(
         lambda: (
             setup.clusters.kubectl(
