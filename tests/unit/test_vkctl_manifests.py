@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,13 @@ from click.testing import CliRunner
 
 from vk.cli import peer
 from vk.cli.generate import forge_peer_command
-from vk.cli.resources import controlling_slice, forge_secret_virtual_node, forge_slice_virtual_node
+from vk.cli.peering import PeeringError
+from vk.cli.resources import (
+    controlling_slice,
+    forge_secret_virtual_node,
+    forge_slice_virtual_node,
+    read_accepted_slice,
+)
 from vk.cli.vkctl import vkctl
 from vk.kube.kubeconfig import ClusterConnection, kubeconfig_files
 
@@ -231,3 +238,29 @@ def test_peer_talks_to_the_contexts_given(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("https://venice:6443", "https://naples:6443"),
         ("https://venice-admin:6443", "https://naples-admin:6443"),
     ]
+
+
+class OneSliceClient:
+    """A cluster holding one ResourceSlice, accepted, with the status `status`."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        self.slice = {
+            **accepted_slice(),
+            "status": {
+                **status,
+                "conditions": [{"type": "Authentication", "status": "Accepted"}],
+            },
+        }
+
+    async def get(self, path: str) -> dict[str, Any]:
+        assert path.endswith("/resourceslices/mypool"), path
+        return self.slice
+
+
+def test_a_virtual_node_is_not_made_of_a_slice_status_the_consumer_refuses() -> None:
+    refused = OneSliceClient({"authParams": {"apiServer": "http://10.0.0.1:6443"}})
+    with pytest.raises(PeeringError, match=r"refused: authParams.apiServer 'http://10.0.0.1:6443'"):
+        asyncio.run(read_accepted_slice(refused, "naples", "mypool"))  # type: ignore[arg-type]
+
+    usable = OneSliceClient({"authParams": {"apiServer": "https://10.0.0.1:6443"}})
+    assert asyncio.run(read_accepted_slice(usable, "naples", "mypool")) is usable.slice  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ from vk.controllers.consumer_resourceslices import (
     KUBECONFIG_FIELD,
     forge_virtual_node,
     owner_reference,
+    slice_status_problems,
     trusted_node_labels,
     wants_virtual_node,
 )
@@ -193,6 +194,14 @@ async def read_accepted_slice(client: KubeClient, provider_id: str, name: str) -
         raise PeeringError(
             f"the ResourceSlice {namespace}/{name} is not accepted yet "
             f"({slice_state(resource_slice)}): wait for it (`vkctl info peer {provider_id}`)"
+        )
+    # What the consumer's controller refuses to use, a VirtualNode made here must not use
+    # either: its kubeconfig would never be written and its resources are the provider's word.
+    problems = slice_status_problems(resource_slice.get("status") or {})
+    if problems:
+        raise PeeringError(
+            f"the status {provider_id} wrote on the ResourceSlice {namespace}/{name} is refused: "
+            f"{'; '.join(problems)}; ask the provider's administrator to fix it"
         )
     return resource_slice
 
