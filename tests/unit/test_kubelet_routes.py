@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 import pytest
 
 from vk.kubelet.routes import (
@@ -92,6 +94,21 @@ def test_subresources_as_the_kubelet_maps_them(path: str, subresource: str) -> N
 )
 def test_provider_targets(target: str, expected: str) -> None:
     assert provider_target(parse_route(target), "shop-venice") == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "tail_lines"),
+    [
+        ("tailLines=3", ["3"]),
+        ("tail=5", ["5"]),
+        ("tailLines=3&tail=5", ["5"]),  # the kubelet's `tail` replaces `tailLines`
+        ("tail=all&tailLines=3", []),  # and `all` means every line
+        ("tail=&tailLines=3", ["3"]),
+    ],
+)
+def test_tail_replaces_tail_lines_as_in_the_kubelet(query: str, tail_lines: list[str]) -> None:
+    target = provider_target(parse_route(f"/containerLogs/shop/web/app?{query}"), "shop-venice")
+    assert [v for k, v in parse_qsl(urlsplit(target).query) if k == "tailLines"] == tail_lines
 
 
 def test_only_relayed_routes_have_a_provider_target() -> None:

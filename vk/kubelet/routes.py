@@ -89,8 +89,14 @@ def provider_target(route: Route, remote_namespace: str) -> str:
     params: list[tuple[str, str]] = []
     if route.kind == "containerLogs":
         params.append(("container", route.container))
-        params += [(k, v) for k, v in route.query if k in _LOG_PARAMS]
-        params += [("tailLines", v) for k, v in route.query if k == "tail" and v != "all"]
+        query = list(route.query)
+        # The kubelet's older `tail` replaces `tailLines`, and `all` means none (as its
+        # containerLogs handler reads them).
+        tail = next((v for k, v in query if k == "tail"), "")
+        if tail:
+            query = [(k, v) for k, v in query if k != "tailLines"]
+            query += [("tailLines", tail)] if tail != "all" else []
+        params += [(k, v) for k, v in query if k in _LOG_PARAMS]
         return f"{base}/log?{urlencode(params)}"
     if route.kind in ("exec", "attach"):
         params.append(("container", route.container))
