@@ -885,6 +885,56 @@ def test_a_control_plane_secret_asking_to_run_a_command_is_refused_with_a_condit
         peered.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
 
 
+def test_a_tenants_secret_labelled_as_a_control_plane_identity_takes_nothing_over(
+    peered: Clusters,
+) -> None:
+    """A tenant allowed Secrets in a namespace of theirs writes one labelled as the control-plane
+    identity to naples, pointing at an API server of theirs, and one for a cluster that is not
+    peered: the link to naples keeps the genuine identity (a NamespaceMap still reaches naples)
+    and no ForeignCluster appears for the other."""
+    impostor_kubeconfig = yaml.safe_load(peered.kubeconfig(PROVIDER).read_text())
+    impostor_kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    data = {"kubeconfig": base64.b64encode(yaml.safe_dump(impostor_kubeconfig).encode()).decode()}
+    peered.kubectl(CONSUMER, "create", "namespace", "team-a")
+    try:
+        for cluster_id in (PROVIDER, "ghost-impostor"):
+            apply(
+                peered,
+                CONSUMER,
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {
+                        "name": control_plane_secret_name(cluster_id),
+                        "namespace": "team-a",
+                        "labels": {
+                            IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
+                            REMOTE_CLUSTER_ID_LABEL: cluster_id,
+                        },
+                    },
+                    "data": data,
+                },
+            )
+        apply(peered, CONSUMER, namespace_map({"team-a": "team-a-venice"}))
+        wait_until(
+            lambda: current_mapping(peered).get("team-a", {}).get("phase") == "Accepted",
+            "the NamespaceMap replicated to naples and accepted there",
+            timeout=60,
+        )
+        assert get_json(peered, PROVIDER, "namespace", "team-a-venice") is not None
+        assert get_json(peered, CONSUMER, "foreignclusters.core.liqo.io", "ghost-impostor") is None
+    finally:
+        delete_namespace_map(peered, PROVIDER)
+        peered.kubectl(CONSUMER, "delete", "namespace", "team-a", "--wait=false")
+        peered.kubectl(
+            CONSUMER,
+            "delete",
+            "foreignclusters.core.liqo.io",
+            "ghost-impostor",
+            "--ignore-not-found",
+        )
+
+
 def test_bad_input_is_explained_and_nothing_foreign_is_touched(peered: Clusters) -> None:
     def virtual_node(name: str, secret: str) -> dict[str, Any]:
         return {

@@ -60,3 +60,32 @@ def test_dns1123_labels_are_valid_cluster_ids(cluster_id: str) -> None:
 def test_other_cluster_ids_are_refused_with_the_reason(cluster_id: str, reason: str) -> None:
     with pytest.raises(InvalidClusterID, match=reason):
         validate_cluster_id(cluster_id)
+
+
+def identity_secret(namespace: str, name: str, provider: object = "naples") -> dict[str, object]:
+    return {
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "labels": {"liqo.io/remote-cluster-id": provider},
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("secret", "provider"),
+    [
+        (identity_secret("liqo-tenant-naples", "vk-control-plane-naples"), "naples"),
+        # Labelled alike, anywhere else, or under another name, or for another provider: not it.
+        (identity_secret("team-a", "vk-control-plane-naples"), None),
+        (identity_secret("liqo-tenant-naples", "mine"), None),
+        (identity_secret("liqo-tenant-naples", "vk-control-plane-naples", "florence"), None),
+        (identity_secret("liqo-tenant-naples", "vk-control-plane-naples", None), None),
+        (identity_secret("liqo-tenant-naples", "vk-control-plane-naples", ["naples"]), None),
+        ({"metadata": {}}, None),
+    ],
+)
+def test_only_the_secret_named_for_it_in_its_tenant_namespace_is_a_control_plane_identity(
+    secret: dict[str, object], provider: str | None
+) -> None:
+    assert constants.control_plane_identity_provider(secret) == provider

@@ -7,6 +7,8 @@ who sets each one and who reads it.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Any
 
 # --- Virtual nodes -------------------------------------------------------------------------
 
@@ -161,6 +163,22 @@ def virtual_kubelet_deployment(node_name: str) -> str:
 
 def control_plane_secret_name(provider_cluster_id: str) -> str:
     return f"{CONTROL_PLANE_SECRET_PREFIX}{provider_cluster_id}"
+
+
+def control_plane_identity_provider(secret: Mapping[str, Any]) -> str | None:
+    """The provider whose control-plane identity `secret` is, or None. Only the Secret named
+    for it in its tenant namespace is: the labels alone are anyone's to write, and a tenant
+    allowed Secrets in a namespace of theirs would otherwise point the link to a provider at
+    an API server of their own."""
+    metadata = secret.get("metadata") or {}
+    provider = (metadata.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+    if (
+        not isinstance(provider, str)
+        or metadata.get("namespace") != tenant_namespace(provider)
+        or metadata.get("name") != control_plane_secret_name(provider)
+    ):
+        return None
+    return provider
 
 
 def control_plane_user(consumer_cluster_id: str) -> str:

@@ -27,6 +27,7 @@ from vk.api.constants import (
     TENANT_NAMESPACE_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
+    control_plane_identity_provider,
     tenant_namespace,
 )
 from vk.api.core import ForeignCluster
@@ -206,7 +207,7 @@ class ForeignClusters(Reconciler):
             (
                 s
                 for s in self.identities.store.objects()
-                if (s["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id
+                if control_plane_identity_provider(s) == cluster_id
             ),
             None,
         )

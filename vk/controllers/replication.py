@@ -27,6 +27,7 @@ from vk.api.constants import (
     REMOTE_ID_LABEL,
     REPLICATED_LABEL,
     REPLICATION_LABEL,
+    control_plane_identity_provider,
     control_plane_secret_name,
     tenant_namespace,
 )
@@ -172,6 +173,7 @@ class Replicator(Reconciler):
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
         self._untrusted: dict[str, tuple[str, str]] = {}  # likewise, by the map's uid
+        self._impostors: set[str] = set()  # uids of Secrets labelled as identities, said once
 
     async def run(self) -> None:
         for kind in REPLICATED_KINDS:
@@ -201,11 +203,21 @@ class Replicator(Reconciler):
         """One link per provider whose control-plane kubeconfig is there; a changed kubeconfig
         (a renewed certificate) replaces the link."""
         wanted: dict[str, bytes] = {}
+        impostors = set()
         for secret in self.identities.store.objects():
-            provider = (secret["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+            provider = control_plane_identity_provider(secret)
+            if provider is None:
+                impostors.add(secret["metadata"].get("uid", ""))
+                if secret["metadata"].get("uid", "") not in self._impostors:
+                    log.warning(
+                        "a Secret labelled as a control-plane identity is not one: not used",
+                        secret=object_key(secret),
+                        only="vk-control-plane-<provider> in liqo-tenant-<provider>",
+                    )
             data = (secret.get("data") or {}).get("kubeconfig")
             if provider and data:
                 wanted[provider] = base64.b64decode(data)
+        self._impostors = impostors
         for provider in list(self.links):
             if wanted.get(provider) != self._kubeconfigs.get(provider):
                 link = self.links.pop(provider)
