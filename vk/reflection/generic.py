@@ -409,12 +409,16 @@ class LocalToRemoteReflector(NamespacedReflector):
         return self.wants(local)
 
     def ignores_remote(self, remote: JSON) -> bool:
-        """Remote objects this reflector leaves alone without a word (another reflector's)."""
+        """Remote objects this reflector leaves alone (another reflector's), their changes
+        waking nothing; a local object wanting the name is told only by
+        `name_kept_for_another`."""
         return False
 
-    def name_kept_for_another(self, local_name: str) -> str | None:
-        """Why a local object of this name is not reflected, its remote name being another
-        local object's (`remote_name` maps another name onto it); None when it is its own."""
+    def name_kept_for_another(self, local_name: str, remote: JSON | None) -> str | None:
+        """Why a local object of this name is not reflected, its remote name being another's:
+        another local object's (`remote_name` maps another name onto it), or another
+        reflector's, whose object `remote` is (None: none there now); None when it is its own.
+        Neither written nor deleted for this one, and said on it."""
         return None
 
     @abc.abstractmethod
@@ -483,20 +487,21 @@ class LocalToRemoteReflector(NamespacedReflector):
         if not self.is_synced(state):
             return Result()  # enqueued again once it is
         local = state.informers[LOCAL].store.get(key)
-        if taken := self.name_kept_for_another(name):
-            # Its remote name is another's copy: neither written nor deleted for this one.
-            if local is not None:
-                await self.report(local, (self.api_version, self.kind), "conflict", taken)
-            return Result()
         remote_name = self.remote_name(name)
         remote = self._remote(state, remote_name)
-        if remote is not None and self.ignores_remote(remote):
-            return Result()
         wanted = (
             local is not None
             and not local["metadata"].get("deletionTimestamp")
             and self.wants_in(state, local)
         )
+        if taken := self.name_kept_for_another(name, remote):
+            if wanted and local is not None:
+                await self.report(local, (self.api_version, self.kind), "conflict", taken)
+            else:
+                self._reported.pop(key, None)
+            return Result()
+        if remote is not None and self.ignores_remote(remote):
+            return Result()
         if remote is not None and not is_owned_by_us(
             remote, self.home_cluster_id, self.remote_cluster_id
         ):

@@ -36,7 +36,7 @@ class ConfigMapReflector(LocalToRemoteReflector):
     def wants(self, local: JSON) -> bool:
         return should_reflect_configmap(local, self.policy)
 
-    def name_kept_for_another(self, local_name: str) -> str | None:
+    def name_kept_for_another(self, local_name: str, remote: JSON | None) -> str | None:
         # Reflected under its own name, it would overwrite (and, gone, delete) the copy of
         # this cluster's CA that offloaded pods verify their home API server with.
         if local_name != remote_root_ca_configmap_name(self.home_cluster_id):

@@ -6,7 +6,8 @@ ServiceAccount, bound to the local pod, with the source's audience and lifetime)
 them into the remote Secret `<pod>-token`, which the remote pod mounts in place of the
 projected token. Tokens are replaced at 80 % of their life, as the kubelet does; a restarted
 virtual kubelet takes them back from the Secret instead of asking again. Each virtual kubelet
-serves its own node's pods.
+serves its own node's pods. A Secret of that name there first that it did not write (most
+often the copy of a local Secret named so) is left alone, and said on the pod.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Result
 from vk.kube.informer import DELETED, Informer, shared_informer, split_key
+from vk.reflection.forge.configuration import is_token_secret
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import API_SERVER_SUPPORT_ANNOTATION, uses_home_tokens
 from vk.reflection.forge.tokens import (
@@ -166,6 +168,22 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             and SERVICE_ACCOUNT_NAME_LABEL in labels
         )
 
+    def _taken_message(self, secret_name: str, secret: JSON) -> str:
+        """Why a pod gets no tokens: the provider's Secret of their name is another's."""
+        reflected = is_owned_by_us(secret, self.home_cluster_id, self.remote_cluster_id)
+        if reflected and not is_token_secret(secret):
+            # The Secret reflector's copy of a local Secret named so, there first.
+            return (
+                f"cannot write the pod's ServiceAccount tokens: Secret {secret_name} of this "
+                f"namespace, reflected to cluster {self.remote_cluster_id} first, has the name "
+                "vk gives them there; rename that Secret (the pod gets its tokens once the name "
+                "is free)"
+            )
+        return (
+            f"cannot write the pod's ServiceAccount tokens: the provider has a Secret "
+            f"{secret_name} that this virtual kubelet did not write"
+        )
+
     def informers_to_sync(self, state: NamespaceReflection) -> list[Informer]:
         return [*state.informers, self.pods]
 
@@ -203,25 +221,18 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         secret_name = token_secret_name(name)
         secret_key = f"{state.remote_namespace}/{secret_name}"
         secret = self.recent.current(secret_key, state.informers[0].store.get(secret_key))
-        if secret is not None and not self._is_ours(secret):
-            if pod is not None:  # never touch another's Secret: say why the pod gets no tokens
-                await self.report(
-                    pod,
-                    ("v1", "Pod"),
-                    "conflict",
-                    f"cannot write the pod's ServiceAccount tokens: the provider has a Secret "
-                    f"{secret_name} that this virtual kubelet did not write",
-                    reason=REASON_FAILED,
-                )
-            return Result()
         sources = token_sources(pod) if pod is not None and uses_home_tokens(pod, True) else []
         finished = pod is None or (
             pod["metadata"].get("deletionTimestamp")
             or (pod.get("status") or {}).get("phase") in POD_TERMINAL_PHASES
         )
+        # Another's Secret of the name (the copy of a local Secret named so, another node's
+        # tokens, the provider's own) is never written over nor deleted.
+        theirs = secret if secret is not None and not self._is_ours(secret) else None
         if finished or not sources:
             self.lifetimes.pop(key, None)
-            if secret is not None:
+            self._reported.pop(key, None)
+            if secret is not None and theirs is None:
                 with contextlib.suppress(NotFound):
                     await state.client.delete(
                         resource_path(
@@ -233,6 +244,15 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 REFLECTION_ITEMS.labels(self.name, "deleted").inc()
             return Result()
         assert pod is not None
+        if theirs is not None:  # said on the pod, which has no tokens while it is there
+            await self.report(
+                pod,
+                ("v1", "Pod"),
+                "conflict",
+                self._taken_message(secret_name, theirs),
+                reason=REASON_FAILED,
+            )
+            return Result()
         # The tokens live in the Secret only (the cache's copy, or our last write until the
         # cache shows it): ten thousand pods' tokens kept twice were a kilobyte and a half each.
         # Their lifetimes are the TokenRequest's, when this process asked for them.
