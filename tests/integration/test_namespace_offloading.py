@@ -1,7 +1,8 @@
 """Namespace offloading on the playground (issue 7): the "offloading with policies" tutorial step
 by step, each mapping and pod offloading strategy, the RuntimeClass, cluster selectors, a name
-conflict on a provider, pods placed by the policy when it is created or tightened, and bad
-input. venice is the consumer, peered with florence (region center) and naples (south)."""
+conflict on a provider, pods placed by the policy when it is created or tightened, bad input,
+and kube-system, never offloaded. venice is the consumer, peered with florence (region center)
+and naples (south)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import yaml
 
 from tests.conftest import Clusters, KubectlResult
 from tests.integration.polling import wait_until
-from vk.webhooks.configuration import PLACE_POD_WEBHOOK
+from vk.webhooks.configuration import OFFLOADING_WEBHOOK, PLACE_POD_WEBHOOK
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -371,16 +372,14 @@ def test_remote_places_every_pod_on_a_virtual_node(tutorial: Clusters, namespace
 
 
 @contextmanager
-def without_the_placement_webhook(clusters: Clusters) -> Iterator[None]:
-    """venice's pod placement webhook taken out of its configuration for a while, as when it
-    is down with its configuration failing open (failurePolicy Ignore); put back after."""
-    saved = get_json(clusters, CONSUMER, "mutatingwebhookconfiguration", "vk")
+def without_the_webhook(clusters: Clusters, configuration: str, webhook: str) -> Iterator[None]:
+    """One of venice's webhooks taken out of its `configuration` (mutating or validating) for a
+    while, as when it is down with its configuration failing open (failurePolicy Ignore); put
+    back after."""
+    saved = get_json(clusters, CONSUMER, configuration, "vk")
     for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields", "generation"):
         saved["metadata"].pop(field, None)
-    bypassed = {
-        **saved,
-        "webhooks": [w for w in saved["webhooks"] if w["name"] != PLACE_POD_WEBHOOK],
-    }
+    bypassed = {**saved, "webhooks": [w for w in saved["webhooks"] if w["name"] != webhook]}
     clusters.kubectl(CONSUMER, "replace", "-f", "-", input=json.dumps(bypassed))
     try:
         yield
@@ -413,7 +412,7 @@ def test_a_remote_pod_the_webhook_did_not_place_is_refused_by_the_api_server(
         return tutorial.kubectl(CONSUMER, "create", "-n", namespace, "-f", "-",
                                 input=json.dumps(pod), check=False)  # fmt: skip
 
-    with without_the_placement_webhook(tutorial):
+    with without_the_webhook(tutorial, "mutatingwebhookconfiguration", PLACE_POD_WEBHOOK):
         refused = create(plain)
         assert refused.returncode != 0
         assert "vk-remote-pods-on-virtual-nodes" in refused.stderr
@@ -753,6 +752,46 @@ def test_bad_input_is_refused_with_the_fix(tutorial: Clusters, namespace: str) -
     )
     assert by_vkctl.returncode != 0
     assert f"vkctl unoffload namespace {namespace}" in by_vkctl.stderr
+
+
+def test_a_system_namespace_is_never_offloaded(tutorial: Clusters) -> None:
+    """kube-system: vkctl refuses it up front and the webhook its NamespaceOffloading; one that
+    got in while the webhook was out is mapped to no provider, and its status says why."""
+    by_vkctl = vkctl(tutorial, "offload", "namespace", "kube-system")
+    assert by_vkctl.returncode != 0
+    assert "namespace kube-system is one of Kubernetes' own namespaces" in by_vkctl.stderr
+    manifest = json.dumps(
+        {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "NamespaceOffloading",
+            "metadata": {"name": "offloading", "namespace": "kube-system"},
+            "spec": {},
+        }
+    )
+    refused = tutorial.kubectl(CONSUMER, "create", "-f", "-", input=manifest, check=False)
+    assert refused.returncode != 0
+    assert "so vk never offloads it" in refused.stderr
+    try:
+        with without_the_webhook(tutorial, "validatingwebhookconfiguration", OFFLOADING_WEBHOOK):
+            tutorial.kubectl(CONSUMER, "create", "-f", "-", input=manifest)
+        wait_until(
+            lambda: cluster_reasons(tutorial, "kube-system").get(PROVIDERS[0]),
+            "the offloading of kube-system looked at",
+            timeout=60,
+            explain=lambda: explain_offloading(tutorial, "kube-system"),
+        )
+        assert offloading(tutorial, "kube-system")["status"]["offloadingPhase"] == "AllFailed"
+        assert cluster_reasons(tutorial, "kube-system") == {
+            provider: ["ClusterSelected", "SystemNamespace"] for provider in PROVIDERS
+        }
+        maps = get_json(tutorial, CONSUMER, "namespacemaps.offloading.liqo.io", "-A")["items"]
+        assert not any("kube-system" in (m["spec"].get("desiredMapping") or {}) for m in maps)
+        for provider in PROVIDERS:
+            assert not namespace_exists(tutorial, provider, "kube-system-venice")
+        labels = get_json(tutorial, CONSUMER, "namespace", "kube-system")["metadata"]["labels"]
+        assert "liqo.io/scheduling-enabled" not in labels
+    finally:
+        vkctl(tutorial, "unoffload", "namespace", "kube-system", "--timeout=120s")
 
 
 def test_a_namespace_labelled_in_advance_refuses_pods_until_offloaded(

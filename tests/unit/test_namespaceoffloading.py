@@ -4,12 +4,13 @@ tutorial's wording, Liqo's phase rule, and where a pod may stay."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 from typing import Any
 
 import pytest
 
-from vk.api.constants import NAMESPACE_OFFLOADING_NAME
+from vk.api.constants import NAMESPACE_OFFLOADING_NAME, SCHEDULING_ENABLED_LABEL
 from vk.api.offloading import remote_namespace_name_problem
 from vk.controllers import namespaceoffloading
 from vk.controllers.namespaceoffloading import (
@@ -30,6 +31,7 @@ from vk.controllers.namespaceoffloading import (
     virtual_node_labels,
 )
 from vk.kube.client import NotFound
+from vk.kube.controller import Result
 from vk.kube.events import object_reference
 
 NOW = datetime.datetime(2026, 11, 22, 9, 0, tzinfo=datetime.UTC)
@@ -464,8 +466,9 @@ class HomeApi:
         return patch
 
 
-async def test_an_offloading_whose_remote_name_cannot_be_is_reported_not_mapped() -> None:
-    api = HomeApi()
+def peered_controller(api: HomeApi, namespace: str, spec: dict[str, Any]) -> NamespaceOffloadings:
+    """The controller over `api`, with the NamespaceOffloading of `namespace` (as the webhook
+    may not have seen it) and one provider, naples: its virtual node, and peered."""
     controller = NamespaceOffloadings(api, "venice")  # type: ignore[arg-type]
     controller.offloadings.store.upsert(
         {
@@ -473,30 +476,48 @@ async def test_an_offloading_whose_remote_name_cannot_be_is_reported_not_mapped(
             "kind": "NamespaceOffloading",
             "metadata": {
                 "name": NAMESPACE_OFFLOADING_NAME,
-                "namespace": LONG_NAMESPACE,
+                "namespace": namespace,
                 "uid": "o",
                 "generation": 1,
                 "finalizers": [namespaceoffloading.FINALIZER],
             },
-            "spec": {},
+            "spec": spec,
         }
     )
     controller.virtual_nodes.store.upsert(
         {"metadata": {"name": "naples"}, "spec": {"clusterID": "naples"}}
     )
     controller.namespaces.store.upsert({"metadata": {"name": "liqo-tenant-naples"}})
-    pods = controller._pods_of(LONG_NAMESPACE)
+    return controller
+
+
+async def reconciled(
+    controller: NamespaceOffloadings, namespace: str, pods: tuple[dict[str, Any], ...] = ()
+) -> Result:
+    """One look at the offloading of `namespace`, whose pods are `pods`."""
+    informer = controller._pods_of(namespace)
     try:
-        await asyncio.wait_for(pods.synced.wait(), 2)
-        result = await controller.reconcile(f"{LONG_NAMESPACE}/{NAMESPACE_OFFLOADING_NAME}")
+        await asyncio.wait_for(informer.synced.wait(), 2)
+        for pod in pods:
+            informer.store.upsert(pod)
+        return await controller.reconcile(f"{namespace}/{NAMESPACE_OFFLOADING_NAME}")
     finally:
-        controller._stop_pods(LONG_NAMESPACE)
+        controller._stop_pods(namespace)
+
+
+def status_path(namespace: str) -> str:
+    return (
+        f"/apis/offloading.liqo.io/v1beta1/namespaces/{namespace}"
+        f"/namespaceoffloadings/{NAMESPACE_OFFLOADING_NAME}/status"
+    )
+
+
+async def test_an_offloading_whose_remote_name_cannot_be_is_reported_not_mapped() -> None:
+    api = HomeApi()
+    result = await reconciled(peered_controller(api, LONG_NAMESPACE, {}), LONG_NAMESPACE)
     assert result.requeue_after is None  # nothing on its way
     assert not any(c["kind"] == "NamespaceMap" for c in api.created)  # no provider asked
-    [status] = api.patched[
-        f"/apis/offloading.liqo.io/v1beta1/namespaces/{LONG_NAMESPACE}"
-        f"/namespaceoffloadings/{NAMESPACE_OFFLOADING_NAME}/status"
-    ]
+    [status] = api.patched[status_path(LONG_NAMESPACE)]
     assert status["status"]["offloadingPhase"] == "AllFailed"
     ready = status["status"]["remoteNamespacesConditions"]["naples"][-1]
     assert ready["reason"] == "InvalidRemoteNamespaceName"
@@ -504,3 +525,69 @@ async def test_an_offloading_whose_remote_name_cannot_be_is_reported_not_mapped(
     assert f"vkctl unoffload namespace {LONG_NAMESPACE}" in ready["message"]
     [event] = [c for c in api.created if c["kind"] == "Event"]
     assert event["message"] == ready["message"]
+
+
+INVALID_SELECTOR = {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": REGION, "operator": "In"}]}]
+}
+
+
+@pytest.mark.parametrize("spec", [{}, {"clusterSelector": INVALID_SELECTOR}])
+async def test_an_offloading_of_a_system_namespace_maps_nothing_and_says_why(
+    spec: dict[str, Any],
+) -> None:
+    """Got in without the webhook: no provider is asked, the namespace loses the label that
+    has the pod webhook place its pods, and the status and an Event say why (an invalid
+    selector changes none of it)."""
+    api = HomeApi()
+    controller = peered_controller(api, "kube-system", spec)
+    controller.namespaces.store.upsert(
+        {"metadata": {"name": "kube-system", "labels": {SCHEDULING_ENABLED_LABEL: "true"}}}
+    )
+    result = await reconciled(controller, "kube-system")
+    assert result.requeue_after is None
+    assert not any(c["kind"] == "NamespaceMap" for c in api.created)
+    assert api.patched["/api/v1/namespaces/kube-system"] == [
+        {"metadata": {"labels": {SCHEDULING_ENABLED_LABEL: None}}}
+    ]
+    [status] = api.patched[status_path("kube-system")]
+    assert status["status"]["offloadingPhase"] == "AllFailed"
+    [event] = [c for c in api.created if c["kind"] == "Event"]
+    assert event["reason"] == "SystemNamespace"
+    assert event["message"].startswith("namespace kube-system is one of Kubernetes' own namespaces")
+    assert "vkctl unoffload namespace kube-system" in event["message"]
+    if not spec:  # naples selected: its condition says it
+        ready = status["status"]["remoteNamespacesConditions"]["naples"][-1]
+        assert (ready["status"], ready["reason"]) == ("False", "SystemNamespace")
+        assert ready["message"] == event["message"]
+
+
+async def test_a_system_namespace_offloaded_already_comes_home_then_loses_its_mapping() -> None:
+    """Offloaded before vk refused it: its pods on the provider's virtual node are evicted
+    (those at home are left alone), then the provider loses the mapping, and its twin."""
+    api = HomeApi()
+    controller = peered_controller(api, "kube-system", {})
+    controller.maps.store.upsert(
+        {
+            "metadata": {"name": "naples", "namespace": "liqo-tenant-naples"},
+            "spec": {"desiredMapping": {"kube-system": "kube-system-venice"}},
+            "status": {
+                "currentMapping": {
+                    "kube-system": {"remoteNamespace": "kube-system-venice", "phase": "Accepted"}
+                }
+            },
+        }
+    )
+    coredns = pod_placement(running_pod())
+    coredns["metadata"].update(name="coredns-1", namespace="kube-system", uid="c1")
+    at_home = copy.deepcopy(coredns)
+    at_home["metadata"].update(name="coredns-2", uid="c2")
+    at_home["spec"] = {"nodeName": "venice-1"}
+    result = await reconciled(controller, "kube-system", (coredns, at_home))
+    assert result.requeue_after == namespaceoffloading.RETRY
+    evictions = [c["metadata"] for c in api.created if c["kind"] == "Eviction"]
+    assert evictions == [{"name": "coredns-1", "namespace": "kube-system"}]
+    map_path = "/apis/offloading.liqo.io/v1beta1/namespaces/liqo-tenant-naples/namespacemaps/naples"
+    assert map_path not in api.patched  # its pods first
+    await reconciled(controller, "kube-system", (at_home,))
+    assert api.patched[map_path] == [{"spec": {"desiredMapping": {"kube-system": None}}}]

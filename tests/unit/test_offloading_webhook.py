@@ -17,6 +17,7 @@ from vk.webhooks.offloading import (
     review_namespace_offloading,
     review_offloading_pod,
 )
+from vk.webhooks.quota import ALLOWED
 
 REGION = "topology.liqo.io/region"
 SOUTH = {"key": REGION, "operator": "In", "values": ["south"]}
@@ -267,3 +268,50 @@ def test_the_webhook_judges_a_default_name_with_this_clusters_id() -> None:
     assert not knowing.validate_offloading(request).decision.allowed
     unknowing = OffloadingAdmission(Store(), synced=lambda: True)
     assert unknowing.validate_offloading(request).decision.allowed
+
+
+def in_namespace(request: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {**request, "namespace": namespace}
+
+
+@pytest.mark.parametrize(
+    "namespace", ["kube-system", "kube-public", "kube-node-lease", "vk", "liqo-tenant-naples"]
+)
+def test_a_namespace_offloading_in_a_system_namespace_is_refused_saying_why_and_what_to_do(
+    namespace: str,
+) -> None:
+    request = in_namespace(offloading_request("CREATE", {}), namespace)
+    decision, _ = review_namespace_offloading(request, home_cluster_id="venice")
+    assert not decision.allowed
+    assert f"namespace {namespace} is " in decision.message
+    assert "its Secrets (" in decision.message
+    assert decision.message.endswith("offload the namespaces of your workloads instead")
+    admission = OffloadingAdmission(Store(), synced=lambda: True, home_cluster_id="venice")
+    assert admission.validate_offloading(request).decision == decision
+    # One admitted before (the webhook down) stays updatable, and so deletable.
+    update = in_namespace(offloading_request("UPDATE", {}, old={}), namespace)
+    assert review_namespace_offloading(update, home_cluster_id="venice")[0].allowed
+
+
+def test_the_namespace_vk_was_told_is_refused_too() -> None:
+    request = in_namespace(offloading_request("CREATE", {}), "vk-system")
+    assert review_namespace_offloading(request)[0].allowed
+    decision, _ = review_namespace_offloading(request, vk_namespace="vk-system")
+    assert not decision.allowed
+    assert "namespace vk-system is vk's own namespace" in decision.message
+
+
+def test_a_system_namespaces_pods_are_neither_refused_nor_placed() -> None:
+    """Labelled by hand, or by an offloading that got in: its pods get no toleration of the
+    virtual nodes, and are not held back waiting for a policy."""
+    request = in_namespace(pod_request(), "kube-system")
+    assert review_offloading_pod(request, None) == (ALLOWED, [])
+    remote = {
+        "metadata": {"generation": 1},
+        "spec": offloading_spec("Remote"),
+        "status": {"observedGeneration": 1},
+    }
+    assert review_offloading_pod(request, remote) == (ALLOWED, [])
+    admission = OffloadingAdmission(Store(), synced=lambda: True)
+    assert admission.place_pod(request).decision.allowed
+    assert review_offloading_pod(in_namespace(request, "liqo-demo"), remote)[1]

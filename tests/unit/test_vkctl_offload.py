@@ -15,6 +15,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
+from vk.cli import offload
 from vk.cli.offload import (
     describe_outcome,
     each_namespace,
@@ -186,6 +187,117 @@ def test_an_unknown_pod_offloading_strategy_is_refused() -> None:
     result = run("offload", "namespace", "foo", "--pod-offloading-strategy", "Everywhere")
     assert result.exit_code == 2
     assert "'Everywhere' is not one of" in result.stderr
+
+
+# --- What vk would refuse, refused before anything is written ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "namespace", ["kube-system", "kube-public", "kube-node-lease", "vk", "liqo-tenant-naples"]
+)
+@pytest.mark.parametrize("printed", [(), ("-o", "yaml")])
+def test_a_system_namespace_is_refused_before_any_cluster_is_asked(
+    namespace: str, printed: tuple[str, ...]
+) -> None:
+    result = run("offload", "namespace", "shop", namespace, *printed)
+    assert result.exit_code == 2
+    assert f"Invalid value for 'NAMES...': namespace {namespace} is " in result.stderr
+    assert "so vk never offloads it: offload the namespaces of your workloads instead" in (
+        result.stderr
+    )
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("--namespace-mapping-strategy", "SelectedName", "--remote-namespace-name", "Shop_EU"),
+            "Invalid value for '--remote-namespace-name': 'Shop_EU' is not a valid namespace name",
+        ),
+        (
+            ("--namespace-mapping-strategy", "SelectedName", "--remote-namespace-name", "s" * 64),
+            "is 64 characters long, over the 63 of a namespace name",
+        ),
+        (("Shop",), "Invalid value for 'NAMES...': 'Shop' is not a valid namespace name"),
+    ],
+)
+def test_a_name_no_namespace_could_have_is_refused_before_any_cluster_is_asked(
+    args: tuple[str, ...], said: str
+) -> None:
+    result = run("offload", "namespace", "shop", *args, "-o", "yaml")
+    assert result.exit_code == 2
+    assert said in result.stderr
+    assert result.stdout == ""
+
+
+# 57 characters: with '-venice' (DefaultName), 64.
+LONG_NAMESPACE = "shop-" + "x" * 52
+
+
+def test_a_default_name_is_judged_knowing_this_clusters_id() -> None:
+    default = wanted(NamespaceMappingStrategy.DEFAULT_NAME)["spec"]
+    refusal = offload.offloading_refusal(LONG_NAMESPACE, default, "venice")
+    assert refusal is not None
+    assert f"'{LONG_NAMESPACE}-venice' is 64 characters long" in refusal
+    assert "--namespace-mapping-strategy SelectedName --remote-namespace-name NAME" in refusal
+    assert offload.offloading_refusal(LONG_NAMESPACE, default, None) is None  # left to the webhook
+    assert offload.offloading_refusal("s" * 56, default, "venice") is None
+    same = wanted(NamespaceMappingStrategy.ENFORCE_SAME_NAME)["spec"]
+    assert offload.offloading_refusal(LONG_NAMESPACE, same, "venice") is None
+
+
+class HomeCluster:
+    """This cluster as `vkctl offload namespace` reads it: `namespaces` match any selector, its
+    ID is venice; no write is expected."""
+
+    def __init__(self, *namespaces: str) -> None:
+        self.namespaces = namespaces
+
+    async def __aenter__(self) -> HomeCluster:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
+
+    async def list_all(
+        self, path: str, params: dict[str, str] | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        assert path == "/api/v1/namespaces"
+        return [{"metadata": {"name": name}} for name in self.namespaces], "1"
+
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+        assert path == "/api/v1/namespaces/vk/configmaps/vk-cluster-identity"
+        return {"data": {"clusterID": "venice"}}
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError(f"written: {path}")
+
+    async def merge_patch(self, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+        raise AssertionError(f"written: {path}")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ("--ns-selector", "team=platform"),
+            "kube-system (matched by --ns-selector: narrow it): namespace kube-system is one of "
+            "Kubernetes' own namespaces",
+        ),
+        (
+            (LONG_NAMESPACE,),
+            f"{LONG_NAMESPACE}: the remote namespace name '{LONG_NAMESPACE}-venice'",
+        ),
+    ],
+)
+def test_what_the_cluster_tells_is_judged_before_any_namespace_is_offloaded(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], said: str
+) -> None:
+    monkeypatch.setattr(offload, "cluster_client", lambda *_: HomeCluster("shop", "kube-system"))
+    result = run("offload", "namespace", "shop", *args)
+    assert result.exit_code == 1, result.output
+    assert f"Error: nothing was offloaded: {said}" in result.stderr
 
 
 # --- Updating an offloaded namespace ----------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from vk.api.constants import TENANT_NAMESPACE_PREFIX, VK_NAMESPACE
 from vk.api.core import (
     CLUSTER_ID_MAX_LENGTH,
     ClusterID,
@@ -378,6 +379,40 @@ def remote_namespace_name_problem(
         f"cluster's ID {home_cluster_id}): name it yourself with namespaceMappingStrategy "
         f"SelectedName and a shorter remoteNamespaceName ({choose})"
     )
+
+
+# Kubernetes keeps this prefix for its own namespaces: kube-system, kube-public, kube-node-lease,
+# and those of add-ons installed as part of the cluster (kube-flannel, say).
+KUBERNETES_NAMESPACE_PREFIX = "kube-"
+
+
+def system_namespace_problem(namespace: str, vk_namespace: str = VK_NAMESPACE) -> str | None:
+    """Why `namespace` may never be offloaded, whatever its NamespaceOffloading says: one of
+    Kubernetes' own, vk's (`VK_NAMESPACE`, and `vk_namespace` where vk was told another), or a
+    tenant namespace; None for any other. Every Secret of an offloaded namespace is reflected
+    to its providers, and its pods are made to tolerate the virtual nodes."""
+    if namespace.startswith(KUBERNETES_NAMESPACE_PREFIX):
+        what = (
+            f"one of Kubernetes' own namespaces (the prefix {KUBERNETES_NAMESPACE_PREFIX} is "
+            "kept for them): its Secrets (bootstrap tokens, controllers' ServiceAccount "
+            "tokens) would be copied to the providers, and its pods (coredns, the cluster's "
+            "controllers) could run there, with their tokens"
+        )
+    elif namespace in (VK_NAMESPACE, vk_namespace):
+        what = (
+            "vk's own namespace: its Secrets (vk's certificates) would be copied to the "
+            "providers, and vk's pods could run there, with tokens that have rights over the "
+            "whole cluster"
+        )
+    elif namespace.startswith(TENANT_NAMESPACE_PREFIX):
+        what = (
+            "a tenant namespace of vk: its Secrets (the kubeconfigs of this cluster's "
+            "identities on a peer) would be copied to the providers, and the virtual kubelets "
+            "running there could run on the virtual nodes they serve"
+        )
+    else:
+        return None
+    return f"namespace {namespace} is {what}, so vk never offloads it"
 
 
 # --- NamespaceMap --------------------------------------------------------------------------

@@ -4,6 +4,9 @@ creating, or updating, its NamespaceOffloading, then wait until the controller s
 stands; unoffloading deletes it and waits until the controller has brought the pods home and
 removed the remote namespaces. `-o yaml|json` prints the NamespaceOffloading instead.
 
+What vk's webhook and controller would refuse is refused before anything is written: a system
+namespace (Kubernetes', vk's, a tenant namespace), and a remote name no namespace could have.
+
 The manifest, the update of an existing one and the reading of its status are pure functions;
 the commands only read, write and wait.
 """
@@ -26,12 +29,16 @@ from vk.api.offloading import (
     OffloadingPhase,
     PodOffloadingStrategy,
     RemoteNamespaceConditionType,
+    namespace_name_problem,
+    remote_namespace_name_problem,
+    system_namespace_problem,
 )
 from vk.cli.options import cluster_client, cluster_options, go_duration, output_option, render
+from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
 from vk.cli.waiting import POLL_SECONDS, Deadline, get_or_none, held_by, wait_until_gone
-from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, AlreadyExists, ApiError, KubeClient, NotFound, resource_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +72,22 @@ def forge_namespace_offloading(
         "metadata": {"name": NAMESPACE_OFFLOADING_NAME, "namespace": namespace},
         "spec": spec,
     }
+
+
+def offloading_refusal(
+    namespace: str, spec: Mapping[str, Any], home_cluster_id: str | None
+) -> str | None:
+    """Why vk would refuse to offload `namespace` as `spec` says, or None: a system namespace,
+    a name that is no namespace's, or a remote name no namespace could have (DefaultName's is
+    judged only knowing this cluster's ID)."""
+    if problem := system_namespace_problem(namespace):
+        return f"{problem}: offload the namespaces of your workloads instead"
+    if problem := namespace_name_problem(namespace):
+        return problem
+    strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
+    if home_cluster_id is None and strategy == NamespaceMappingStrategy.DEFAULT_NAME:
+        return None
+    return remote_namespace_name_problem(namespace, spec, home_cluster_id or "")
 
 
 def offloading_path(namespace: str, *, named: bool = True) -> str:
@@ -232,6 +255,15 @@ def unoffload_state(offloading: Mapping[str, Any]) -> str:
 
 
 # --- Talking to the cluster ------------------------------------------------------------------
+
+
+async def home_cluster_id(client: KubeClient) -> str | None:
+    """This cluster's ID, which DefaultName's remote names end with; None where it cannot be
+    read (a user allowed only their own namespaces: the webhook judges the name then)."""
+    try:
+        return (await read_identity(client, "home")).cluster_id
+    except (PeeringError, ApiError):
+        return None
 
 
 async def write_offloading(client: KubeClient, wanted: JSON) -> None:
@@ -447,6 +479,10 @@ def offload_namespace_command(
             f"{mapping_strategy} (only SelectedName uses it)",
             err=True,
         )
+    if mapping_strategy is NamespaceMappingStrategy.SELECTED_NAME and (
+        problem := namespace_name_problem(remote_namespace_name or "")
+    ):
+        raise click.BadParameter(problem, param_hint="'--remote-namespace-name'")
 
     def wanted(namespace: str) -> JSON:
         return forge_namespace_offloading(
@@ -461,6 +497,9 @@ def offload_namespace_command(
         node_selector_from_flags(selectors)  # refused before any namespace is touched
     except InvalidSelector as error:
         raise click.BadParameter(str(error), param_hint="'--selector'") from error
+    refused = [why for n in names if (why := offloading_refusal(n, wanted(n)["spec"], None))]
+    if refused:
+        raise click.BadParameter("; ".join(dict.fromkeys(refused)), param_hint="'NAMES...'")
     if output and not ns_selector:
         manifests = [wanted(name) for name in dict.fromkeys(names)]
         click.echo(render(manifests[0] if len(manifests) == 1 else as_list(manifests), output))
@@ -469,6 +508,16 @@ def offload_namespace_command(
     async def run() -> list[str]:
         async with cluster_client(kubeconfig, context) as client:
             namespaces = await selected_namespaces(client, names, ns_selector)
+            home = None
+            if mapping_strategy is NamespaceMappingStrategy.DEFAULT_NAME:
+                home = await home_cluster_id(client)
+            refusals = [
+                f"{n}{'' if n in names else ' (matched by --ns-selector: narrow it)'}: {why}"
+                for n in namespaces
+                if (why := offloading_refusal(n, wanted(n)["spec"], home))
+            ]
+            if refusals:
+                raise PeeringError("nothing was offloaded: " + "; ".join(refusals))
             if output:
                 click.echo(render(as_list([wanted(n) for n in namespaces]), output))
                 return []

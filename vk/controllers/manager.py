@@ -140,7 +140,7 @@ async def run_manager(options: ManagerOptions) -> int:
                 quota_usage.run(),
                 ForeignClusters(client).run(),
                 Tenants(client).run(),
-                NamespaceOffloadings(client, cluster.cluster_id).run(),
+                NamespaceOffloadings(client, cluster.cluster_id, options.namespace).run(),
                 OffloadedPodAvailability(client).run(),
             ]
             if options.node_failure_controller:

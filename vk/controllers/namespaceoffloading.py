@@ -16,6 +16,11 @@ evicted, so that its replacement is placed by the webhook's rules; a bare pod ge
 Before a provider loses the namespace (deselected, or the NamespaceOffloading deleted), every
 pod of the namespace on its virtual nodes is evicted and gone, so that pods come home first
 and no kubelet chases a remote namespace being deleted.
+
+A system namespace (Kubernetes', vk's, a tenant namespace: `system_namespace_problem`) is never
+offloaded, even by a NamespaceOffloading the webhook did not see: no provider is asked for it,
+a provider that has it already loses it as a deselected one does, it loses the label, and the
+status says why (`SystemNamespace`).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from vk.api.constants import (
     SCHEDULING_ENABLED_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
+    VK_NAMESPACE,
     tenant_namespace,
 )
 from vk.api.nodeselector import selector_matches, selector_problems
@@ -51,6 +57,7 @@ from vk.api.offloading import (
     VirtualNode,
     remote_namespace_name,
     remote_namespace_name_problem,
+    system_namespace_problem,
 )
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
@@ -79,7 +86,8 @@ CREATING = "Creating"
 TERMINATING = "Terminating"
 INVALID_SELECTOR = "InvalidClusterSelector"
 INVALID_REMOTE_NAME = "InvalidRemoteNamespaceName"
-FAILURES = (CREATION_LOOP_BACK_OFF, NOT_PEERED, INVALID_REMOTE_NAME)
+SYSTEM_NAMESPACE = "SystemNamespace"
+FAILURES = (CREATION_LOOP_BACK_OFF, NOT_PEERED, INVALID_REMOTE_NAME, SYSTEM_NAMESPACE)
 # Looked at again shortly: the states that change by themselves.
 ON_THE_WAY = (CREATING, TERMINATING)
 # A namespace's pods are read from its own informer, started with its offloading: this long
@@ -149,11 +157,13 @@ def forge_cluster_conditions(
     now: datetime.datetime,
     holder: str | None = None,
     invalid_name: str | None = None,
+    system_namespace: str | None = None,
 ) -> list[JSON]:
     """The conditions of one provider: selected or not, and where its twin namespace is.
     `entry` is the provider's report of this namespace (its NamespaceMap currentMapping),
     `holder` the namespace of this cluster that holds the same remote name there, if any,
-    `invalid_name` why the remote name cannot be a namespace's, if it cannot."""
+    `invalid_name` why the remote name cannot be a namespace's, if it cannot,
+    `system_namespace` why the namespace is never offloaded, if it is not."""
     by_type = {c.get("type"): c for c in previous or []}
 
     def condition(kind: str, status: str, reason: str, message: str) -> JSON:
@@ -180,7 +190,9 @@ def forge_cluster_conditions(
     selected_condition = condition(
         OFFLOADING_REQUIRED, "True", CLUSTER_SELECTED, CLUSTER_SELECTED_MESSAGE
     )
-    if invalid_name is not None:
+    if system_namespace is not None:
+        ready = condition(READY, "False", SYSTEM_NAMESPACE, system_namespace)
+    elif invalid_name is not None:
         ready = condition(READY, "False", INVALID_REMOTE_NAME, invalid_name)
     elif not peered:
         ready = condition(
@@ -356,9 +368,12 @@ def status_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> JSON 
 class NamespaceOffloadings(Reconciler):
     name = "namespaceoffloadings"
 
-    def __init__(self, client: KubeClient, home_cluster_id: str) -> None:
+    def __init__(
+        self, client: KubeClient, home_cluster_id: str, vk_namespace: str = VK_NAMESPACE
+    ) -> None:
         self.client = client
         self.home_cluster_id = home_cluster_id
+        self.vk_namespace = vk_namespace
         self.offloadings = shared_informer(
             client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL
         )
@@ -494,9 +509,19 @@ class NamespaceOffloadings(Reconciler):
         ):
             return Result()
         spec = offloading.get("spec") or {}
+        # A system namespace is asked of no provider, whatever the rest of the spec says (an
+        # invalid selector included: the webhook refuses the offloading, unless it was not
+        # running then); a provider that has it loses it as a deselected one does.
+        system = None
+        if not deleting and (problem := system_namespace_problem(namespace, self.vk_namespace)):
+            system = (
+                f"{problem}: no provider is asked for it, and one that has it already loses it, "
+                "its pods coming home first (that provider has had its Secrets: rotate them); "
+                f"delete this NamespaceOffloading (vkctl unoffload namespace {namespace})"
+            )
         selector = spec.get("clusterSelector")
         problems = selector_problems(selector)
-        if problems and not deleting:
+        if problems and not deleting and system is None:
             return await self._invalid_selector(offloading, problems)
 
         remote = remote_namespace_name(namespace, spec, self.home_cluster_id)
@@ -510,6 +535,7 @@ class NamespaceOffloadings(Reconciler):
                 f"{problem}; no provider is asked for it: unoffload the namespace first (vkctl "
                 f"unoffload namespace {namespace}), its mapping cannot change"
             )
+        refused = system or invalid_name
         strategy = spec.get("podOffloadingStrategy") or PodOffloadingStrategy.LOCAL_AND_REMOTE
         nodes = self._virtual_nodes()
         selected_nodes, selected_clusters = (
@@ -522,9 +548,9 @@ class NamespaceOffloadings(Reconciler):
             return Result(requeue_after=PODS_NOT_LISTED_RETRY)
         pods = [p for p in namespace_pods.store.objects() if is_placed(p)]
 
-        await self._label_namespace(namespace, deleting)
+        await self._label_namespace(namespace, unlabelled=deleting or system is not None)
         waiting = False
-        if not deleting:
+        if not deleting and system is None:
             # Pods on the virtual nodes of providers losing the namespace leave below.
             staying = [
                 p
@@ -543,7 +569,7 @@ class NamespaceOffloadings(Reconciler):
             current = ((namespace_map or {}).get("status") or {}).get("currentMapping") or {}
             selected = cluster_id in selected_clusters
             peered = self.namespaces.store.get(tenant_namespace(cluster_id)) is not None
-            if selected and peered and invalid_name is None:
+            if selected and peered and refused is None:
                 if desired.get(namespace) != remote:
                     await self._set_mapping(cluster_id, namespace_map, namespace, remote)
             elif namespace in desired:
@@ -568,6 +594,7 @@ class NamespaceOffloadings(Reconciler):
                 now=now,
                 holder=first_holder(namespace, remote, desired, current),
                 invalid_name=invalid_name,
+                system_namespace=system,
             )
             waiting |= conditions[cluster_id][-1].get("reason") in ON_THE_WAY
 
@@ -577,17 +604,20 @@ class NamespaceOffloadings(Reconciler):
             )
             log.info("namespace unoffloaded", namespace=namespace)
             return Result()
+        # A system namespace's offloading failed whole, even with no provider to say it on.
+        phase = OffloadingPhase.ALL_FAILED if system else offloading_phase(conditions, deleting)
         written = await self._write_status(
             offloading,
             {
                 "remoteNamespaceName": remote,
-                "offloadingPhase": offloading_phase(conditions, deleting).value,
+                "offloadingPhase": phase.value,
                 "remoteNamespacesConditions": conditions,
                 "observedGeneration": metadata.get("generation"),
             },
         )
-        if written and invalid_name is not None:
-            await self.events.record(offloading, WARNING, "Invalid", invalid_name)
+        if written and refused is not None:
+            reason = SYSTEM_NAMESPACE if system else "Invalid"
+            await self.events.record(offloading, WARNING, reason, refused)
         return Result(requeue_after=RETRY if waiting else None)
 
     async def _invalid_selector(self, offloading: JSON, problems: list[str]) -> Result:

@@ -9,7 +9,9 @@ selected virtual nodes; `Remote` tolerates it and requires selected virtual node
 requires local nodes (the taint alone kept off only pods that do not tolerate it). A pod of
 RuntimeClass `liqo` is left to the RuntimeClass.
 Until the namespace's NamespaceOffloading exists and its controller has seen it, pods are
-refused (their controllers retry), so none is placed before the policy is known.
+refused (their controllers retry), so none is placed before the policy is known. A system
+namespace (Kubernetes', vk's, a tenant namespace) is never offloaded: a NamespaceOffloading is
+refused there, and its pods are left as they are, whatever labels it has.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from vk.api.constants import (
     TYPE_VIRTUAL_NODE,
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
+    VK_NAMESPACE,
 )
 from vk.api.jsondata import json_copy
 from vk.api.nodeselector import merge_node_selectors, selector_problems
@@ -32,6 +35,7 @@ from vk.api.offloading import (
     NamespaceMappingStrategy,
     PodOffloadingStrategy,
     remote_namespace_name_problem,
+    system_namespace_problem,
 )
 from vk.webhooks.quota import ALLOWED, JSON, Decision, deny
 
@@ -116,13 +120,19 @@ def offloading_not_ready(namespace: str, offloading: Mapping[str, Any] | None) -
 
 
 def review_offloading_pod(
-    request: Mapping[str, Any], offloading: Mapping[str, Any] | None
+    request: Mapping[str, Any],
+    offloading: Mapping[str, Any] | None,
+    vk_namespace: str = VK_NAMESPACE,
 ) -> tuple[Decision, list[JSON]]:
     """The answer to a pod CREATE in an offloaded namespace: refused until the policy is
-    known, else placed by it. A NamespaceOffloading being deleted places nothing."""
+    known, else placed by it. A NamespaceOffloading being deleted places nothing, nor does a
+    system namespace's, which is never offloaded: its pods are never refused either (a label
+    set there by hand would otherwise hold back its new pods, coredns's among them)."""
     if request.get("operation") != "CREATE":
         return ALLOWED, []
     namespace = str(request.get("namespace") or "")
+    if system_namespace_problem(namespace, vk_namespace):
+        return ALLOWED, []
     why = offloading_not_ready(namespace, offloading)
     if why:
         return deny(why), []
@@ -135,7 +145,9 @@ def review_offloading_pod(
 
 
 def review_namespace_offloading(
-    request: Mapping[str, Any], home_cluster_id: str | None = None
+    request: Mapping[str, Any],
+    home_cluster_id: str | None = None,
+    vk_namespace: str = VK_NAMESPACE,
 ) -> tuple[Decision, list[str]]:
     """The validation of a NamespaceOffloading CREATE or UPDATE: (decision, warnings). The
     remote name DefaultName gives is checked only knowing this cluster's ID."""
@@ -143,6 +155,13 @@ def review_namespace_offloading(
     if operation not in ("CREATE", "UPDATE"):
         return ALLOWED, []
     offloading = request.get("object") or {}
+    namespace = str(
+        (offloading.get("metadata") or {}).get("namespace") or request.get("namespace") or ""
+    )
+    # On CREATE only, as the name below: one admitted before this check stays deletable (its
+    # finalizer's removal is an UPDATE), and the controller maps it nowhere.
+    if operation == "CREATE" and (problem := system_namespace_problem(namespace, vk_namespace)):
+        return deny(f"{problem}: offload the namespaces of your workloads instead"), []
     name = (offloading.get("metadata") or {}).get("name") or request.get("name")
     if operation == "CREATE" and name != NAMESPACE_OFFLOADING_NAME:
         return deny(
@@ -151,9 +170,6 @@ def review_namespace_offloading(
         ), []
     spec = offloading.get("spec") or {}
     strategy = spec.get("namespaceMappingStrategy") or NamespaceMappingStrategy.DEFAULT_NAME
-    namespace = str(
-        (offloading.get("metadata") or {}).get("namespace") or request.get("namespace") or ""
-    )
     # On CREATE only: the name cannot change after, and an offloading admitted before this
     # check must stay deletable (its finalizer's removal is an UPDATE). DefaultName's name is
     # known only with this cluster's ID.
