@@ -13,7 +13,9 @@ from vk.api.constants import (
     LOCAL_POD_UID_ANNOTATION,
     NODENAME_LABEL,
     ORIGIN_LABEL,
+    VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
 )
 from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
@@ -22,12 +24,14 @@ from vk.reflection.forge.pods import (
     deletion_grace_period,
     desired_remote_pod,
     forge_local_pod_status,
+    forge_rejected_status,
     forge_remote_pod,
     forge_status_patch,
     live_pod_patch,
     local_pod_uid,
     local_status_needs_update,
     mounted_token_secret,
+    node_admission_refusal,
     patches_containers,
     remote_root_ca_configmap_name,
     shadow_pod_as_pod,
@@ -1846,3 +1850,196 @@ def test_the_token_secret_a_remote_pod_mounts_is_the_one_its_volumes_name(
         if "secret" in source
     }
     assert named == ({secret} if secret else set())
+
+
+# --- Admission to the virtual node: a kubelet's predicates, on a pod bound to it by hand ------
+
+VIRTUAL_NODE_TAINT = {
+    "key": VIRTUAL_NODE_TAINT_KEY,
+    "value": VIRTUAL_NODE_TAINT_VALUE,
+    "effect": VIRTUAL_NODE_TAINT_EFFECT,
+}
+AFFINITY_REFUSED = (
+    "NodeAffinity",
+    "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
+)
+TAINT_REFUSED = (
+    "TaintToleration",
+    "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate",
+)
+NAME_REFUSED = (
+    "NodeName",
+    "Predicate NodeName failed: node(s) didn't match the requested node name",
+)
+
+
+def virtual_node(*taints: JSON, **labels: str) -> JSON:
+    """The Node of virtual node cool-firefly, labelled as vk labels it (and `labels`), tainted
+    with the virtual-node taint and `taints`."""
+    return {
+        "metadata": {
+            "name": NODE,
+            "labels": {
+                "kubernetes.io/hostname": NODE,
+                "liqo.io/type": "virtual-node",
+                "liqo.io/remote-cluster-id": PROVIDER,
+                **labels,
+            },
+        },
+        "spec": {"taints": [VIRTUAL_NODE_TAINT, *taints]},
+    }
+
+
+def bound(
+    *,
+    node_selector: dict[str, str] | None = None,
+    required: JSON | None = None,
+    tolerations: list[JSON] | None = None,
+    node_name: str = NODE,
+    started: bool = False,
+) -> JSON:
+    """A pod bound by hand to `node_name`, tolerating the virtual-node taint unless
+    `tolerations` says otherwise."""
+    spec: JSON = {
+        "nodeName": node_name,
+        "containers": [{"name": "app", "image": "nginx"}],
+        "tolerations": [VIRTUAL_NODE_TOLERATION] if tolerations is None else tolerations,
+    }
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if required is not None:
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+    status: JSON = {"phase": "Running" if started else "Pending"}
+    if started:
+        status["startTime"] = "2025-05-06T09:12:50Z"
+    return {
+        "metadata": {"name": "web", "namespace": "demo", "uid": "u"},
+        "spec": spec,
+        "status": status,
+    }
+
+
+def region(*values: str) -> JSON:
+    return {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "region", "operator": "In", "values": list(values)}]}
+        ]
+    }
+
+
+def toleration(key: str, operator: str, value: str | None = None, effect: str = "") -> JSON:
+    built = {"key": key, "operator": operator}
+    if value is not None:
+        built["value"] = value
+    if effect:
+        built["effect"] = effect
+    return built
+
+
+@pytest.mark.parametrize(
+    ("pod", "node", "refusal"),
+    [
+        # What the scheduler would have checked.
+        (bound(), virtual_node(), None),
+        (bound(node_selector={"region": "europe"}), virtual_node(region="europe"), None),
+        (bound(node_selector={"region": "europe"}), virtual_node(region="asia"), AFFINITY_REFUSED),
+        (bound(node_selector={"region": "europe"}), virtual_node(), AFFINITY_REFUSED),
+        (bound(required=region("europe", "asia")), virtual_node(region="asia"), None),
+        (bound(required=region("europe")), virtual_node(region="asia"), AFFINITY_REFUSED),
+        (
+            bound(
+                required={
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["other"]}
+                            ]
+                        }
+                    ]
+                }
+            ),
+            virtual_node(),
+            AFFINITY_REFUSED,
+        ),
+        # The kubelet admits by NoExecute taints alone.
+        (bound(tolerations=[]), virtual_node(), TAINT_REFUSED),
+        (bound(tolerations=[NOT_READY_TOLERATION]), virtual_node(), TAINT_REFUSED),
+        (
+            bound(tolerations=[toleration(VIRTUAL_NODE_TAINT_KEY, "Exists", effect="NoSchedule")]),
+            virtual_node(),
+            TAINT_REFUSED,
+        ),
+        (
+            bound(tolerations=[toleration(VIRTUAL_NODE_TAINT_KEY, "Equal", "false")]),
+            virtual_node(),
+            TAINT_REFUSED,
+        ),
+        (
+            bound(tolerations=[toleration(VIRTUAL_NODE_TAINT_KEY, "Equal", "true")]),
+            virtual_node(),
+            None,
+        ),
+        (bound(tolerations=[toleration(VIRTUAL_NODE_TAINT_KEY, "", "true")]), virtual_node(), None),
+        (bound(tolerations=[toleration("", "Exists")]), virtual_node(), None),
+        (
+            bound(tolerations=[toleration(VIRTUAL_NODE_TAINT_KEY, "Gt", "1")]),
+            virtual_node(),
+            TAINT_REFUSED,
+        ),
+        (bound(), virtual_node({"key": "dedicated", "value": "ml", "effect": "NoSchedule"}), None),
+        (
+            bound(),
+            virtual_node({"key": "dedicated", "value": "ml", "effect": "PreferNoSchedule"}),
+            None,
+        ),
+        (
+            bound(),
+            virtual_node({"key": "dedicated", "value": "ml", "effect": "NoExecute"}),
+            TAINT_REFUSED,
+        ),
+        (
+            bound(tolerations=[VIRTUAL_NODE_TOLERATION, toleration("dedicated", "Equal", "ml")]),
+            virtual_node({"key": "dedicated", "value": "ml", "effect": "NoExecute"}),
+            None,
+        ),
+        # The kubelet's order: the first predicate failed is the reason.
+        (bound(required=region("europe"), tolerations=[]), virtual_node(), AFFINITY_REFUSED),
+        (bound(node_name="other", tolerations=[]), virtual_node(), NAME_REFUSED),
+        # No Node to judge against (`createNode: false`): as before, admitted.
+        (bound(required=region("europe"), tolerations=[]), None, None),
+        # A pod that ran (its ShadowPod gone since) is not failed for what changed since.
+        (bound(required=region("europe"), tolerations=[], started=True), virtual_node(), None),
+        (bound(node_name="other", started=True), virtual_node(), NAME_REFUSED),
+    ],
+)
+def test_a_pod_is_admitted_to_the_virtual_node_as_a_kubelet_admits_it(
+    pod: JSON, node: JSON | None, refusal: tuple[str, str] | None
+) -> None:
+    assert node_admission_refusal(pod, node) == refusal
+
+
+def test_a_pod_the_webhook_placed_is_admitted_to_the_virtual_node() -> None:
+    assert node_admission_refusal(local_pod(), virtual_node()) is None
+
+
+def test_a_refused_pod_is_failed_with_the_status_a_kubelet_writes() -> None:
+    pod = local_pod()
+    pod["status"]["reason"], pod["status"]["message"] = "OffloadingBackOff", "the provider said no"
+
+    status = forge_rejected_status(pod, *AFFINITY_REFUSED, "2025-05-06T09:13:00Z")
+
+    assert status == {
+        "phase": "Failed",
+        "reason": "NodeAffinity",
+        "message": (
+            "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+            "affinity/selector"
+        ),
+        "startTime": "2025-05-06T09:13:00Z",
+    }
+    pod["status"]["startTime"] = "2025-05-06T09:12:50Z"
+    assert (
+        forge_rejected_status(pod, *TAINT_REFUSED, "later")["startTime"] == "2025-05-06T09:12:50Z"
+    )

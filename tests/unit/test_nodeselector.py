@@ -17,6 +17,7 @@ from vk.api.nodeselector import (
     merge_node_selectors,
     node_selector_from_flags,
     parse_selector_term,
+    pod_node_affinity_matches,
     selector_matches,
     selector_problems,
 )
@@ -345,6 +346,76 @@ def test_match_fields_and_expressions_of_one_term_are_anded() -> None:
     assert selector_matches(both, EUROPE, "milan")
     assert not selector_matches(both, EUROPE, "naples")
     assert not selector_matches(both, US, "milan")
+
+
+def pod_spec(node_selector: dict[str, str] | None = None, required: JSON | None = None) -> JSON:
+    spec: JSON = {"containers": [{"name": "app", "image": "nginx"}]}
+    if node_selector is not None:
+        spec["nodeSelector"] = node_selector
+    if required is not None:
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}
+        }
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "name", "matches"),
+    [
+        (pod_spec(), BARE, "milan", True),
+        (pod_spec({}), BARE, "milan", True),
+        (pod_spec({"region": "europe"}), EUROPE, "milan", True),
+        (pod_spec({"region": "europe"}), US, "milan", False),
+        (pod_spec({"region": "europe"}), BARE, "milan", False),
+        (pod_spec({"region": "europe", "tier": "gold"}), EUROPE, "milan", True),
+        (pod_spec({"region": "europe", "tier": "silver"}), EUROPE, "milan", False),
+        (pod_spec(required=selector(term(expr("region", "In", "europe")))), EUROPE, "x", True),
+        (pod_spec(required=selector(term(expr("region", "In", "europe")))), US, "x", False),
+        (
+            pod_spec(
+                required=selector(
+                    term(expr("region", "In", "asia")), term(expr("tier", "In", "silver"))
+                )
+            ),
+            US,
+            "x",
+            True,
+        ),
+        (pod_spec(required=selector(term()), node_selector={}), EUROPE, "x", False),
+        (pod_spec(required=selector(term(fields=[node_name("In", "milan")]))), BARE, "milan", True),
+        (pod_spec(required=selector(term(fields=[node_name("In", "milan")]))), BARE, "rome", False),
+        # Both are required: the nodeSelector's labels and a term of the affinity.
+        (
+            pod_spec({"tier": "gold"}, selector(term(expr("region", "In", "europe")))),
+            EUROPE,
+            "x",
+            True,
+        ),
+        (
+            pod_spec({"tier": "gold"}, selector(term(expr("region", "In", "us-west")))),
+            EUROPE,
+            "x",
+            False,
+        ),
+        (
+            pod_spec({"region": "us-west"}, selector(term(expr("tier", "Exists")))),
+            EUROPE,
+            "x",
+            False,
+        ),
+        ({"affinity": {"podAntiAffinity": {}}}, BARE, "x", True),
+        (
+            {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}},
+            BARE,
+            "x",
+            True,
+        ),
+    ],
+)
+def test_a_pods_node_selector_and_required_node_affinity_must_both_match(
+    spec: JSON, labels: dict[str, str], name: str, matches: bool
+) -> None:
+    assert pod_node_affinity_matches(spec, labels, name) is matches
 
 
 REGION = selector(term(expr("region", "In", "europe")), term(expr("region", "In", "us-west")))

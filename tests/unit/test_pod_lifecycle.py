@@ -2,12 +2,14 @@
 and made again by the provider is a restart, not a failure; a finished pod's status is final; a
 pod made again under the same name starts afresh; a Pod still cached from an earlier ShadowPod
 of the name says nothing of this one; a pod deleted while its ShadowPod's creation is not yet
-seen is not finished before that ShadowPod is deleted. The reflector's caches are filled by
-hand (no watch), its writes recorded."""
+seen is not finished before that ShadowPod is deleted; a pod bound by hand that the virtual
+node would not take is failed before it is offloaded, and a pod offloaded already never is. The
+reflector's caches are filled by hand (no watch), its writes recorded."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -18,8 +20,11 @@ from vk.api.constants import (
     LOCAL_POD_UID_ANNOTATION,
     NODENAME_LABEL,
     ORIGIN_LABEL,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
 )
-from vk.kube.client import JSON
+from vk.kube.client import JSON, ApiError, NotFound
 from vk.kube.events import EventRecorder
 from vk.kube.informer import DELETED
 from vk.reflection.workload.pods import PodReflector, remote_pod_as_read
@@ -28,12 +33,24 @@ KEY = "shop/web"
 OWNERSHIP = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
 
 
+NODE_PATH = "/api/v1/nodes/far"
+
+
 class Home:
     name = "home"
 
     def __init__(self) -> None:
         self.status_writes: list[JSON] = []
         self.deleted: list[str] = []
+        self.events: list[tuple[str, str]] = []  # (reason, message)
+        self.node: JSON | None = None  # the Node, as a read afresh finds it
+        self.reads: list[str] = []
+
+    async def get(self, path: str, params: Any = None) -> JSON:
+        self.reads.append(path)
+        if path == NODE_PATH and self.node is not None:
+            return self.node
+        raise NotFound(404, "NotFound", "not found")
 
     async def merge_patch(self, path: str, body: JSON) -> JSON:
         if path.endswith("/status"):
@@ -45,6 +62,8 @@ class Home:
         return {}
 
     async def create(self, path: str, body: JSON) -> JSON:
+        if path.endswith("/events"):
+            self.events.append((body["reason"], body["message"]))
         return body
 
 
@@ -54,8 +73,10 @@ class Provider:
     def __init__(self) -> None:
         self.deleted: list[str] = []
         self.patches: list[JSON] = []
+        self.created: list[str] = []
 
     async def create(self, path: str, body: JSON) -> JSON:
+        self.created.append(body["metadata"]["name"])
         return {**body, "metadata": {**body["metadata"], "uid": "s-new", "resourceVersion": "50"}}
 
     async def delete(self, path: str, body: JSON | None = None) -> JSON:
@@ -441,3 +462,146 @@ async def test_a_remote_pod_made_again_while_its_pod_ran_is_a_restart_not_a_pend
     assert written["phase"] == "Running"
     assert written["startTime"] == "2026-11-29T09:00:00Z", "a pod starts once"
     assert written["containerStatuses"][0]["restartCount"] == 1
+
+
+# --- Admission to the virtual node -----------------------------------------------------------
+
+VIRTUAL_NODE_TOLERATION = {"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists"}
+
+
+def node(**labels: str) -> JSON:
+    """Node far, with the virtual-node taint."""
+    return {
+        "metadata": {"name": "far", "resourceVersion": "5", "labels": labels},
+        "spec": {
+            "taints": [
+                {
+                    "key": VIRTUAL_NODE_TAINT_KEY,
+                    "value": VIRTUAL_NODE_TAINT_VALUE,
+                    "effect": VIRTUAL_NODE_TAINT_EFFECT,
+                }
+            ]
+        },
+    }
+
+
+def on_node(pods: PodReflector, home: Home, current: JSON) -> None:
+    """The Node is `current`, in the cache and read afresh alike."""
+    pods.nodes.store.upsert(current)
+    home.node = current
+
+
+def bound_by_hand(
+    uid: str, *, name: str = "web", region: str = "europe", tolerations: Any = None
+) -> JSON:
+    """A new pod bound to far by hand, asking for a node of `region`, tolerating the
+    virtual-node taint unless `tolerations` says otherwise."""
+    pod = local_pod(uid, phase="Pending")
+    pod["metadata"]["name"] = name
+    pod["spec"]["nodeSelector"] = {"region": region}
+    pod["spec"]["tolerations"] = [VIRTUAL_NODE_TOLERATION] if tolerations is None else tolerations
+    return pod
+
+
+AFFINITY = "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"
+TAINT = "Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate"
+
+
+@pytest.mark.parametrize(
+    ("pod", "reason", "message"),
+    [
+        (bound_by_hand("a", region="asia"), "NodeAffinity", AFFINITY),
+        (bound_by_hand("a", tolerations=[]), "TaintToleration", TAINT),
+    ],
+)
+async def test_a_pod_bound_by_hand_that_the_node_would_not_take_is_failed_never_offloaded(
+    pod: JSON, reason: str, message: str
+) -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    on_node(pods, home, node(region="europe"))
+    cached(pods, local=pod, shadow=None, remote=None)
+    await pods.reconcile(KEY)
+    assert provider.created == [], "offloaded a pod its kubelet would have refused"
+    [status] = home.status_writes
+    assert (status["phase"], status["reason"]) == ("Failed", reason)
+    assert status["message"] == f"Pod was rejected: {message}"
+    assert home.events == [(reason, message)]
+    # Again before the cache shows it Failed: nothing said twice.
+    await pods.reconcile(KEY)
+    assert len(home.status_writes) == 1
+    assert len(home.events) == 1
+
+
+async def test_the_node_is_read_afresh_before_a_pod_is_refused() -> None:
+    # Labelled region=asia just before the pod was bound: the Node cache is behind.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    on_node(pods, home, node(region="europe"))
+    home.node = node(region="asia")
+    cached(pods, local=bound_by_hand("a", region="asia"), shadow=None, remote=None)
+    await pods.reconcile(KEY)
+    assert NODE_PATH in home.reads
+    assert provider.created == ["web"]
+    assert home.status_writes == []
+
+
+async def test_after_a_restart_on_a_node_relabelled_only_a_new_pod_is_judged() -> None:
+    # web was offloaded while far was in europe; api was bound by hand since, asking for it.
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    on_node(pods, home, node(region="asia"))
+    cached(
+        pods,
+        local=bound_by_hand("a"),
+        shadow=shadow_pod("a"),
+        remote=remote_pod("r1", RUNNING),
+    )
+    pods.local.store.upsert(bound_by_hand("b", name="api"))
+    await pods.reconcile(KEY)
+    await pods.reconcile("shop/api")
+    assert provider.created == []
+    assert provider.deleted == []
+    assert [(s["phase"], s["reason"]) for s in home.status_writes] == [("Failed", "NodeAffinity")]
+    assert home.events == [("NodeAffinity", AFFINITY)]
+
+
+async def test_a_pod_whose_shadow_pod_is_created_and_not_seen_yet_is_not_judged_again() -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    on_node(pods, home, node(region="europe"))
+    cached(pods, local=bound_by_hand("a"), shadow=None, remote=None)
+    await pods.reconcile(KEY)
+    assert provider.created == ["web"]
+    # Relabelled, and the ShadowPod still not in the cache when it is asked for again.
+    on_node(pods, home, node(region="asia"))
+    pods._created_unseen[KEY] = dataclasses.replace(pods._created_unseen[KEY], until=0.0)
+    await pods.reconcile(KEY)
+    assert provider.created == ["web", "web"]
+    assert home.status_writes == []
+    # A pod made again under its name is new: judged, once its forerunner's wait is over.
+    pods.local.store.upsert(bound_by_hand("a2"))
+    pods._created_unseen[KEY] = dataclasses.replace(pods._created_unseen[KEY], until=0.0)
+    await pods.reconcile(KEY)
+    assert provider.created == ["web", "web"]
+    assert [(s["phase"], s["reason"]) for s in home.status_writes] == [("Failed", "NodeAffinity")]
+
+
+async def test_a_refusal_whose_status_cannot_be_written_is_tried_again_not_left_pending() -> None:
+    home, provider = Home(), Provider()
+    pods = reflector(home, provider)
+    on_node(pods, home, node(region="europe"))
+    cached(pods, local=bound_by_hand("a", region="asia"), shadow=None, remote=None)
+    write = home.merge_patch
+
+    async def unavailable(path: str, body: JSON) -> JSON:
+        raise ApiError(503, "ServiceUnavailable", "the API server is restarting")
+
+    home.merge_patch = unavailable  # type: ignore[method-assign]
+    with pytest.raises(ApiError):
+        await pods.reconcile(KEY)
+    home.merge_patch = write  # type: ignore[method-assign]
+    await pods.reconcile(KEY)
+    assert [(s["phase"], s["reason"]) for s in home.status_writes] == [("Failed", "NodeAffinity")]
+    assert home.events == [("NodeAffinity", AFFINITY)]
+    assert provider.created == []

@@ -167,6 +167,50 @@ async def test_a_pod_waits_for_the_twin_namespace_caches_without_retrying_and_go
         ]
 
 
+class HandBoundHome(Home):
+    """Home, its pod bound by hand asking for a node in europe; Node far, in asia, listed once
+    `node_listed` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.node_listed = asyncio.Event()
+        self.node = {
+            "metadata": {"name": "far", "resourceVersion": "1", "labels": {"region": "asia"}}
+        }
+
+    async def current_objects(self, path: str, params: Any = None, *, timeout_seconds: int = 300):  # type: ignore[no-untyped-def]
+        if path == "/api/v1/nodes":
+            await self.node_listed.wait()
+            yield [self.node], "1"
+            return
+        async for page, version in super().current_objects(path, params):
+            for pod in page:
+                pod["spec"]["nodeSelector"] = {"region": "europe"}
+            yield page, version
+
+    async def get(self, path: str, params: Any = None) -> JSON:
+        if path == "/api/v1/nodes/far":
+            return self.node
+        return await super().get(path, params)
+
+
+async def test_no_pod_is_judged_before_the_node_is_known() -> None:
+    """Judged on no Node, the pod would be admitted and offloaded: it waits for the Node's
+    cache, and is refused then."""
+    home = HandBoundHome()
+    provider = Provider()
+    pods = offloading_shop(home, provider)
+    async with reflecting(pods):
+        provider.listed.set()
+        await asyncio.sleep(0.3)
+        assert provider.created == []
+        assert home.writes == []
+        home.node_listed.set()
+        await until_some(home.writes)
+        assert home.writes[0] == "/api/v1/namespaces/shop/pods/web/status"
+        assert provider.created == []
+
+
 async def test_an_orphan_shadow_pod_found_once_the_twin_caches_are_whole_is_deleted() -> None:
     """Its local pod is gone: no local pod brings it to a reconcile, the caches' sync does."""
     labels = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}

@@ -2,7 +2,8 @@
 matched against labels, ANDed together and printed back.
 
 NamespaceOffloading's clusterSelector picks the providers a namespace is offloaded to, and the pod
-webhook ANDs that selector into each offloaded pod's required node affinity: both use these rules.
+webhook ANDs that selector into each offloaded pod's required node affinity: both use these rules,
+and so does the virtual kubelet when it admits a pod to its node as a kubelet does.
 """
 
 from __future__ import annotations
@@ -122,6 +123,23 @@ def selector_matches(
     if not terms:
         return True
     return any(_term_matches(term, labels, name) for term in terms)
+
+
+def pod_node_affinity_matches(
+    pod_spec: Mapping[str, Any], labels: Mapping[str, str], node_name: str
+) -> bool:
+    """Whether a node of these labels and name is one the pod's `nodeSelector` and required
+    node affinity allow (component-helpers' `GetRequiredNodeAffinity(pod).Match`, which the
+    scheduler's NodeAffinity filter and the kubelet's admission both use): every nodeSelector
+    label equal, and some term of the affinity matched. The API server refuses a required node
+    affinity without terms, so the "no terms selects everything" of `selector_matches` never
+    applies to a pod's."""
+    node_selector = pod_spec.get("nodeSelector") or {}
+    if any(labels.get(key) != value for key, value in node_selector.items()):
+        return False
+    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return selector_matches(required, labels, node_name)
 
 
 def merge_node_selectors(

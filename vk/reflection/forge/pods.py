@@ -4,7 +4,10 @@ The virtual kubelet offloads each pod bound to its node as a ShadowPod in the pr
 §4.6), which the provider turns into the Pod of the same name, and reports that Pod's status as
 the local pod's. The rules are Liqo's
 (`pkg/virtualKubelet/forge/pods.go`, `meta.go`) unless a docstring says otherwise, so a pod
-offloaded by vk looks in the provider as one offloaded by Liqo. Objects are the API's own JSON.
+offloaded by vk looks in the provider as one offloaded by Liqo. Before any of it, the pod is
+admitted to the virtual node as a kubelet admits one to its node, or refused with the status a
+kubelet gives (Liqo's virtual kubelet, and the virtual-kubelet library under it, admit every
+pod). Objects are the API's own JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from vk.api.constants import (
     VIRTUAL_NODE_TAINT_KEY,
 )
 from vk.api.jsondata import as_mapping, cut_text, is_integer, json_copy
+from vk.api.nodeselector import pod_node_affinity_matches
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.reflection.forge.meta import ownership_labels, without_keys
 from vk.reflection.forge.tokens import (
@@ -114,6 +118,95 @@ def remote_root_ca_configmap_name(local_cluster_id: str) -> str:
     name = f"{ROOT_CA_CONFIGMAP}.{local_cluster_id[:5]}"
     # A name cut after a dash would end in one, which no object name may.
     return name if name[-1].isalnum() else name + "a"
+
+
+# --- Admission to the virtual node ---------------------------------------------------------
+
+# The kubelet's admission predicates a virtual node applies (`pkg/kubelet/lifecycle/
+# predicate.go`, `generalFilter`), in the kubelet's order, by the name a refused pod's reason
+# gives, with what each says of a node that fails it. The rest are the provider's to judge: its
+# Quota and scheduler the resources and host ports, its kubelets the OS.
+NODE_AFFINITY = "NodeAffinity"
+NODE_NAME = "NodeName"
+TAINT_TOLERATION = "TaintToleration"
+_PREDICATE_FAILURES = {
+    NODE_AFFINITY: "node(s) didn't match Pod's node affinity/selector",
+    NODE_NAME: "node(s) didn't match the requested node name",
+    TAINT_TOLERATION: "node(s) had taints that the pod didn't tolerate",
+}
+
+
+def node_admission_refusal(
+    local_pod: Mapping[str, Any], node: Mapping[str, Any] | None
+) -> tuple[str, str] | None:
+    """(reason, message) when a kubelet would refuse `local_pod` on `node`, None when it admits
+    it: the first predicate failed, and what the kubelet says of it (its Event's message).
+
+    A pod reaches a node the scheduler did not choose when it is bound by hand (`nodeName` set
+    at creation): nothing else checked its node affinity, nodeSelector and tolerations against
+    the node's labels and NoExecute taints. No Node (the VirtualNode's `createNode: false`, or
+    one deleted) leaves nothing to judge against: the pod is admitted. A pod that started
+    already (`status.startTime`: its ShadowPod made a Pod, since gone) is judged on its node
+    name alone, as a kubelet with NotEvictPodOnKubeletRestart judges the pods it ran before a
+    restart: a node label changed since must not fail a pod that runs."""
+    if node is None:
+        return None
+    spec = local_pod.get("spec") or {}
+    metadata = node.get("metadata") or {}
+    name = str(metadata.get("name") or "")
+    started = bool((local_pod.get("status") or {}).get("startTime"))
+    if not started and not pod_node_affinity_matches(spec, metadata.get("labels") or {}, name):
+        failed = NODE_AFFINITY
+    elif spec.get("nodeName") not in (None, "", name):
+        failed = NODE_NAME
+    elif not started and _untolerated_no_execute_taint(
+        (node.get("spec") or {}).get("taints") or [], spec.get("tolerations") or []
+    ):
+        failed = TAINT_TOLERATION
+    else:
+        return None
+    return failed, f"Predicate {failed} failed: {_PREDICATE_FAILURES[failed]}"
+
+
+def forge_rejected_status(
+    local_pod: Mapping[str, Any], reason: str, message: str, now: str
+) -> JSON:
+    """What a kubelet writes of the status of a pod its node refuses (`rejectPod`), here one
+    `node_admission_refusal` refuses: Failed, the predicate's name as reason, its message after
+    "Pod was rejected: ", and a startTime (`now`, unless it has one). A merge patch's: the rest
+    of the status (qosClass, the scheduler's condition) stays as it is."""
+    start = (local_pod.get("status") or {}).get("startTime") or now
+    return {
+        "phase": "Failed",
+        "reason": reason,
+        "message": f"Pod was rejected: {message}",
+        "startTime": start,
+    }
+
+
+def _untolerated_no_execute_taint(taints: list[JSON], tolerations: list[JSON]) -> bool:
+    """Whether a NoExecute taint (the only effect a kubelet admits by) is tolerated by none of
+    the tolerations (component-helpers' `FindMatchingUntoleratedTaint`)."""
+    return any(
+        taint.get("effect") == "NoExecute"
+        and not any(_tolerates(toleration, taint) for toleration in tolerations)
+        for taint in taints
+    )
+
+
+def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1's `Toleration.ToleratesTaint`: no effect or no key matches any; Exists matches
+    any value, Equal (or no operator) the same value; any other operator matches nothing."""
+    for field in ("effect", "key"):
+        if toleration.get(field) and toleration.get(field) != taint.get(field):
+            return False
+    match toleration.get("operator") or "Equal":
+        case "Exists":
+            return True
+        case "Equal":
+            return (toleration.get("value") or "") == (taint.get("value") or "")
+        case _:
+            return False
 
 
 # --- Local pod → remote Pod --------------------------------------------------------------

@@ -8,6 +8,11 @@ both sides and converges without re-creating anything, and a ShadowPod whose loc
 is deleted. A remote object without our ownership labels is never modified or deleted: the
 conflict is reported on the local pod, and so is the provider's refusal of a pod (its webhook's,
 its Pod Security level's).
+
+A pod is admitted to the virtual node, as a kubelet admits one to its node, before its first
+ShadowPod is asked for: one bound by hand against its node affinity, nodeSelector or tolerations
+is refused (Failed, as a kubelet leaves it) and never reaches the provider. Only new pods are
+judged: one with a ShadowPod, or that ran, is never failed for a Node that changed since.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from vk.kube.informer import (
     Informer,
     namespace_index,
     resource_version,
+    shared_informer,
     split_key,
 )
 from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips, without_pod_ips
@@ -68,6 +74,7 @@ from vk.reflection.forge.pods import (
     deletion_grace_period,
     desired_remote_pod,
     forge_local_pod_status,
+    forge_rejected_status,
     forge_remote_pod,
     forge_shadow_pod,
     forge_status_patch,
@@ -77,6 +84,7 @@ from vk.reflection.forge.pods import (
     local_pod_uid,
     local_status_needs_update,
     mounted_token_secret,
+    node_admission_refusal,
     patches_containers,
     shadow_pod_as_pod,
     shadow_pod_as_read,
@@ -330,6 +338,11 @@ class PodReflector(Reconciler):
             field_selector=f"spec.nodeName={node_name}",
             indexers={"namespace": namespace_index},
         )
+        # This node's Node, which pods are admitted against (a kubelet's own Node informer): one
+        # object, shared in the virtual kubelet's informer scope.
+        self.nodes = shared_informer(
+            home, "v1", "nodes", field_selector=f"metadata.name={node_name}"
+        )
         self.mappings = mappings
         self.mapped = mapped
         self.pod_forging = pod_forging or PodForging()
@@ -477,11 +490,12 @@ class PodReflector(Reconciler):
         collector = PodsByPhase(self.node_name, self.local)
         REGISTRY.register(collector)
         self.local.add_handler(self._on_local_pod)
-        informers = [asyncio.create_task(self.local.run())]
+        informers = [asyncio.create_task(self.local.run()), asyncio.create_task(self.nodes.run())]
         if self.home_network is not None:
             informers += [asyncio.create_task(i.run()) for i in self.home_network.informers()]
         try:
             await self.local.synced.wait()
+            await self.nodes.synced.wait()  # a pod judged on no Node would be admitted
             await self.mapped.wait()
             if self.home_network is not None:
                 await self.home_network.synced()
@@ -831,6 +845,9 @@ class PodReflector(Reconciler):
         if phase in POD_TERMINAL_PHASES:
             return Result()  # finished: a finished pod is never started again
         key = _key(local)
+        if not self._forwarded(key, local) and (refusal := await self._node_refusal(local)):
+            await self._report(local, *refusal, rejected=True)
+            return Result()  # Failed: never asked for again
         if (wait := self.admission.wait(time.monotonic())) > 0:
             self._awaiting_admission.add(key)
             await self._report(
@@ -914,6 +931,27 @@ class PodReflector(Reconciler):
                 self.controller.enqueue(waiting)
             self._awaiting_admission.clear()
         return Result()
+
+    def _forwarded(self, key: str, local: JSON) -> bool:
+        """Whether this virtual kubelet created a ShadowPod for this very pod that its cache
+        does not show yet (`_Created`): admitted then, it may run."""
+        created = self._created_unseen.get(key)
+        return (
+            created is not None and created.made_from["metadata"]["uid"] == local["metadata"]["uid"]
+        )
+
+    async def _node_refusal(self, local: JSON) -> tuple[str, str] | None:
+        """Why the virtual node refuses a pod that has no ShadowPod, as a kubelet would
+        (`node_admission_refusal`), or None. A refusal is final: it is judged again on the Node
+        read afresh, as a kubelet does, since its cache may be behind a label added just
+        before the pod was bound. Only a pod about to be refused costs that read."""
+        if node_admission_refusal(local, self.nodes.store.get(self.node_name)) is None:
+            return None
+        try:
+            node = await self.home.get(resource_path("v1", "nodes", name=self.node_name))
+        except NotFound:
+            node = None  # gone: nothing to judge against
+        return node_admission_refusal(local, node)
 
     async def _delete(
         self, client: KubeClient, local: JSON, shadow: JSON | None, remote_namespace: str
@@ -1127,9 +1165,12 @@ class PodReflector(Reconciler):
         self._log.warning("provider's report refused", pod=key, reason=reason, message=message)
         await self.events.record(local, WARNING, reason, message)
 
-    async def _report(self, local: JSON, reason: str, message: str) -> None:
+    async def _report(
+        self, local: JSON, reason: str, message: str, *, rejected: bool = False
+    ) -> None:
         """Why a pod cannot be offloaded: in its status (STATUS in `kubectl get pod`) and as a
-        Warning Event, once per distinct message."""
+        Warning Event, once per distinct message. `rejected`: for good, the virtual node
+        refusing it as a kubelet refuses a pod (`rejectPod`): Failed, as a kubelet writes it."""
         key = _key(local)
         said = (local["metadata"].get("uid", ""), message)
         if self._reported.get(key) == said:
@@ -1143,19 +1184,23 @@ class PodReflector(Reconciler):
             error=message,
         )
         status = local.get("status", {})
-        if status.get("reason") != reason or status.get("message") != message:
+        written = (
+            forge_rejected_status(local, reason, message, kube_time(datetime.now(UTC)))
+            if rejected
+            else {"phase": status.get("phase") or "Pending", "reason": reason, "message": message}
+        )
+        if status.get("reason") != reason or status.get("message") != written["message"]:
             try:
                 await self.home.merge_patch(
                     pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
-                    {
-                        "status": {
-                            "phase": status.get("phase") or "Pending",
-                            "reason": reason,
-                            "message": message,
-                        }
-                    },
+                    {"status": written},
                 )
             except ApiError as error:
+                if rejected:
+                    # Final, unlike a report: asked again on the work queue's back-off, not
+                    # left Pending.
+                    self._reported.pop(key, None)
+                    raise
                 self._log.warning("cannot write the pod status", error=str(error))
         await self.events.record(local, WARNING, reason, message)
 
