@@ -412,6 +412,54 @@ def test_remote_pod_not_created_by_vk_is_left_alone_and_reported(workload: Offlo
     setup.kubectl("delete", "pod", "-n", namespace, "taken", "--wait=false")
 
 
+def test_a_pod_bound_by_hand_that_the_node_would_not_admit_is_failed_as_a_kubelet_fails_it(
+    workload: Offloaded,
+) -> None:
+    """Bound by hand (`nodeName` set, so no scheduler judged it) with a nodeSelector the node
+    does not match: a kubelet refuses it, and so does the virtual kubelet; it never reaches the
+    provider. (One that does not tolerate the node's NoExecute taint is refused too, in the unit
+    tests: here the controller manager's taint eviction deletes it first.)"""
+    setup, namespace, remote = workload
+    spec = setup.deployment("bound", namespace, 1)["spec"]["template"]["spec"]
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "elsewhere", "namespace": namespace},
+            "spec": {
+                **spec,
+                "nodeName": setup.node,
+                "nodeSelector": {"topology.liqo.io/region": "nowhere"},
+            },
+        }
+    )
+
+    def status() -> tuple[str, str, str] | None:
+        found = json.loads(
+            setup.kubectl("get", "pod", "-n", namespace, "elsewhere", "-o", "json").stdout
+        )["status"]
+        if found.get("phase") != "Failed":
+            return None
+        return found["phase"], found.get("reason", ""), found.get("message", "")
+
+    assert wait_until(status, "the pod Failed") == (
+        "Failed",
+        "NodeAffinity",
+        "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node "
+        "affinity/selector",
+    )
+    wait_until(
+        lambda: "NodeAffinity" in setup.kubectl("get", "events", "-n", namespace).stdout,
+        "the Warning Event",
+    )
+    assert setup.pods("naples", remote, OWNERSHIP) == []
+    shadows = setup.clusters.kubectl(
+        "naples", "get", "shadowpods.offloading.liqo.io", "-n", remote, "-o", "name"
+    ).stdout
+    assert shadows.strip() == ""
+    setup.kubectl("delete", "pod", "-n", namespace, "elsewhere", "--wait=false")
+
+
 def test_kill_9_while_creating_200_pods_loses_and_recreates_nothing(
     setup: VirtualNodeSetup,
 ) -> None:
