@@ -10,11 +10,13 @@ import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.unit.http_peer import answer, closed_within
 from tests.unit.serving_certificates import loopback_serving_certificate
 from vk.controllers.local_processes import free_port
 from vk.webhooks.admission import Answer
@@ -24,7 +26,7 @@ from vk.webhooks.server import (
     LARGE_REVIEWS,
     MAX_REVIEW_BYTES,
     SMALL_REVIEW_BYTES,
-    ConnectionLimits,
+    WEBHOOK_LIMITS,
     WebhookServer,
     serving_ssl_context,
 )
@@ -78,7 +80,7 @@ async def webhook(
         f"127.0.0.1:{port}",
         serving_ssl_context(cert, key),
         healthy=lambda: True,
-        limits=ConnectionLimits(**limits),
+        limits=replace(WEBHOOK_LIMITS, **limits),
     )
     task = asyncio.create_task(server.run())
     try:
@@ -118,28 +120,6 @@ def review_request(padding: int = 0) -> bytes:
 
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: vk-webhook\r\n\r\n"
-
-
-async def answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """The status and body of the next answer on the connection."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode().split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:] if line)
-    body = await reader.readexactly(int(headers.get("Content-Length", "0")))
-    return int(lines[0].split(" ")[1]), body
-
-
-async def closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
-    """Whether the server ends the connection within `seconds` (what it sends first is read)."""
-    try:
-        async with asyncio.timeout(seconds):
-            while await reader.read(1 << 16):
-                pass
-    except TimeoutError:
-        return False
-    except (ConnectionError, ssl.SSLError):
-        pass
-    return True
 
 
 async def test_a_body_larger_than_any_review_is_refused_before_it_is_sent(

@@ -1,5 +1,6 @@
 """What every vk daemon exposes to operate it: structured JSON logs on stderr, and an HTTP
-server with Prometheus metrics (`/metrics`), liveness (`/healthz`) and readiness (`/readyz`)."""
+server with Prometheus metrics (`/metrics`), liveness (`/healthz`) and readiness (`/readyz`),
+bounded as every port open to the pod network is (`vk.kube.serving`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,25 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from structlog.typing import EventDict
 
 from vk.kube.informer import informer_problems
+from vk.kube.serving import ConnectionLimits, serve, split_address
 from vk.kube.supervision import task_problems
+
+# The metrics port's callers are a Prometheus scrape (a server or two, each keeping a
+# connection) and the kubelet's probes (a connection per probe), each a GET of a few headers
+# answered in milliseconds; but the port is open to the pod network (a tenant's pod reaches a
+# virtual kubelet's pod IP, an offloaded pod the webhook's metrics Service), and at aiohttp's
+# defaults 270 connections holding heads took a virtual kubelet's 512Mi. 32 connections are
+# several times what the callers use; a flood closes its own, the one waiting longest first,
+# never a request being answered (measured on uvloop: 300 peers each sending a head of 31
+# headers of 8 KiB held 16 MiB, 146 MiB uncapped). A little longer idle than Prometheus keeps a
+# connection (5 min: prometheus/common's IdleConnTimeout), so that the scraper closes its idle
+# one first, never sending a scrape on one being closed here.
+METRICS_LIMITS = ConnectionLimits(
+    connections=32,
+    request_seconds=10.0,
+    idle_seconds=310.0,
+    max_headers=32,
+)
 
 
 class NamedPrintLogger(structlog.PrintLogger):
@@ -93,11 +112,16 @@ class MetricsServer:
     """`/metrics`, `/healthz` (the process runs) and `/readyz` (`ready()` says it can work, and
     none of its informers has been failing for long: it names those that have)."""
 
-    def __init__(self, address: str, ready: Callable[[], bool]) -> None:
-        host, _, port = address.rpartition(":")
-        self.host = host or "0.0.0.0"
-        self.port = int(port)
+    def __init__(
+        self,
+        address: str,
+        ready: Callable[[], bool],
+        *,
+        limits: ConnectionLimits = METRICS_LIMITS,
+    ) -> None:
+        self.host, self.port = split_address(address)
         self.ready = ready
+        self.limits = limits
         self.started = asyncio.Event()
 
     async def _metrics(self, _: web.Request) -> web.Response:
@@ -122,12 +146,5 @@ class MetricsServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        await site.start()
-        self.started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            await runner.cleanup()
+        address = f"{self.host}:{self.port}"
+        await serve(app, address, None, "metrics", self.started, limits=self.limits)

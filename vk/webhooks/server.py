@@ -11,8 +11,9 @@ replicas admit no more than the Quota under any burst.
 
 The port is open to the whole pod network, tenants' offloaded pods included, and failurePolicy
 Fail makes it the gate of every pod of offloaded namespaces: what a peer can hold of it is
-bounded (`Listener`), connections counted from accept and each stage with its deadline, so that
-sockets and memory (384Mi) outlast a flood and the API server still gets answered.
+bounded (`vk.kube.serving`, with the limits below), connections counted from accept and each
+stage with its deadline, so that sockets and memory (384Mi) outlast a flood and the API server
+still gets answered.
 """
 
 from __future__ import annotations
@@ -22,14 +23,13 @@ import inspect
 import json
 import shutil
 import signal
-import socket
 import ssl
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -43,7 +43,8 @@ from vk.kube.client import JSON, ApiError, KubeClient, resource_path
 from vk.kube.informer import Informer, Store
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
-from vk.kube.supervision import BackgroundTasks, supervise
+from vk.kube.serving import ConnectionLimits, read_body, serve, split_address
+from vk.kube.supervision import supervise
 from vk.webhooks.admission import (
     Answer,
     OffloadingAdmission,
@@ -98,24 +99,26 @@ OWN_CERTIFICATE_INTERVAL = 300.0
 # a connection per review in flight, so a cap per source low enough to matter would refuse it
 # first under a burst, and failurePolicy Fail its pods.
 MAX_CONNECTIONS = 128
-TLS_HANDSHAKE_SECONDS = 5.0
 # From a request's first byte to its body's last: the API server sends them at once.
 REQUEST_SECONDS = 10.0
 # A little longer than the API server's client keeps an idle connection (Go's IdleConnTimeout,
 # 90 s): it closes its idle ones first, so never sends a review on one being closed here.
 IDLE_SECONDS = 100.0
-# Request heads: the API server sends ten-odd headers, a bearer token the longest (a few KiB);
-# aiohttp's default of 128 headers of 8 KiB would let each connection hold 2 MiB of head.
+# Request heads: the API server sends ten-odd headers, a bearer token the longest (a few KiB).
 MAX_HEADERS = 32
-MAX_HEADER_BYTES = 8190
-# After a failed accept (no file descriptor left), the pause before the next one.
-ACCEPT_RETRY = 0.1
-
-CONNECTIONS_CLOSED = Counter(
-    "vk_webhook_connections_closed_total",
-    "Connections the webhook's ports closed or refused on their own, by listener and why",
-    ["listener", "reason"],
+WEBHOOK_LIMITS = ConnectionLimits(
+    connections=MAX_CONNECTIONS,
+    request_seconds=REQUEST_SECONDS,
+    idle_seconds=IDLE_SECONDS,
+    max_headers=MAX_HEADERS,
+    large_body_bytes=SMALL_REVIEW_BYTES,
+    large_bodies=LARGE_REVIEWS,
 )
+# The metrics agent's handshake wants the front proxy's client certificate, so none but the API
+# server sends it heads, and these carry an X-Remote-Group header per group of the user: aiohttp's
+# default count.
+AGENT_LIMITS = replace(WEBHOOK_LIMITS, max_headers=128)
+
 ADMISSIONS = Counter(
     "vk_webhook_admissions_total",
     "Admission reviews answered, by webhook endpoint and result (allowed, stamped, denied)",
@@ -127,30 +130,6 @@ ADMISSION_SECONDS = Histogram(
     ["webhook"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
 )
-
-
-@dataclass(frozen=True)
-class ConnectionLimits:
-    """What one port grants each connection (tests shorten the times)."""
-
-    connections: int = MAX_CONNECTIONS
-    handshake_seconds: float = TLS_HANDSHAKE_SECONDS
-    request_seconds: float = REQUEST_SECONDS
-    idle_seconds: float = IDLE_SECONDS
-    max_headers: int = MAX_HEADERS
-
-
-WEBHOOK_LIMITS = ConnectionLimits()
-# The metrics agent's handshake wants the front proxy's client certificate, so none but the API
-# server sends it heads, and these carry an X-Remote-Group header per group of the user: aiohttp's
-# default count.
-AGENT_LIMITS = ConnectionLimits(max_headers=128)
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """`:9443` → all interfaces; `127.0.0.1:9443`; `[::1]:9443`."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def serving_ssl_context(
@@ -531,282 +510,6 @@ async def start_metrics_agent(
         now=time.time,
     )
     return agent, context
-
-
-async def serve(
-    app: web.Application,
-    address: str,
-    context: ssl.SSLContext,
-    what: str,
-    ready: asyncio.Event | None = None,
-    *,
-    limits: ConnectionLimits = WEBHOOK_LIMITS,
-) -> None:
-    """Serves `app` over HTTPS at `address` until cancelled, each connection within `limits`
-    (`one_request_at_a_time` made its first middleware); `ready` is set once it listens."""
-    app.middlewares.insert(0, one_request_at_a_time)
-    runner = web.AppRunner(
-        app,
-        access_log=None,
-        # aiohttp's own idle timer, the same as ours (its default is an hour).
-        keepalive_timeout=limits.idle_seconds,
-        max_line_size=MAX_HEADER_BYTES,
-        max_field_size=MAX_HEADER_BYTES,
-        max_headers=limits.max_headers,
-        # A body left unread (a review refused, 403 or 413) ends its connection with the answer:
-        # aiohttp would read and drop the rest for 10 s, holding the request and its head even
-        # once the peer has gone, out of any count.
-        lingering_time=0,
-    )
-    await runner.setup()
-    try:
-        host, port = split_address(address)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        # The listening socket is ours, as the kubelet port's: each connection is counted when
-        # it is accepted, before any TLS (an asyncio server would start TLS on its own first).
-        with socket.create_server((host, port), family=family, backlog=1024) as listening:
-            listening.setblocking(False)
-            assert runner.server is not None
-            listener = Listener(what, limits, runner.server, context)
-            log.info(f"{what} listening", address=f"{host}:{port}")
-            if ready is not None:
-                ready.set()
-            await listener.accept(listening)
-    finally:
-        await runner.cleanup()
-
-
-ConnectionState = Literal["handshake", "idle", "reading", "answering"]
-
-
-class Listener:
-    """The connections of one HTTPS port: counted from accept, at most `limits.connections` of
-    them; at the cap the one waiting longest (in its handshake, idle, or sending its request) is
-    closed to make room, and only if every one is being answered is the new one refused. Each
-    `Connection` keeps its own deadlines."""
-
-    def __init__(
-        self,
-        what: str,
-        limits: ConnectionLimits,
-        http: Callable[[], asyncio.Protocol],
-        context: ssl.SSLContext,
-    ) -> None:
-        self.what = what
-        self.limits = limits
-        self.http = http  # aiohttp's protocol for a new connection
-        self.context = context
-        self.connections: set[Connection] = set()
-        # Those not being answered, the one waiting longest first.
-        self.waiting: dict[Connection, None] = {}
-        self.large_reviews = asyncio.Semaphore(LARGE_REVIEWS)
-        self._handshakes = BackgroundTasks(f"{what}-handshakes")
-
-    async def accept(self, listening: socket.socket) -> None:
-        """Accepts connections on `listening` until cancelled."""
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                try:
-                    connected, _ = await loop.sock_accept(listening)
-                except OSError as error:
-                    # Out of file descriptors, or a connection reset before it was accepted:
-                    # the port stays open for the next one.
-                    CONNECTIONS_CLOSED.labels(self.what, "accept-failed").inc()
-                    log.warning("cannot accept a connection", listener=self.what, error=str(error))
-                    await asyncio.sleep(ACCEPT_RETRY)
-                    continue
-                self._open(connected)
-        finally:
-            # Those past their handshake are aiohttp's to close (the runner's cleanup lets the
-            # requests being answered finish).
-            self._handshakes.cancel()
-
-    def _open(self, connected: socket.socket) -> None:
-        if len(self.connections) >= self.limits.connections:
-            longest = next(iter(self.waiting), None)
-            if longest is None:
-                CONNECTIONS_CLOSED.labels(self.what, "at-capacity").inc()
-                connected.close()
-                return
-            self.close(longest, "waited-longest")
-        connection = Connection(self, self.http())
-        self.connections.add(connection)
-        self.waits(connection)
-        connection.handshake = self._handshakes.start(self._handshake(connection, connected))
-
-    async def _handshake(self, connection: Connection, connected: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.connect_accepted_socket(
-                lambda: connection,
-                connected,
-                ssl=self.context,
-                ssl_handshake_timeout=self.limits.handshake_seconds,
-            )
-        except OSError:  # ssl.SSLError, a reset, the handshake's deadline (the socket is closed)
-            if connection in self.connections:
-                self.forget(connection)
-                CONNECTIONS_CLOSED.labels(self.what, "tls-handshake").inc()
-
-    def waits(self, connection: Connection) -> None:
-        """`connection` waits from now on (last in line to be closed for room)."""
-        if connection in self.connections:
-            self.waiting.pop(connection, None)
-            self.waiting[connection] = None
-
-    def answers(self, connection: Connection) -> None:
-        self.waiting.pop(connection, None)
-
-    def forget(self, connection: Connection) -> None:
-        self.connections.discard(connection)
-        self.waiting.pop(connection, None)
-
-    def close(self, connection: Connection, reason: str) -> None:
-        """Closes `connection` now, out of the count at once."""
-        if connection in self.connections:
-            CONNECTIONS_CLOSED.labels(self.what, reason).inc()
-        self.forget(connection)
-        connection.abort()
-
-
-class Connection(asyncio.Protocol):
-    """One accepted connection, in front of aiohttp's protocol for it (`http`), keeping the
-    deadlines aiohttp does not: idle for `idle_seconds` at most, and once a request's first byte
-    is in, its head and body within `request_seconds`. One request at a time, as the API server
-    sends them (Go's client writes the next only once it has read the answer): a byte that comes
-    while one is answered, or while its answer is not taken, ends the connection, so that no
-    client piles requests up behind an answer it does not read."""
-
-    def __init__(self, listener: Listener, http: asyncio.Protocol) -> None:
-        self.listener = listener
-        self.http = http
-        self.transport: asyncio.Transport | None = None
-        self.handshake: asyncio.Task[None] | None = None
-        self.state: ConnectionState = "handshake"
-        self.deadline = 0.0  # of the request being read (the event loop's time)
-        self.holds_large_review = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._writing_paused = False
-
-    # The protocol, passed on to aiohttp's.
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-        self.http.connection_made(transport)
-        self._enter("idle")
-
-    def data_received(self, data: bytes) -> None:
-        if self.state == "answering" or self._writing_paused:
-            self.listener.close(self, "pipelined")
-            return
-        if self.state == "idle":
-            self._enter("reading")
-        self.http.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        return self.http.eof_received()
-
-    def pause_writing(self) -> None:
-        self._writing_paused = True
-        self.http.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        self.http.resume_writing()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_timer()
-        self.listener.forget(self)
-        self.http.connection_lost(exc)
-
-    # What the requests tell it (`one_request_at_a_time`, `read_body`).
-
-    def dispatched(self, has_body: bool) -> None:
-        if self.state == "idle":  # parsed along with the request before it
-            self._enter("reading")
-        if not has_body:
-            self._enter("answering")
-
-    async def read_body(self, request: web.BaseRequest) -> bytes:
-        """The body, within the request's deadline; a large one once one of the
-        LARGE_REVIEWS turns is free (held until it is answered)."""
-        length = request.content_length
-        try:
-            async with asyncio.timeout_at(self.deadline):
-                if (length is None or length > SMALL_REVIEW_BYTES) and not self.holds_large_review:
-                    await self.listener.large_reviews.acquire()
-                    self.holds_large_review = True
-                body = await request.read()
-        except (TimeoutError, ConnectionError) as error:
-            raise web.HTTPRequestTimeout(text="the request did not come in time") from error
-        self._enter("answering")
-        return body
-
-    def answered(self) -> None:
-        if self.holds_large_review:
-            self.holds_large_review = False
-            self.listener.large_reviews.release()
-        self._enter("idle")
-
-    def abort(self) -> None:
-        self._cancel_timer()
-        if self.transport is not None:
-            self.transport.abort()
-        elif self.handshake is not None:
-            self.handshake.cancel()
-
-    def _enter(self, state: ConnectionState) -> None:
-        self._cancel_timer()
-        self.state = state
-        if self not in self.listener.connections:  # closed: no more deadlines
-            return
-        if state == "answering":
-            self.listener.answers(self)
-            return
-        loop = asyncio.get_running_loop()
-        if state == "reading":
-            self.deadline = loop.time() + self.listener.limits.request_seconds
-            self._timer = loop.call_at(self.deadline, self.listener.close, self, "request-timeout")
-        else:
-            seconds = self.listener.limits.idle_seconds
-            self._timer = loop.call_later(seconds, self.listener.close, self, "idle")
-        self.listener.waits(self)
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-
-def connection_of(request: web.BaseRequest) -> Connection | None:
-    protocol = request.transport.get_protocol() if request.transport is not None else None
-    return protocol if isinstance(protocol, Connection) else None
-
-
-@web.middleware
-async def one_request_at_a_time(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """Tells the request's connection when a request starts and when it is answered."""
-    connection = connection_of(request)
-    if connection is None:
-        return await handler(request)
-    connection.dispatched(request.body_exists)
-    try:
-        return await handler(request)
-    finally:
-        connection.answered()
-
-
-async def read_body(request: web.BaseRequest, max_bytes: int) -> bytes:
-    """The request's body, within its connection's deadline: 413 at once if its Content-Length
-    says more than `max_bytes` (aiohttp's `client_max_size` stops a chunked one there too)."""
-    length = request.content_length
-    if length is not None and length > max_bytes:
-        raise web.HTTPRequestEntityTooLarge(max_size=max_bytes, actual_size=length)
-    connection = connection_of(request)
-    return await (request.read() if connection is None else connection.read_body(request))
 
 
 async def home_cluster_id(client: KubeClient, namespace: str) -> str | None:
