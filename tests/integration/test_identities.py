@@ -193,3 +193,73 @@ def test_a_virtual_kubelet_reads_a_namespaces_secrets_only_while_it_is_offloaded
         wait_until(lambda: not may_read(), "unbound once the namespace is unoffloaded", 30)
     finally:
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_a_virtual_kubelet_writes_only_what_is_its_own_nodes(naples_peered: Clusters) -> None:
+    """Its rights on pods, Nodes and volumes are cluster-wide; the policy
+    vk-virtual-kubelets-own-node keeps it to those of its node, as NodeRestriction keeps a
+    kubelet: a pod bound to another node, another Node, a volume not made for its node are
+    refused; its own Node is not."""
+    clusters = naples_peered
+    as_virtual_kubelet = f"--as=system:serviceaccount:liqo-tenant-{PROVIDER}:vk-{PROVIDER}"
+    namespace = f"id-{uuid.uuid4().hex[:8]}"
+    local_node = "venice-worker-1"
+
+    def as_it(*args: str, input: str | None = None) -> str:
+        """What the API server refused of it (the command's stderr), or "" if it did it."""
+        done = clusters.kubectl(CONSUMER, *args, as_virtual_kubelet, input=input, check=False)
+        return done.stderr if done.returncode != 0 else ""
+
+    clusters.kubectl(CONSUMER, "create", "namespace", namespace)
+    stray_volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"stray-{namespace}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/tmp/stray"},
+        },
+    }
+    try:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "home", "namespace": namespace},
+            "spec": {"nodeName": local_node, "containers": [{"name": "app", "image": "nginx"}]},
+        }
+        clusters.kubectl(CONSUMER, "create", "-f", "-", input=json.dumps(pod))
+        clusters.kubectl(CONSUMER, "create", "-f", "-", input=json.dumps(stray_volume))
+        status = '{"status":{"podIP":"10.0.0.9"}}'
+        refusals = {
+            "a pod's status": as_it(
+                "patch", "pod", "home", "-n", namespace, "--subresource=status",
+                "--type=merge", "-p", status,
+            ),
+            "a pod's deletion": as_it("delete", "pod", "home", "-n", namespace, "--wait=false"),
+            "another Node": as_it(
+                "create", "-f", "-",
+                input=json.dumps({"apiVersion": "v1", "kind": "Node",
+                                  "metadata": {"name": f"not-{PROVIDER}"}}),
+            ),
+            "a volume": as_it("delete", "pv", stray_volume["metadata"]["name"], "--wait=false"),
+        }  # fmt: skip
+        for what, refused in refusals.items():
+            assert "vk-virtual-kubelets-own-node" in refused, (what, refused)
+        assert (
+            f"writes only the pods bound to its node, and {namespace}/home"
+            in refusals["a pod's status"]
+        )
+        pod_now = json.loads(
+            clusters.kubectl(CONSUMER, "get", "pod", "home", "-n", namespace, "-o", "json").stdout
+        )
+        assert pod_now["status"].get("podIP") != "10.0.0.9"
+        # Its own Node it still writes.
+        assert as_it("annotate", "node", PROVIDER, "vk.test/own=yes") == ""
+    finally:
+        clusters.kubectl(CONSUMER, "annotate", "node", PROVIDER, "vk.test/own-", check=False)
+        clusters.kubectl(
+            CONSUMER, "delete", "pv", stray_volume["metadata"]["name"], "--wait=false",
+            check=False,
+        )  # fmt: skip
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
