@@ -32,6 +32,7 @@ from vk.controllers.provider_shadowpods import (
     REASON_FORBIDDEN,
     REASON_INVALID,
     REASON_POD_SECURITY,
+    REFUSED_RETRY,
     ProviderShadowPods,
     forge_adoption_patch,
     forge_pod_of,
@@ -695,6 +696,113 @@ def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
     asyncio.run(the_controller.reconcile("shop-venice/web"))
     [made] = api.made
     assert made == forge_pod_of(whole)
+
+
+# --- A spec.pod that is no pod spec (stored while the webhook was down) ---------------------
+
+
+def nameless(shadow: JSON) -> JSON:
+    """`shadow` (version 1, with our finalizer) asking for a second container with no name."""
+    shadow["spec"]["pod"]["containers"].append({"image": "busybox"})
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    return shadow
+
+
+def pod_created(api: StatusWrites) -> JSON:
+    """The PodCreated condition last written on the ShadowPod."""
+    condition: JSON = api.stored["status"]["conditions"][0]
+    assert condition["type"] == "PodCreated"
+    return condition
+
+
+def test_a_shadow_pod_that_is_no_pod_gets_none_and_says_why_without_retrying() -> None:
+    api = ProviderObjects(nameless(shadow_pod()))
+    the_controller = controller_on(api, api.stored)
+
+    async def scenario() -> None:
+        for _ in range(2):
+            result = await the_controller.reconcile("shop-venice/web")
+            assert result.requeue_after is None  # only a change of the ShadowPod mends it
+
+    asyncio.run(scenario())
+    assert api.made == []
+    assert len(api.patches) == 1  # said once
+    condition = pod_created(api)
+    assert (condition["status"], condition["reason"]) == ("False", REASON_INVALID)
+    assert condition["message"].startswith(
+        "spec.pod cannot be read as a pod spec: spec.pod.containers[1].name: required. "
+        "No Pod is made of it"
+    )
+
+
+def test_a_consumers_shadow_pod_that_is_no_pod_and_no_ledger_holds_is_not_accounted() -> None:
+    """Its ledger is asked first: told NotReserved, the consumer withdraws it (and the webhook
+    tells why it refuses it again); marked Invalid, it would count in the Quota."""
+    api = ProviderObjects(nameless(consumers(shadow_pod())))
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas",  # type: ignore[arg-type]
+                      indexers={CREATOR_INDEX: quota_creator_index})  # fmt: skip
+    quotas.store.upsert(quota({}))
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(api.stored)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert api.made == []
+    assert pod_created(api)["reason"] == "NotReserved"
+    assert not is_accounted(api.stored)
+    # Found in its ledger (admitted by an older webhook), it is accounted, and refused.
+    admitted = nameless(consumers(shadow_pod()))
+    api = ProviderObjects(admitted)
+    quotas.store.upsert(quota(reserved_for("shadow-uid")))
+    the_controller = ProviderShadowPods(api, quotas)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(admitted)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert api.made == []
+    assert pod_created(api)["reason"] == REASON_INVALID
+    assert is_accounted(api.stored)
+
+
+def test_a_pod_whose_shadow_pod_became_no_pod_runs_on_as_made_and_says_why() -> None:
+    shadow = nameless(shadow_pod())
+    shadow["metadata"]["labels"]["version"] = "2"
+    api = ProviderObjects(shadow)
+    the_controller = controller_on(api, shadow)
+    the_controller.pods.store.upsert(pod())
+    result = asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert result.requeue_after is None
+    # Its labels kept in line still; its spec left as it was made.
+    assert api.pod_patches == [{"metadata": {"labels": {"version": "2"}}}]
+    condition = pod_created(api)
+    assert (condition["status"], condition["reason"]) == ("True", REASON_INVALID)
+    assert "spec.pod.containers[1].name: required" in condition["message"]
+    assert api.stored["status"]["phase"] == "Running"
+
+
+class RefusedPodPatches(ProviderObjects):
+    """The provider's API server refusing every patch of the Pod as invalid."""
+
+    async def merge_patch(self, path: str, patch: JSON) -> JSON:
+        if path == pod_path("shop-venice", "web"):
+            self.pod_patches.append(patch)
+            raise ApiError(422, "Invalid", 'Pod "web" is invalid: spec: Forbidden: pod updates')
+        return await super().merge_patch(path, patch)
+
+
+def test_a_change_the_api_server_refuses_on_the_pod_is_said_not_retried_with_back_off() -> None:
+    """A deadline lengthened, an image of spaces: nothing of the webhook's to refuse, but no
+    live Pod may take it, and each try is refused again."""
+    shadow = shadow_pod()
+    shadow["spec"]["pod"]["activeDeadlineSeconds"] = 600
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = RefusedPodPatches(shadow)
+    the_controller = controller_on(api, shadow)
+    running = pod()
+    running["spec"]["activeDeadlineSeconds"] = 60
+    the_controller.pods.store.upsert(running)
+    result = asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert api.pod_patches == [{"spec": {"activeDeadlineSeconds": 600}}]
+    assert result.requeue_after == REFUSED_RETRY  # as a refused creation is tried again
+    condition = pod_created(api)
+    assert (condition["status"], condition["reason"]) == ("True", REASON_INVALID)
+    assert condition["message"].endswith('Pod "web" is invalid: spec: Forbidden: pod updates')
 
 
 # --- The virtual kubelet's side ---------------------------------------------------------------

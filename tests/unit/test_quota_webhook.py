@@ -1158,6 +1158,102 @@ def test_a_tenant_cannot_take_the_finalizer_holding_its_quota_share_off() -> Non
     assert webhook.validate(provider).decision.allowed
 
 
+# --- A spec.pod of another shape -----------------------------------------------------------
+
+
+def spec_changed(change: Any, name: str = "a") -> JSON:
+    """A tenant's pod `stamped` (name `name`, 1 cpu) with `change` made to its spec."""
+    return updated(stamped(name, "1"), lambda p: change(p["spec"]))
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            lambda s: s["containers"].append({"image": "busybox"}),
+            "spec.pod.containers[1].name: required",
+        ),
+        (
+            lambda s: s["containers"][0].update(name={"app": 1}),
+            "spec.pod.containers[0].name: must be a string, not an object",
+        ),
+        (
+            lambda s: s.update(containers={"app": {"image": "nginx"}}),
+            "spec.pod.containers: must be a list, not an object",
+        ),
+        (
+            lambda s: s["containers"].append("sidecar"),
+            "spec.pod.containers[1]: must be an object, not a string",
+        ),
+        (
+            lambda s: s["containers"][0].update(resources="lots"),
+            "spec.pod.containers[0].resources: must be an object, not a string",
+        ),
+        (
+            lambda s: s.update(initContainers=[{"image": "busybox"}]),
+            "spec.pod.initContainers[0].name: required",
+        ),
+        (
+            lambda s: s.update(ephemeralContainers=[{"image": "busybox"}]),
+            "spec.pod.ephemeralContainers[0].name: required",
+        ),
+        (
+            lambda s: s.update(tolerations=VIRTUAL_NODE_TAINT_KEY),
+            "spec.pod.tolerations: must be a list, not a string",
+        ),
+        (
+            lambda s: s.update(priorityClassName=["system-node-critical"]),
+            "spec.pod.priorityClassName: must be a string, not a list",
+        ),
+    ],
+)
+def test_a_tenants_pod_vk_cannot_read_is_refused_naming_the_field(change: Any, says: str) -> None:
+    for enforcement in ("None", "Hard"):
+        webhook = Webhook(quota_json(GRANTED, enforcement=enforcement))
+        answer = webhook.validate(review(spec_changed(change)))
+        assert answer.decision == deny(f"spec.pod cannot be read as a pod spec: {says}")
+        assert webhook.ledgers.writes == 0  # nothing reserved for it
+
+
+async def test_a_malformed_pod_is_refused_alone_and_the_pods_reviewed_with_it_admitted() -> None:
+    """Reviews reserving on one Quota are judged and written together: one consumer's pod that
+    cannot be read fails none of the others."""
+    webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
+    nameless = spec_changed(lambda s: s["containers"][0].pop("name"), name="nameless")
+    shapeless = spec_changed(lambda s: s["containers"][0].update(resources="lots"), "shapeless")
+    reviews = [review(p) for p in (stamped("p0", "1"), nameless, shapeless, stamped("p1", "1"))]
+    answers = await asyncio.gather(*(webhook.admission.validate(r) for r in reviews))
+    assert [a.decision.allowed for a in answers] == [True, False, False, True]
+    assert "spec.pod.containers[0].name: required" in answers[1].decision.message
+    assert "spec.pod.containers[0].resources: must be" in answers[2].decision.message
+    stored = next(iter(webhook.ledgers.objects.values()))
+    assert sorted(stored["status"]["reservations"]) == ["shop-venice/p0", "shop-venice/p1"]
+
+
+def test_a_tenants_update_into_a_spec_vk_cannot_read_is_refused() -> None:
+    """Tolerations may change on a live pod, so the update rules let them through: the shape
+    is judged before the scheduling rules read them."""
+    webhook = Webhook(quota_json(GRANTED))
+    old = stamped("a", "4")
+    new = updated(old, lambda p: p["spec"].update(tolerations=[VIRTUAL_NODE_TAINT_KEY]))
+    denied = webhook.validate(review(new, operation="UPDATE", old=old))
+    assert denied.decision == deny(
+        "spec.pod cannot be read as a pod spec: "
+        "spec.pod.tolerations[0]: must be an object, not a string"
+    )
+    # One stored so (the webhook down) is still the provider's to update: its controller takes
+    # the finalizer off when it goes.
+    unfinalized = updated(new, lambda p: p["metadata"].update(finalizers=[]))
+    provider = review(
+        unfinalized,
+        operation="UPDATE",
+        old=new,
+        user="system:serviceaccount:liqo:vk",
+        groups=["system:serviceaccounts"],
+    )
+    assert webhook.validate(provider).decision.allowed
+
+
 # --- The webhook configurations -------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from vk.api.constants import POD_TERMINAL_PHASES
+from vk.api.jsondata import as_mapping
 from vk.api.offloading import ShadowPodConditionType
 from vk.api.quantity import format_quantity, parse_quantity
 from vk.api.timestamps import kube_time
@@ -69,11 +70,27 @@ def parse_resources(resources: Mapping[str, Any] | None) -> Resources:
     return {name: parse_quantity(value) for name, value in (resources or {}).items()}
 
 
+# A pod spec is read as `vk.api.podspec` says it is shaped, which the webhook makes sure of
+# before it counts one; a part of another shape (a ShadowPod changed while the webhook was down,
+# which its controller reports) asks for nothing, so that a Quota's recount never stops on it.
+
+
+def _objects(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _requirements(resources: Any) -> Resources:
+    """What a container's or a pod's `resources` asks for (`container_requests`)."""
+    resources = as_mapping(resources)
+    return parse_resources(
+        {**as_mapping(resources.get("limits")), **as_mapping(resources.get("requests"))}
+    )
+
+
 def container_requests(container: Mapping[str, Any]) -> Resources:
     """A container's requests; a resource with a limit and no request asks for its limit, as
     the API server defaults it."""
-    resources = container.get("resources") or {}
-    return parse_resources({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
+    return _requirements(container.get("resources"))
 
 
 def pod_requests(pod: Mapping[str, Any]) -> Resources:
@@ -82,13 +99,13 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
     beside every later container), pod-level requests where set, plus the overhead. Zero
     requests are left out: the pod does not ask for those. InvalidQuantity if one does not
     parse."""
-    spec = pod.get("spec") or {}
+    spec = as_mapping(pod.get("spec"))
     total: Resources = {}
-    for container in spec.get("containers") or []:
+    for container in _objects(spec.get("containers")):
         total = add_resources(total, container_requests(container))
     sidecars: Resources = {}
     init_peak: Resources = {}
-    for container in spec.get("initContainers") or []:
+    for container in _objects(spec.get("initContainers")):
         requests = container_requests(container)
         if container.get("restartPolicy") == "Always":
             total = add_resources(total, requests)
@@ -98,11 +115,8 @@ def pod_requests(pod: Mapping[str, Any]) -> Resources:
             running = add_resources(requests, sidecars)
         init_peak = _maximum(init_peak, running)
     total = _maximum(total, init_peak)
-    pod_level = spec.get("resources") or {}
-    total.update(
-        parse_resources({**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})})
-    )
-    total = add_resources(total, parse_resources(spec.get("overhead")))
+    total.update(_requirements(spec.get("resources")))
+    total = add_resources(total, parse_resources(as_mapping(spec.get("overhead"))))
     return {name: value for name, value in total.items() if value > 0}
 
 

@@ -17,6 +17,10 @@ finished and is never run again (Liqo re-runs them, liqo#1804). A ShadowPod bein
 finalizer until its Pod is gone, deleted with the grace period the consumer asked for. A Pod of
 that name that this controller did not make is never touched, unless it is a plain pod an older vk
 offloaded for the same consumer and node, which is adopted as it runs.
+
+A ShadowPod whose `spec.pod` is no pod spec (`vk.api.podspec`: the webhook refuses these, but
+not while it is down) gets no Pod, or keeps the one it has as it was made, and says why in its
+status until it changes; so does a change of it that the API server refuses on the live Pod.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from vk.api.constants import (
 )
 from vk.api.jsondata import is_integer
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
+from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.timestamps import kube_time
 from vk.api.usage import holds_reservation, is_accounted
 from vk.controllers.provider_caches import (
@@ -125,6 +130,15 @@ def forge_pod_of(shadow_pod: Mapping[str, Any]) -> JSON:
         pod_metadata["annotations"] = annotations
     spec = dict((shadow_pod.get("spec") or {}).get("pod") or {})
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": spec}
+
+
+def unreadable_spec(shadow_pod: Mapping[str, Any]) -> str | None:
+    """What is wrong with the ShadowPod's `spec.pod` if it is no pod spec the controller can
+    read (`pod_spec_problems`: the webhook refuses these, unless it was down); else None."""
+    problems = pod_spec_problems((shadow_pod.get("spec") or {}).get("pod"))
+    if not problems:
+        return None
+    return f"spec.pod cannot be read as a pod spec: {describe_problems(problems)}"
 
 
 def is_adoptable(pod: Mapping[str, Any], shadow_pod: Mapping[str, Any]) -> bool:
@@ -350,22 +364,50 @@ class ProviderShadowPods(Reconciler):
             log.info("pod evicted, making it again", namespace=namespace, pod=name)
             await self._delete_pod(pod, None)
             return Result()  # its deletion brings us back
-        patch = live_pod_patch(forge_pod_of(shadow), pod)
-        if replaces_containers(patch):
-            # The cache keeps only the containers' names and images: a new image is patched
-            # onto the whole list, read afresh (rare: a pod's image changed in place).
-            try:
+        return await self._keep_in_line(shadow, pod, namespace, name)
+
+    async def _keep_in_line(self, shadow: JSON, pod: JSON, namespace: str, name: str) -> Result:
+        """The Pod, made of the ShadowPod, patched with what changed of it that a live Pod may
+        change, and the Pod's phase written on the ShadowPod."""
+        phase = (pod.get("status") or {}).get("phase")
+        desired = forge_pod_of(shadow)
+        unreadable = unreadable_spec(shadow)
+        if unreadable is not None:
+            # Changed past the webhook (down) into a spec that is no pod's: the Pod runs on as
+            # it was made, its labels and annotations alone kept in line.
+            desired["spec"] = {}
+        patch = live_pod_patch(desired, pod)
+        try:
+            if replaces_containers(patch):
+                # The cache keeps only the containers' names and images: a new image is patched
+                # onto the whole list, read afresh (rare: a pod's image changed in place).
                 patch = await patch_on_whole(
                     self.client,
                     pod_path(namespace, name),
-                    lambda whole: live_pod_patch(forge_pod_of(shadow), whole),
+                    lambda whole: live_pod_patch(desired, whole),
                 )
-            except NotFound:
-                return Result()  # gone meanwhile: its deletion brings us back
-        if patch is not None:
-            await self.client.merge_patch(pod_path(namespace, name), patch)
-        phase = (pod.get("status") or {}).get("phase")
-        await self._write_status(shadow, phase, True, REASON_CREATED, "")
+            if patch is not None:
+                await self.client.merge_patch(pod_path(namespace, name), patch)
+        except NotFound:
+            return Result()  # gone meanwhile: its deletion brings us back
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            # A change no live Pod may take (a longer deadline, an image the API server
+            # refuses), which each try would get refused again: said, not retried with back-off.
+            log.info("pod patch refused", namespace=namespace, pod=name, error=error.message[:500])
+            message = (
+                f"the Pod runs on as it was, the API server refusing this change: {error.message}"
+            )
+            await self._write_status(shadow, phase, True, refusal_reason(error), message)
+            return Result(requeue_after=REFUSED_RETRY)
+        if unreadable is not None:
+            message = (
+                f"{unreadable}. The Pod runs on as it was made, without the ShadowPod's changes"
+            )
+            await self._write_status(shadow, phase, True, REASON_INVALID, message)
+        else:
+            await self._write_status(shadow, phase, True, REASON_CREATED, "")
         return Result()
 
     def _quotas_of(self, shadow: JSON) -> list[JSON]:
@@ -425,6 +467,13 @@ class ProviderShadowPods(Reconciler):
                 shadow = await self.client.get(shadow_pod_path(namespace, name))
             except NotFound:
                 return Result()  # gone meanwhile: its deletion brings us back
+        if (unreadable := unreadable_spec(shadow)) is not None:
+            log.info(
+                "spec.pod is no pod spec", namespace=namespace, pod=name, error=unreadable[:500]
+            )
+            message = f"{unreadable}. No Pod is made of it: delete it, and create it corrected"
+            await self._write_status(shadow, None, False, REASON_INVALID, message)
+            return Result()  # only a change of the ShadowPod mends it, and brings it back
         try:
             await self.client.create(
                 resource_path("v1", "pods", namespace=namespace), forge_pod_of(shadow)

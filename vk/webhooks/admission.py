@@ -2,7 +2,8 @@
 
 Provider: `ShadowPodAdmission.mutate` stamps a consumer identity's new ShadowPod with its creator
 and the finalizer that keeps it until its Pod is gone; `validate` admits it only in a twin
-namespace of that consumer, within the provider's scheduling rules (`vk.webhooks.shadowpods`),
+namespace of that consumer, with a `spec.pod` of the shape all these rules read
+(`vk.api.podspec`), within the provider's scheduling rules (`vk.webhooks.shadowpods`),
 its Pod Security level (`vk.webhooks.podsecurity`, the twin namespace's label) and the Quota
 (`vk.webhooks.quota`), and keeps the stamp immutable on updates. Consumer: `OffloadingAdmission`
 places the pods of offloaded namespaces and validates NamespaceOffloadings
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -32,6 +33,7 @@ from vk.api.constants import (
     SHADOW_POD_FINALIZER,
 )
 from vk.api.offloading import Quota
+from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.quantity import InvalidQuantity
 from vk.api.usage import Ledger, Resources, pod_usage
 from vk.kube.client import Conflict, KubeClient, NotFound, resource_path
@@ -143,6 +145,15 @@ def forge_finalizer_patch(obj: Mapping[str, Any], finalizer: str) -> list[JSON]:
     return [{"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}]
 
 
+def review_pod_spec(pod: Mapping[str, Any]) -> Decision:
+    """Whether the spec of `pod` (a ShadowPod's `spec.pod`, which the API server stores
+    unchecked) has the shape the provider's rules and its Quota read it in."""
+    problems = pod_spec_problems(pod.get("spec"))
+    if not problems:
+        return ALLOWED
+    return deny(f"spec.pod cannot be read as a pod spec: {describe_problems(problems)}")
+
+
 def review_pod_security(pod: Mapping[str, Any], namespace_labels: Mapping[str, str]) -> Decision:
     """Pod Security admission's verdict on `pod` in a namespace with `namespace_labels`, given
     on the ShadowPod before any Pod exists; the namespace's label stays the enforcement."""
@@ -236,19 +247,22 @@ class ShadowPodAdmission:
     def _review_tenant_pod(
         self, request: Mapping[str, Any], pod: Mapping[str, Any], groups: list[str]
     ) -> Decision:
-        """The provider's rules on a consumer's pod: its namespace, its scheduling fields, its
-        Pod Security level."""
+        """The provider's rules on a consumer's pod: its namespace, its spec's shape, its
+        scheduling fields, its Pod Security level; the first that refuses it answers."""
+        verdicts = self._tenant_pod_verdicts(request, pod, groups)
+        return next((decision for decision in verdicts if not decision.allowed), ALLOWED)
+
+    def _tenant_pod_verdicts(
+        self, request: Mapping[str, Any], pod: Mapping[str, Any], groups: list[str]
+    ) -> Iterator[Decision]:
         namespace = str(request.get("namespace") or "")
         found = self.namespaces.get(namespace)
         labels = None if found is None else (found["metadata"].get("labels") or {})
-        for decision in (
-            review_namespace(namespace, labels, groups),
-            review_scheduling(pod.get("spec") or {}, self.policy),
-            review_pod_security(pod, labels or {}),
-        ):
-            if not decision.allowed:
-                return decision
-        return ALLOWED
+        yield review_namespace(namespace, labels, groups)
+        # Each rule after this one, and the Quota's, reads the spec: only one of their shape.
+        yield review_pod_spec(pod)
+        yield review_scheduling(pod.get("spec") or {}, self.policy)
+        yield review_pod_security(pod, labels or {})
 
     async def validate(self, request: Mapping[str, Any]) -> Answer:
         operation = request.get("operation")

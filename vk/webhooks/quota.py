@@ -216,8 +216,9 @@ def review_pod(
 ) -> Decision:
     """Whether `quota` admits `pod`, its user's other pods using `used` (pods_usage). With
     enforcement disabled (a provider setting) only a cordon stops a pod: it is the provider's
-    explicit word on this tenant, not resource accounting. InvalidQuantity if the pod holds a
-    quantity that does not parse (the API server parses them before admission)."""
+    explicit word on this tenant, not resource accounting. `pod`'s spec has the shape
+    `vk.api.podspec` checks (the webhook refuses any other first). InvalidQuantity if the pod
+    holds a quantity that does not parse (a ShadowPod's are not parsed before admission)."""
     name = _quota_name(quota)
     if quota.spec.cordoned:
         return deny(
