@@ -299,6 +299,8 @@ def test_the_namespace_vk_was_told_is_refused_too() -> None:
     decision, _ = review_namespace_offloading(request, vk_namespace="vk-system")
     assert not decision.allowed
     assert "namespace vk-system is vk's own namespace" in decision.message
+    admission = OffloadingAdmission(Store(), synced=lambda: True, vk_namespace="vk-system")
+    assert not admission.validate_offloading(request).decision.allowed
 
 
 def test_a_system_namespaces_pods_are_neither_refused_nor_placed() -> None:

@@ -31,6 +31,7 @@ from vk.api.constants import (
     NAMESPACE_OFFLOADING_NAME,
     POD_SECURITY_ENFORCE_LABEL,
     SHADOW_POD_FINALIZER,
+    VK_NAMESPACE,
 )
 from vk.api.offloading import Quota
 from vk.api.podspec import describe_problems, pod_spec_problems
@@ -438,13 +439,20 @@ class OffloadingAdmission:
     NamespaceOffloading cache, `synced()` whether it holds a complete list."""
 
     def __init__(
-        self, offloadings: Store, *, synced: Callable[[], bool], home_cluster_id: str | None = None
+        self,
+        offloadings: Store,
+        *,
+        synced: Callable[[], bool],
+        home_cluster_id: str | None = None,
+        vk_namespace: str = VK_NAMESPACE,
     ) -> None:
         """`home_cluster_id`: this cluster's ID, which the remote name DefaultName gives
-        holds (None: not known, and that name is left to the controller to judge)."""
+        holds (None: not known, and that name is left to the controller to judge);
+        `vk_namespace`: where vk runs, never offloaded."""
         self.offloadings = offloadings
         self.synced = synced
         self.home_cluster_id = home_cluster_id
+        self.vk_namespace = vk_namespace
 
     def place_pod(self, request: Mapping[str, Any]) -> Answer:
         if request.get("operation") != "CREATE":
@@ -453,9 +461,11 @@ class OffloadingAdmission:
             return Answer(deny(NOT_READY_OFFLOADING))
         namespace = request.get("namespace") or ""
         offloading = self.offloadings.get(f"{namespace}/{NAMESPACE_OFFLOADING_NAME}")
-        decision, patch = review_offloading_pod(request, offloading)
+        decision, patch = review_offloading_pod(request, offloading, self.vk_namespace)
         return Answer(decision, patch or None)
 
     def validate_offloading(self, request: Mapping[str, Any]) -> Answer:
-        decision, warnings = review_namespace_offloading(request, self.home_cluster_id)
+        decision, warnings = review_namespace_offloading(
+            request, self.home_cluster_id, self.vk_namespace
+        )
         return Answer(decision, warnings=tuple(warnings))

@@ -399,6 +399,7 @@ async def run_webhook(options: WebhookOptions) -> int:
         offloadings.store,
         synced=offloadings.synced.is_set,
         home_cluster_id=await home_cluster_id(client, options.namespace),
+        vk_namespace=options.namespace,
     )
     server = WebhookServer(
         admission,
