@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
@@ -72,9 +73,15 @@ def peered(installed: Clusters) -> Iterator[Clusters]:
     )
     assert generated.returncode == 0, generated.stderr
     command = generated.stdout.strip()
+    # It names the context it was generated with: another one made current meanwhile does not
+    # change the cluster it peers with.
+    current = yaml.safe_load(installed.kubeconfig(PROVIDER).read_text())["current-context"]
     assert command == shlex.join(
-        ["vkctl", "peer", "--remote-kubeconfig", str(installed.kubeconfig(PROVIDER).absolute())]
-    )
+        [
+            "vkctl", "peer", "--remote-kubeconfig", str(installed.kubeconfig(PROVIDER).absolute()),
+            "--remote-context", current,
+        ]
+    )  # fmt: skip
     try:
         # The tutorial: `echo "$PEER_FLORENCE" | bash`, with KUBECONFIG naming the consumer.
         peering = subprocess.run(
@@ -116,6 +123,19 @@ def test_generate_peer_command_explains_the_command_without_only_command(
     lines = result.stdout.splitlines()
     assert lines[0].endswith(f"to peer it with {PROVIDER}:")
     assert lines[2].startswith("vkctl peer --remote-kubeconfig ")
+
+
+@pytest.mark.parametrize(("cluster", "region"), [("florence", "center"), ("naples", "south")])
+def test_status_takes_the_kubeconfig_before_the_command_as_the_tutorial_runs_it(
+    installed: Clusters, cluster: str, region: str
+) -> None:
+    """`liqoctl --kubeconfig $KUBECONFIG_NAPLES status`: the flag before the command wins over
+    KUBECONFIG (venice's here)."""
+    result = vkctl(installed, "--kubeconfig", str(installed.kubeconfig(cluster)), "status")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"Cluster ID: {cluster}" in lines
+    assert f"Cluster labels: topology.liqo.io/region={region}" in lines
 
 
 def test_info_shows_this_cluster_its_controller_manager_and_the_peering(

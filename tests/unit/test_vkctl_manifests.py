@@ -12,7 +12,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from vk.cli import peer
+from vk.api.identity import ClusterIdentity
+from vk.cli import generate, peer
 from vk.cli.generate import forge_peer_command
 from vk.cli.peering import PeeringError
 from vk.cli.resources import (
@@ -132,6 +133,104 @@ def test_wrong_arguments_are_usage_errors(args: list[str], message: str) -> None
     assert message in result.stderr
 
 
+LONG_NAME = "a" * 64  # as a virtual node's, a label value: at most 63
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["info", "peer", ""], "Invalid value for 'CLUSTER_ID': cluster ID is empty"),
+        (
+            ["delete", "virtualnode", "", "--remote-cluster-id", "naples"],
+            "Invalid value for 'NAME': VirtualNode name is empty",
+        ),
+        (
+            ["delete", "resourceslice", "", "--remote-cluster-id", "naples"],
+            "Invalid value for 'NAME': ResourceSlice name is empty",
+        ),
+        (["drain", "tenant", ""], "Invalid value for 'CONSUMER_CLUSTER_ID': cluster ID is empty"),
+        (["cordon", "tenant", ""], "Invalid value for 'CONSUMER_CLUSTER_ID': cluster ID is empty"),
+        (
+            ["uncordon", "tenant", "Venice"],
+            "Invalid value for 'CONSUMER_CLUSTER_ID': cluster ID 'Venice' is not a DNS-1123 label",
+        ),
+        (["cordon", "resourceslice", ""], "ResourceSlice name is empty"),
+        (
+            ["create", "resourceslice", "BAD_NAME", "--remote-cluster-id", "naples", "-o", "yaml"],
+            "'BAD_NAME' is not a DNS-1123 label, as a ResourceSlice name must be: use lower-case "
+            "letters, digits and '-'",
+        ),
+        (
+            ["create", "resourceslice", LONG_NAME, "--remote-cluster-id", "naples", "-o", "yaml"],
+            "is 64 characters long: a ResourceSlice name is at most 63",
+        ),
+        (
+            ["create", "virtualnode", "my_node", "--remote-cluster-id", "naples",
+             "--kubeconfig-secret-name", "k", "-o", "yaml"],
+            "'my_node' is not a DNS-1123 label, as a VirtualNode name must be",
+        ),
+        (
+            ["create", "virtualnode", "n", "--remote-cluster-id", "naples",
+             "--kubeconfig-secret-name", "", "-o", "yaml"],
+            "Invalid value for '--kubeconfig-secret-name': '' is not a Secret's name",
+        ),
+        (
+            ["get", "kubeconfig", "--remote-cluster-id", "naples", "--resource-slice-name", ""],
+            "Invalid value for '--resource-slice-name': ResourceSlice name is empty",
+        ),
+        (
+            ["get", "kubeconfig", "--remote-cluster-id", "Naples"],
+            "Invalid value for '--remote-cluster-id': cluster ID 'Naples' is not a DNS-1123 label",
+        ),
+        (
+            ["create", "resourceslice", "s", "--remote-cluster-id", "naples", "--cpu", "-1",
+             "-o", "yaml"],
+            "Invalid value for '--cpu': cpu is negative",
+        ),
+        (
+            ["create", "resourceslice", "s", "--remote-cluster-id", "naples", "--pods", "1.5",
+             "-o", "yaml"],
+            "Invalid value for '--pods': pods: '1.5' is not a whole number",
+        ),
+        (
+            ["create", "virtualnode", "n", "--remote-cluster-id", "naples",
+             "--kubeconfig-secret-name", "k", "--resource", "bad name=1", "-o", "yaml"],
+            "Invalid value for '--resource': 'bad name' is not a resource name",
+        ),
+        (
+            ["create", "resourceslice", "s", "--remote-cluster-id", "naples",
+             "--resource", "nvidia.com/gpu=-2", "-o", "yaml"],
+            "nvidia.com/gpu is negative",
+        ),
+        (
+            ["create", "resourceslice", "s", "--remote-cluster-id", "naples",
+             "--resource", "nvidia.com/gpu=0.5", "-o", "yaml"],
+            "nvidia.com/gpu: '0.5' is not a whole number",
+        ),
+    ],
+)  # fmt: skip
+def test_names_ids_and_quantities_no_cluster_takes_are_usage_errors_saying_the_rule(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")  # never reached
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("timeout", ["-5", "nan", "inf", "1e400"])
+def test_a_timeout_is_a_finite_duration_of_zero_or_more(
+    monkeypatch: pytest.MonkeyPatch, timeout: str
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")  # never reached
+    result = run("drain", "tenant", "venice", "--timeout", timeout)
+    assert result.exit_code == 2
+    assert f"Invalid value for '--timeout': {timeout!r} is not a duration of 0 or more" in (
+        result.stderr
+    )
+
+
 def accepted_slice() -> dict[str, Any]:
     return {
         "metadata": {"name": "mypool", "namespace": "liqo-tenant-naples", "uid": "u-1"},
@@ -238,6 +337,34 @@ def test_peer_talks_to_the_contexts_given(monkeypatch: pytest.MonkeyPatch, tmp_p
         ("https://venice:6443", "https://naples:6443"),
         ("https://venice-admin:6443", "https://naples-admin:6443"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "context"),
+    [
+        (["generate", "peer-command", "--only-command"], "florence"),  # its current context
+        (["--context", "florence-admin", "generate", "peer-command", "--only-command"],
+         "florence-admin"),
+    ],
+)  # fmt: skip
+def test_the_generated_peer_command_names_the_context_it_was_generated_with(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, args: list[str], context: str
+) -> None:
+    """Else, the provider's current context switched before it runs, it peers another cluster."""
+    reached: list[str] = []
+
+    async def identity(connection: ClusterConnection) -> ClusterIdentity:
+        reached.append(connection.server)
+        return ClusterIdentity("florence")
+
+    monkeypatch.setattr(generate, "_identity", identity)
+    provider = kubeconfig(tmp_path / "florence", "florence", "florence-admin")
+    result = run(*args, "--kubeconfig", str(provider))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"vkctl peer --remote-kubeconfig {provider} --remote-context {context}\n"
+    )
+    assert reached == [f"https://{context}:6443"]
 
 
 class OneSliceClient:

@@ -4,7 +4,9 @@ that peers a consumer with it, as in the tutorial:
 then `echo "$PEER_FLORENCE" | bash` with KUBECONFIG set to the consumer.
 
 Where liqoctl's command carries a token, `vkctl peer` needs the provider's kubeconfig itself, so
-the command names that file: it runs wherever the file can be read.
+the command names that file, and the context this command used in it (were it to switch its
+current context before the command runs, it would peer with another cluster): it runs wherever
+the file can be read.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from pathlib import Path
 import click
 
 from vk.api.identity import ClusterIdentity
-from vk.cli.options import cluster_options
+from vk.cli.options import CommandClient, cluster_options
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
-from vk.kube.client import KubeClient
-from vk.kube.kubeconfig import ClusterConnection, kubeconfig_files, load_kubeconfig_files
+from vk.kube.kubeconfig import (
+    ClusterConnection,
+    kubeconfig_context,
+    kubeconfig_files,
+    load_kubeconfig_files,
+)
 
 
 def forge_peer_command(provider_kubeconfig: Path, provider_context: str | None) -> str:
@@ -32,7 +38,7 @@ def forge_peer_command(provider_kubeconfig: Path, provider_context: str | None) 
 
 
 async def _identity(connection: ClusterConnection) -> ClusterIdentity:
-    async with KubeClient(connection) as client:
+    async with CommandClient(connection) as client:
         return await read_identity(client, "provider")
 
 
@@ -61,7 +67,7 @@ def peer_command(kubeconfig: str | None, context: str | None, only_command: bool
         )
     path = paths[0].expanduser().absolute()
     identity = asyncio.run(_identity(load_kubeconfig_files([path], context=context)))
-    command = forge_peer_command(path, context)
+    command = forge_peer_command(path, kubeconfig_context([path], context=context))
     if only_command:
         click.echo(command)
         return

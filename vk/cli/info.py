@@ -34,7 +34,13 @@ from vk.api.identity import ClusterIdentity
 from vk.api.offloading import VirtualNode
 from vk.api.quantity import InvalidQuantity, format_quantity, parse_quantity
 from vk.api.usage import pod_usage
-from vk.cli.options import cluster_client, cluster_options, output_option, render
+from vk.cli.options import (
+    cluster_client,
+    cluster_options,
+    output_option,
+    render,
+    valid_cluster_id,
+)
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
 from vk.cli.waiting import (
@@ -485,7 +491,7 @@ def info(
 
 
 @info.command("peer")
-@click.argument("cluster_id")
+@click.argument("cluster_id", callback=valid_cluster_id)
 @output_option("Print the report as YAML or JSON.")
 @cluster_options
 @click.pass_context
@@ -498,11 +504,10 @@ def info_peer(
 ) -> None:
     """A peering in detail: its state, the ResourceSlices and the resources they acquired,
     the resources the pods on its virtual nodes use, and those nodes."""
-    # `vkctl info -o yaml peer ID` is `vkctl info peer ID -o yaml`.
+    # `vkctl info -o yaml peer ID` is `vkctl info peer ID -o yaml` (as --kubeconfig and
+    # --context are: `cluster_options`).
     given = ctx.parent.params if ctx.parent else {}
     output = output or given.get("output")
-    kubeconfig = kubeconfig or given.get("kubeconfig")
-    context = context or given.get("context")
 
     async def run() -> JSON:
         async with cluster_client(kubeconfig, context) as client:

@@ -12,7 +12,7 @@ import binascii
 import click
 
 from vk.api.constants import control_plane_secret_name, kubeconfig_secret_name, tenant_namespace
-from vk.cli.options import cluster_client, cluster_options
+from vk.cli.options import cluster_client, cluster_options, valid_cluster_id, valid_name
 from vk.cli.peering import PeeringError
 from vk.cli.waiting import get_or_none
 from vk.kube.client import KubeClient, resource_path
@@ -54,10 +54,11 @@ def get() -> None:
 
 
 @get.command("kubeconfig")
-@click.option("--remote-cluster-id", required=True, help="The provider.")
+@click.option("--remote-cluster-id", required=True, callback=valid_cluster_id, help="The provider.")
 @click.option(
     "--resource-slice-name",
     default=None,
+    callback=valid_name("ResourceSlice"),
     help="That slice's identity (its virtual kubelets'), not the control plane's.",
 )
 @cluster_options

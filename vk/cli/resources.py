@@ -21,7 +21,6 @@ from vk.api.constants import (
     control_plane_secret_name,
     tenant_namespace,
 )
-from vk.api.core import InvalidClusterID, validate_cluster_id
 from vk.api.offloading import VirtualNode
 from vk.cli.options import (
     cluster_client,
@@ -31,6 +30,9 @@ from vk.cli.options import (
     render,
     requested_resources,
     resource_options,
+    valid_cluster_id,
+    valid_name,
+    valid_secret_name,
 )
 from vk.cli.peering import PeeringError, forge_resource_slice
 from vk.cli.progress import Progress
@@ -311,19 +313,14 @@ async def delete_virtual_node(
     return f"VirtualNode {namespace}/{name} deleted"
 
 
-def _cluster_id(_: click.Context, __: click.Parameter, value: str) -> str:
-    try:
-        return validate_cluster_id(value)
-    except InvalidClusterID as error:
-        raise click.BadParameter(str(error)) from error
-
-
 remote_cluster_id = click.option(
     "--remote-cluster-id",
     required=True,
-    callback=_cluster_id,
+    callback=valid_cluster_id,
     help="The provider's cluster ID (its tenant namespace is liqo-tenant-<ID>).",
 )
+slice_name = click.argument("name", callback=valid_name("ResourceSlice"))
+virtual_node_name = click.argument("name", callback=valid_name("VirtualNode"))
 
 
 @click.group("create")
@@ -332,7 +329,7 @@ def create() -> None:
 
 
 @create.command("resourceslice")
-@click.argument("name")
+@slice_name
 @remote_cluster_id
 @click.option("--class", "slice_class", default="default", show_default=True)
 @resource_options("the provider's")
@@ -370,21 +367,28 @@ def create_resource_slice_command(
         return
 
     async def run() -> str:
-        async with cluster_client(kubeconfig, context) as client:
+        deadline = Deadline.after(timeout)
+        async with cluster_client(kubeconfig, context, deadline=deadline) as client:
             return await create_and_wait_resource_slice(
-                client, resource_slice, deadline=Deadline.after(timeout), progress=Progress()
+                client, resource_slice, deadline=deadline, progress=Progress()
             )
 
     click.echo(asyncio.run(run()))
 
 
 @create.command("virtualnode")
-@click.argument("name")
+@virtual_node_name
 @remote_cluster_id
-@click.option("--resource-slice-name", default=None, help="Use the identity of this slice.")
+@click.option(
+    "--resource-slice-name",
+    default=None,
+    callback=valid_name("ResourceSlice"),
+    help="Use the identity of this slice.",
+)
 @click.option(
     "--kubeconfig-secret-name",
     default=None,
+    callback=valid_secret_name,
     help="Use the provider kubeconfig in this Secret (key `kubeconfig`) of the tenant namespace.",
 )
 @resource_options(
@@ -425,7 +429,8 @@ def create_virtual_node_command(
         return
 
     async def run() -> str:
-        async with cluster_client(kubeconfig, context) as client:
+        deadline = Deadline.after(timeout)
+        async with cluster_client(kubeconfig, context, deadline=deadline) as client:
             await require_peering(client, remote_cluster_id, identity=False)
             if resource_slice_name is not None:
                 resource_slice = await read_accepted_slice(
@@ -443,7 +448,7 @@ def create_virtual_node_command(
                     name, remote_cluster_id, kubeconfig_secret_name, resources
                 )
             return await create_and_wait_virtual_node(
-                client, virtual_node, deadline=Deadline.after(timeout), progress=Progress()
+                client, virtual_node, deadline=deadline, progress=Progress()
             )
 
     click.echo(asyncio.run(run()))
@@ -455,7 +460,7 @@ def delete() -> None:
 
 
 @delete.command("resourceslice")
-@click.argument("name")
+@slice_name
 @remote_cluster_id
 @click.option("--timeout", default="5m", callback=go_duration, show_default=True)
 @cluster_options
@@ -466,20 +471,17 @@ def delete_resource_slice_command(
     removes its Quota."""
 
     async def run() -> str:
-        async with cluster_client(kubeconfig, context) as client:
+        deadline = Deadline.after(timeout)
+        async with cluster_client(kubeconfig, context, deadline=deadline) as client:
             return await delete_resource_slice(
-                client,
-                remote_cluster_id,
-                name,
-                deadline=Deadline.after(timeout),
-                progress=Progress(),
+                client, remote_cluster_id, name, deadline=deadline, progress=Progress()
             )
 
     click.echo(asyncio.run(run()))
 
 
 @delete.command("virtualnode")
-@click.argument("name")
+@virtual_node_name
 @remote_cluster_id
 @click.option("--timeout", default="5m", callback=go_duration, show_default=True)
 @cluster_options
@@ -489,13 +491,10 @@ def delete_virtual_node_command(
     """Remove a virtual node: its pods are evicted (drained), then its kubelet and Node go."""
 
     async def run() -> str:
-        async with cluster_client(kubeconfig, context) as client:
+        deadline = Deadline.after(timeout)
+        async with cluster_client(kubeconfig, context, deadline=deadline) as client:
             return await delete_virtual_node(
-                client,
-                remote_cluster_id,
-                name,
-                deadline=Deadline.after(timeout),
-                progress=Progress(),
+                client, remote_cluster_id, name, deadline=deadline, progress=Progress()
             )
 
     click.echo(asyncio.run(run()))

@@ -19,7 +19,13 @@ import click
 from vk.api.authentication import ResourceSlice, Tenant, TenantCondition
 from vk.api.constants import CORDON_ANNOTATION, REMOTE_CLUSTER_ID_LABEL, tenant_namespace
 from vk.api.offloading import ShadowPod
-from vk.cli.options import cluster_client, cluster_options, go_duration
+from vk.cli.options import (
+    cluster_client,
+    cluster_options,
+    go_duration,
+    valid_cluster_id,
+    valid_name,
+)
 from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
 from vk.cli.waiting import POLL_SECONDS, Deadline, get_or_none
@@ -127,6 +133,16 @@ async def set_slice_cordon(
     return f"{metadata['namespace']}/{metadata['name']}"
 
 
+consumer_cluster_id = click.argument("consumer_cluster_id", callback=valid_cluster_id)
+slice_name = click.argument("name", callback=valid_name("ResourceSlice"))
+slice_consumer = click.option(
+    "--remote-cluster-id",
+    default=None,
+    callback=valid_cluster_id,
+    help="The consumer whose slice it is.",
+)
+
+
 @click.group("cordon")
 def cordon() -> None:
     """Admit nothing new from a consumer, or from one of its ResourceSlices (provider)."""
@@ -143,7 +159,7 @@ def drain() -> None:
 
 
 @cordon.command("tenant")
-@click.argument("consumer_cluster_id")
+@consumer_cluster_id
 @cluster_options
 def cordon_tenant(consumer_cluster_id: str, kubeconfig: str | None, context: str | None) -> None:
     """Keep what CONSUMER_CLUSTER_ID runs here; admit and grant nothing new."""
@@ -157,7 +173,7 @@ def cordon_tenant(consumer_cluster_id: str, kubeconfig: str | None, context: str
 
 
 @uncordon.command("tenant")
-@click.argument("consumer_cluster_id")
+@consumer_cluster_id
 @cluster_options
 def uncordon_tenant(consumer_cluster_id: str, kubeconfig: str | None, context: str | None) -> None:
     """Let CONSUMER_CLUSTER_ID run and ask for resources here again."""
@@ -171,7 +187,7 @@ def uncordon_tenant(consumer_cluster_id: str, kubeconfig: str | None, context: s
 
 
 @drain.command("tenant")
-@click.argument("consumer_cluster_id")
+@consumer_cluster_id
 @click.option("--timeout", default="2m", callback=go_duration, show_default=True)
 @cluster_options
 def drain_tenant_command(
@@ -181,16 +197,17 @@ def drain_tenant_command(
     Pods), and wait until they are gone."""
 
     async def run() -> None:
-        async with cluster_client(kubeconfig, context) as client:
-            await drain_tenant(client, consumer_cluster_id, Deadline.after(timeout), Progress())
+        deadline = Deadline.after(timeout)
+        async with cluster_client(kubeconfig, context, deadline=deadline) as client:
+            await drain_tenant(client, consumer_cluster_id, deadline, Progress())
 
     asyncio.run(run())
     click.echo(f"tenant {consumer_cluster_id} drained: nothing of it runs here")
 
 
 @cordon.command("resourceslice")
-@click.argument("name")
-@click.option("--remote-cluster-id", default=None, help="The consumer whose slice it is.")
+@slice_name
+@slice_consumer
 @cluster_options
 def cordon_resource_slice(
     name: str, remote_cluster_id: str | None, kubeconfig: str | None, context: str | None
@@ -205,8 +222,8 @@ def cordon_resource_slice(
 
 
 @uncordon.command("resourceslice")
-@click.argument("name")
-@click.option("--remote-cluster-id", default=None, help="The consumer whose slice it is.")
+@slice_name
+@slice_consumer
 @cluster_options
 def uncordon_resource_slice(
     name: str, remote_cluster_id: str | None, kubeconfig: str | None, context: str | None

@@ -35,6 +35,10 @@ class Deadline:
     def passed(self) -> bool:
         return time.monotonic() > self.at
 
+    def remaining(self) -> float:
+        """Seconds until it passes (negative once it has)."""
+        return self.at - time.monotonic()
+
 
 def condition_statuses(obj: Mapping[str, Any] | None) -> dict[str, str]:
     """The status of each condition type of an object (`Authentication: Accepted`)."""

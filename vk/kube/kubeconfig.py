@@ -269,13 +269,25 @@ def _field_bytes(
     return None
 
 
-def _named(entries: Any, name: str, kind: str) -> dict[str, Any]:
+# How many of a kubeconfig's contexts (clusters, users) a message names, and how much of each:
+# a kubeconfig in a Secret may be anyone's.
+MAX_NAMES_SHOWN = 10
+MAX_NAME_SHOWN = 64
+
+
+def _named(entries: Any, name: str, kind: str, where: str = "it") -> dict[str, Any]:
+    """The entry `name` of `kind`; else InvalidKubeconfig naming the ones `where` has."""
+    names = []
     for entry in entries or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
+        if isinstance(entry, dict):
             body = entry.get(kind[:-1])  # contexts[].context, clusters[].cluster, users[].user
-            if isinstance(body, dict):
+            if entry.get("name") == name and isinstance(body, dict):
                 return body
-    raise InvalidKubeconfig(f"kubeconfig has no {kind[:-1]} named {name!r}")
+            names.append(str(entry.get("name"))[:MAX_NAME_SHOWN])
+    has = ", ".join(names[:MAX_NAMES_SHOWN]) + (", …" if len(names) > MAX_NAMES_SHOWN else "")
+    raise InvalidKubeconfig(
+        f"kubeconfig has no {kind[:-1]} named {name!r} ({where} has {has or 'none'})"
+    )
 
 
 # What a kubeconfig read from a Secret may not hold, by where: each would let whoever writes
@@ -284,19 +296,35 @@ NOT_INLINE_USER_FIELDS = ("exec", "auth-provider", "tokenFile", "client-certific
 NOT_INLINE_CLUSTER_FIELDS = ("certificate-authority", "proxy-url")
 
 
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """Where and what PyYAML found wrong, in one line (its message draws the line in a box)."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem or error.context}"
+    return str(error).splitlines()[0]
+
+
 def _yaml_document(
-    content: str | bytes, where: str = "kubeconfig", *, empty_ok: bool = False
+    content: str | bytes,
+    where: str = "kubeconfig",
+    *,
+    empty_ok: bool = False,
+    from_file: bool = False,
 ) -> dict[str, Any]:
     """`empty_ok`: an empty file is an empty kubeconfig (one of several merged, as kubectl
-    takes it); alone, or in a Secret, it is a mistake."""
+    takes it); alone, or in a Secret, it is a mistake. `from_file`: a file a person named,
+    not the key of a Secret."""
     try:
         document = yaml.safe_load(content)
     except yaml.YAMLError as error:
-        raise InvalidKubeconfig(f"{where} is not valid YAML: {error}") from error
+        raise InvalidKubeconfig(f"{where} is not valid YAML: {_yaml_problem(error)}") from error
     if document is None and empty_ok:
         return {}
+    if document is None and from_file:
+        raise InvalidKubeconfig(f"{where} is empty: it names no cluster")
     if not isinstance(document, dict):
-        raise InvalidKubeconfig(f"{where} is not a YAML mapping (is the Secret key right?)")
+        hint = "a kubeconfig is one" if from_file else "is the Secret key right?"
+        raise InvalidKubeconfig(f"{where} is not a YAML mapping ({hint})")
     return document
 
 
@@ -314,16 +342,27 @@ def parse_secret_kubeconfig(content: str | bytes) -> ClusterConnection:
     return _connection(_yaml_document(content), None, None, inline_only=True)
 
 
-def _connection(
-    document: Mapping[str, Any], context: str | None, base_dir: Path | None, *, inline_only: bool
-) -> ClusterConnection:
-    context_name = context or document.get("current-context")
-    if not context_name:
+def _context_name(document: Mapping[str, Any], context: str | None) -> str:
+    name = context or document.get("current-context")
+    if not name:
         raise InvalidKubeconfig("kubeconfig has no current-context and none was given")
-    context_body = _named(document.get("contexts"), context_name, "contexts")
-    cluster = _named(document.get("clusters"), context_body.get("cluster", ""), "clusters")
+    return str(name)
+
+
+def _connection(
+    document: Mapping[str, Any],
+    context: str | None,
+    base_dir: Path | None,
+    *,
+    inline_only: bool,
+    where: str = "it",
+) -> ClusterConnection:
+    """`where`: the files the document was read from, for the messages."""
+    context_name = _context_name(document, context)
+    context_body = _named(document.get("contexts"), context_name, "contexts", where)
+    cluster = _named(document.get("clusters"), context_body.get("cluster", ""), "clusters", where)
     user_name = context_body.get("user")
-    user = _named(document.get("users"), user_name, "users") if user_name else {}
+    user = _named(document.get("users"), user_name, "users", where) if user_name else {}
     server = cluster.get("server")
     if not isinstance(server, str) or not server.startswith(("https://", "http://")):
         raise InvalidKubeconfig(f"cluster of context {context_name!r} has no valid server URL")
@@ -492,30 +531,55 @@ def merge_kubeconfigs(documents: Sequence[tuple[Path, Mapping[str, Any]]]) -> di
     return merged
 
 
-def load_kubeconfig_files(
-    paths: Sequence[Path], *, context: str | None = None
-) -> ClusterConnection:
-    """The kubeconfig `paths` make together (`merge_kubeconfigs`); a file that does not exist
-    is skipped, as kubectl skips it, unless it is the only one."""
+def _kubeconfig_document(paths: Sequence[Path]) -> tuple[Mapping[str, Any], Path | None, str]:
+    """The kubeconfig `paths` make together (`merge_kubeconfigs`), the directory its relative
+    file references are against (None: made absolute in the merge), and the files it was read
+    from; a file that does not exist is skipped, as kubectl skips it, unless it is the only
+    one."""
     documents = []
     for path in paths:
         try:
             content = path.read_bytes()
         except FileNotFoundError as error:
             if len(paths) == 1:
-                raise InvalidKubeconfig(f"cannot read kubeconfig {path}: {error}") from error
+                raise InvalidKubeconfig(f"kubeconfig {path} does not exist") from error
             continue
         except OSError as error:
-            raise InvalidKubeconfig(f"cannot read kubeconfig {path}: {error}") from error
+            raise InvalidKubeconfig(
+                f"cannot read kubeconfig {path}: {error.strerror or error}"
+            ) from error
         documents.append(
-            (path, _yaml_document(content, f"kubeconfig {path}", empty_ok=len(paths) > 1))
+            (
+                path,
+                _yaml_document(
+                    content, f"kubeconfig {path}", empty_ok=len(paths) > 1, from_file=True
+                ),
+            )
         )
     if not documents:
         raise InvalidKubeconfig(f"none of the kubeconfig files {', '.join(map(str, paths))} exists")
     if len(documents) == 1:
         path, document = documents[0]
-        return _connection(document, context, path.parent, inline_only=False)
-    return _connection(merge_kubeconfigs(documents), context, None, inline_only=False)
+        return document, path.parent, str(path)
+    return merge_kubeconfigs(documents), None, ", ".join(str(path) for path, _ in documents)
+
+
+def load_kubeconfig_files(
+    paths: Sequence[Path], *, context: str | None = None
+) -> ClusterConnection:
+    """The connection of the kubeconfig `paths` make together (`_kubeconfig_document`), with
+    its current context or `context`."""
+    document, base_dir, where = _kubeconfig_document(paths)
+    return _connection(document, context, base_dir, inline_only=False, where=where)
+
+
+def kubeconfig_context(paths: Sequence[Path], *, context: str | None = None) -> str:
+    """The name of the context `load_kubeconfig_files` takes: `context`, else the current
+    context of the kubeconfig `paths` make."""
+    document, _, where = _kubeconfig_document(paths)
+    name = _context_name(document, context)
+    _named(document.get("contexts"), name, "contexts", where)
+    return name
 
 
 def in_cluster_connection() -> ClusterConnection:
