@@ -2,7 +2,8 @@
 out-of-band florence` with venice's kubeconfig only (florence cleans up after itself once
 venice's Tenant there is deleted), and `vkctl unpeer --remote-kubeconfig` (which ends the same
 way). Either leaves no vk object, namespace, identity or process of the peering on either side;
-and a provider out of reach is said, with what it keeps and how to remove it there."""
+and a provider out of reach stops it, unless --force: then the local side goes, and what the
+provider keeps is said, with how to remove it there."""
 
 from __future__ import annotations
 
@@ -323,7 +324,14 @@ def test_a_provider_out_of_reach_is_said_and_cleans_up_once_its_tenant_is_delete
         ),
     )
 
-    unpeered = vkctl("unpeer", "out-of-band", PROVIDER, env=consumer_only_env(peered))
+    # Without --force nothing is removed: the identity there is the only way left to end it.
+    stopped = vkctl("unpeer", "out-of-band", PROVIDER, env=consumer_only_env(peered))
+    assert stopped.returncode == 1
+    assert "florence did not answer at https://127.0.0.1:1" in stopped.stderr
+    assert "nothing was removed" in stopped.stderr
+    assert get_json(peered, CONSUMER, "secret", "vk-control-plane-florence", "-n", CONSUMER_TENANT)
+
+    unpeered = vkctl("unpeer", "out-of-band", PROVIDER, "--force", env=consumer_only_env(peered))
 
     assert unpeered.returncode != 0
     assert "florence cannot be reached" in unpeered.stderr

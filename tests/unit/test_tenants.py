@@ -251,7 +251,7 @@ def test_unpeer_out_of_band_talks_to_the_cluster_given_before_or_after_it(
     seen: list[tuple[str, str, float]] = []
 
     async def fake_unpeer(
-        consumer: ClusterConnection, provider_id: str, within: float, _: object
+        consumer: ClusterConnection, provider_id: str, within: float, _: object, **__: object
     ) -> None:
         seen.append((consumer.server, provider_id, within))
 

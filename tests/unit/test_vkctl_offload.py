@@ -14,6 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from tests.unit.fake_cluster import FakeCluster
 from vk.api.offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from vk.cli import offload
 from vk.cli.offload import (
@@ -26,6 +27,8 @@ from vk.cli.offload import (
 )
 from vk.cli.peering import PeeringError
 from vk.cli.vkctl import vkctl
+from vk.cli.waiting import Deadline
+from vk.kube.client import ApiError, NotFound
 
 REFERENCE = Path(__file__).parents[1] / "data" / "reference" / "namespaceoffloading_liqo_demo.yaml"
 SOUTH = {
@@ -247,18 +250,12 @@ def test_a_default_name_is_judged_knowing_this_clusters_id() -> None:
     assert offload.offloading_refusal(LONG_NAMESPACE, same, "venice") is None
 
 
-class HomeCluster:
+class HomeCluster(FakeCluster):
     """This cluster as `vkctl offload namespace` reads it: `namespaces` match any selector, its
     ID is venice; no write is expected."""
 
     def __init__(self, *namespaces: str) -> None:
         self.namespaces = namespaces
-
-    async def __aenter__(self) -> HomeCluster:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        return None
 
     async def list_all(
         self, path: str, params: dict[str, str] | None = None
@@ -545,3 +542,73 @@ def test_every_namespace_is_tried_and_each_failure_is_named() -> None:
     assert "cart: cart is stuck" in str(failed.value)
     assert "namespace blog offloaded" in str(failed.value)
     assert asyncio.run(each_namespace(["shop"], Answers())) == ["namespace shop offloaded"]
+
+
+class Offloaded(FakeCluster):
+    """This cluster as `vkctl unoffload namespace` deletes in it: the API server refuses to
+    delete the NamespaceOffloading of the namespaces in `forbidden`, the others are not
+    offloaded; each deletion asked is recorded."""
+
+    def __init__(self, *forbidden: str) -> None:
+        self.forbidden = forbidden
+        self.asked: list[str] = []
+
+    async def delete(self, path: str, body: Any = None) -> dict[str, Any]:
+        namespace = path.split("/namespaces/")[1].split("/")[0]
+        self.asked.append(namespace)
+        if namespace in self.forbidden:
+            raise ApiError(403, "Forbidden", f"cannot delete in namespace {namespace}")
+        raise NotFound(404, "NotFound", "namespaceoffloadings.offloading.liqo.io not found")
+
+
+def test_unoffloading_goes_on_after_the_api_server_refuses_a_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = Offloaded("shop")
+    monkeypatch.setattr(offload, "cluster_client", lambda *_: cluster)
+    result = run("unoffload", "namespace", "shop", "cart")
+    assert cluster.asked == ["shop", "cart"]
+    assert result.exit_code == 1, result.output
+    assert "shop: 403 Forbidden: cannot delete in namespace shop" in result.stderr
+    assert "namespace cart is not offloaded" in result.stderr
+
+
+def test_each_namespace_has_the_whole_timeout_to_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first namespace times out; the second still has its own time."""
+    left: dict[str, bool] = {}
+
+    async def unoffload_namespace(
+        client: object, namespace: str, *, deadline: Deadline, progress: object
+    ) -> str:
+        left[namespace] = not deadline.passed()
+        while not deadline.passed():
+            await asyncio.sleep(0.01)
+        raise PeeringError(f"still there after {deadline.within:.2f}s")
+
+    monkeypatch.setattr(offload, "cluster_client", lambda *_: Offloaded())
+    monkeypatch.setattr(offload, "unoffload_namespace", unoffload_namespace)
+    result = run("unoffload", "namespace", "shop", "cart", "--timeout", "50ms")
+    assert result.exit_code == 1
+    assert left == {"shop": True, "cart": True}
+
+
+@pytest.mark.parametrize("name", ["Foo_Bar", "shop."])
+def test_unoffloading_a_name_no_namespace_could_have_is_refused_before_any_cluster_is_asked(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setattr(offload, "cluster_client", lambda *_: pytest.fail("a cluster was asked"))
+    result = run("unoffload", "namespace", "shop", name)
+    assert result.exit_code == 2
+    assert f"Invalid value for 'NAMES...': '{name}' is not a valid namespace name" in (
+        result.stderr
+    )
+
+
+@pytest.mark.parametrize("alias", ["ns", "namespaces"])
+def test_ns_and_namespaces_are_liqoctls_aliases_of_namespace(alias: str) -> None:
+    result = run("offload", alias, "shop", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["metadata"]["namespace"] == "shop"
+    result = run("unoffload", alias, "--help")
+    assert result.exit_code == 0, result.output
+    assert "Stop offloading each namespace NAME" in result.stdout

@@ -5,6 +5,8 @@ Uninstalling is refused while this cluster has peerings (ForeignClusters, or Res
 in either role): their virtual nodes, offloaded pods and provider namespaces would be left
 behind with nothing to clean them up. `--purge` also removes the CRDs, and so every vk object
 left (their finalizers first: no controller is left to honour them), and the namespace vk.
+Without it, uninstalling is refused while namespaces are offloaded: their NamespaceOffloadings
+keep a finalizer only vk's controller removes, and such a namespace could never be deleted.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from vk.api.constants import VK_NAMESPACE
 from vk.api.core import ForeignCluster, validate_cluster_id
 from vk.api.crds import CUSTOM_RESOURCES
 from vk.api.labels import InvalidKeyValues, parse_key_values
+from vk.api.offloading import NamespaceOffloading
 from vk.cli.chart import (
     RELEASE,
     ChartError,
@@ -28,13 +31,13 @@ from vk.cli.chart import (
     install_chart,
     run_helm,
 )
-from vk.cli.options import cluster_client, cluster_options
+from vk.cli.confirmation import confirm_destruction, skip_confirm_option
+from vk.cli.options import cluster_client, cluster_options, go_duration
 from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_until_gone
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 
 CRD_API = "apiextensions.k8s.io/v1"
-PURGE_TIMEOUT = 120.0
 CRD_GROUPS = sorted({resource.model.GROUP for resource in CUSTOM_RESOURCES})
 
 
@@ -44,6 +47,11 @@ def helm_cluster_args(kubeconfig: str | None, context: str | None) -> list[str]:
         *([f"--kube-context={context}"] if context else []),
         f"--namespace={VK_NAMESPACE}",
     ]
+
+
+def helm_duration(seconds: float) -> str:
+    """`--timeout` as helm takes it (a Go duration)."""
+    return f"{round(seconds * 1000)}ms"
 
 
 def install_values(cluster_id: str, cluster_labels: dict[str, str], version: str) -> JSON:
@@ -67,7 +75,13 @@ def install_values(cluster_id: str, cluster_labels: dict[str, str], version: str
     metavar="KEY=VALUE",
     help="A chart value (repeatable), as helm's --set: e.g. image.repository=ghcr.io/me/vk.",
 )
-@click.option("--timeout", default="5m", show_default=True, help="How long to wait for vk.")
+@click.option(
+    "--timeout",
+    default="5m",
+    callback=go_duration,
+    show_default=True,
+    help="How long to wait for vk.",
+)
 def install(
     kubeconfig: str | None,
     context: str | None,
@@ -75,7 +89,7 @@ def install(
     cluster_labels: str,
     version: str | None,
     overrides: tuple[str, ...],
-    timeout: str,
+    timeout: float,
 ) -> None:
     """Install vk in a cluster, or upgrade it (Helm release `vk` in the namespace vk)."""
     try:
@@ -95,7 +109,7 @@ def install(
                 helm,
                 values,
                 helm_cluster_args(kubeconfig, context),
-                timeout=timeout,
+                timeout=helm_duration(timeout),
                 overrides=overrides,
             )
     except ChartError as error:
@@ -107,18 +121,44 @@ def install(
 @cluster_options
 @click.option("--purge", is_flag=True, help="Also remove the CRDs (every vk object left).")
 @click.option("--force", is_flag=True, help="Uninstall even while peerings are active.")
-@click.option("--timeout", default="5m", show_default=True, help="How long to wait.")
+@click.option(
+    "--timeout", default="5m", callback=go_duration, show_default=True, help="How long to wait."
+)
+@skip_confirm_option
 def uninstall(
-    kubeconfig: str | None, context: str | None, purge: bool, force: bool, timeout: str
+    kubeconfig: str | None,
+    context: str | None,
+    purge: bool,
+    force: bool,
+    timeout: float,
+    skip_confirm: bool,
 ) -> None:
-    """Remove vk from a cluster (refused while it has peerings, unless --force)."""
-    peerings = asyncio.run(_peerings(kubeconfig, context))
+    """Remove vk from a cluster (refused while it has peerings, unless --force, or offloaded
+    namespaces, unless --purge)."""
+    peerings, offloaded = asyncio.run(_in_use(kubeconfig, context))
     if peerings and not force:
         raise click.ClickException(
             f"this cluster has active peerings ({', '.join(peerings)}): run `vkctl unpeer` "
             "for each first, or pass --force to leave their virtual nodes, offloaded pods and "
             "provider namespaces behind"
         )
+    if offloaded and not purge:
+        raise click.ClickException(
+            f"namespaces are offloaded ({', '.join(offloaded)}): their NamespaceOffloadings "
+            "keep a finalizer only vk removes, so without vk they could never be deleted; run "
+            f"`vkctl unoffload namespace {' '.join(offloaded)}` first, or pass --purge to "
+            "remove them with vk's CRDs"
+        )
+    confirm_destruction(
+        "uninstalling removes vk (the Helm release vk), and with it all offloading from this "
+        "cluster"
+        + (
+            "; --purge also deletes vk's CRDs with every object of theirs, and the namespace vk"
+            if purge
+            else ""
+        ),
+        skip=skip_confirm,
+    )
     progress = Progress()
     try:
         helm = find_helm()
@@ -134,33 +174,44 @@ def uninstall(
                         RELEASE,
                         *helm_cluster_args(kubeconfig, context),
                         "--wait",
-                        f"--timeout={timeout}",
+                        f"--timeout={helm_duration(timeout)}",
                     ],
                 )
     except ChartError as error:
         raise click.ClickException(f"uninstalling vk failed: {error}") from error
     if purge:
         with progress.step("removing vk's CRDs, their objects and the namespace vk"):
-            asyncio.run(_purge(kubeconfig, context, progress))
+            asyncio.run(_purge(kubeconfig, context, progress, within=timeout))
     click.echo("vk is uninstalled" + (" and purged." if purge else " (its CRDs are kept)."))
 
 
-async def _peerings(kubeconfig: str | None, context: str | None) -> list[str]:
+async def _in_use(kubeconfig: str | None, context: str | None) -> tuple[list[str], list[str]]:
+    """The peerings (`ForeignCluster naples`, `ResourceSlice liqo-tenant-naples/naples`), and
+    the offloaded namespaces."""
     async with cluster_client(kubeconfig, context) as client:
-        found = []
+        peerings = []
         for model in (ForeignCluster, ResourceSlice):
-            try:
-                listed = await client.get(resource_path(model.group_version(), model.PLURAL))
-            except NotFound:  # vk's CRDs are not installed: nothing peered
-                continue
-            for item in listed["items"]:
+            for item in await _listed(client, model.group_version(), model.PLURAL):
                 metadata = item["metadata"]
                 where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
-                found.append(f"{model.KIND} {where}{metadata['name']}")
-        return found
+                peerings.append(f"{model.KIND} {where}{metadata['name']}")
+        offloadings = await _listed(
+            client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL
+        )
+        return peerings, [item["metadata"]["namespace"] for item in offloadings]
 
 
-async def _purge(kubeconfig: str | None, context: str | None, progress: Progress) -> None:
+async def _listed(client: KubeClient, group_version: str, plural: str) -> list[JSON]:
+    """Every object of a kind; none where vk's CRDs are not installed."""
+    try:
+        return list((await client.get(resource_path(group_version, plural)))["items"])
+    except NotFound:
+        return []
+
+
+async def _purge(
+    kubeconfig: str | None, context: str | None, progress: Progress, *, within: float
+) -> None:
     async with cluster_client(kubeconfig, context) as client:
         for resource in CUSTOM_RESOURCES:
             await _drop_finalizers(client, resource.model.group_version(), resource.model.PLURAL)
@@ -174,17 +225,13 @@ async def _purge(kubeconfig: str | None, context: str | None, progress: Progress
         for _, path in gone:
             with contextlib.suppress(NotFound):
                 await client.delete(path)
-        deadline = Deadline.after(PURGE_TIMEOUT)
+        deadline = Deadline.after(within)
         for what, path in gone:
             await wait_until_gone(client, path, what, deadline=deadline, progress=progress)
 
 
 async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) -> None:
-    try:
-        listed = await client.get(resource_path(group_version, plural))
-    except NotFound:
-        return
-    for item in listed["items"]:
+    for item in await _listed(client, group_version, plural):
         if not item["metadata"].get("finalizers"):
             continue
         metadata = item["metadata"]

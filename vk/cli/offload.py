@@ -33,6 +33,7 @@ from vk.api.offloading import (
     remote_namespace_name_problem,
     system_namespace_problem,
 )
+from vk.cli.confirmation import confirm_destruction, skip_confirm_option
 from vk.cli.options import cluster_client, cluster_options, go_duration, output_option, render
 from vk.cli.peer import read_identity
 from vk.cli.peering import PeeringError
@@ -367,9 +368,18 @@ def as_list(manifests: list[JSON]) -> JSON:
     return {"apiVersion": "v1", "kind": "List", "items": manifests}
 
 
-@click.group("offload")
+class NamespaceAliases(click.Group):
+    """A group whose `namespace` command is also `ns` and `namespaces`, liqoctl's aliases."""
+
+    ALIASES = ("ns", "namespaces")
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, "namespace" if cmd_name in self.ALIASES else cmd_name)
+
+
+@click.group("offload", cls=NamespaceAliases)
 def offload() -> None:
-    """Offload a namespace to the peered clusters."""
+    """Offload a namespace to the peered clusters (`namespace`, or `ns`)."""
 
 
 def namespaces_option(command: F) -> F:
@@ -402,14 +412,20 @@ def require_namespaces(names: tuple[str, ...], ns_selector: str | None) -> None:
         raise click.UsageError("name the namespaces (NAME...), or select them with --ns-selector")
 
 
+def refuse_names(refused: list[str]) -> None:
+    """A usage error naming each of NAMES... refused, and why, before any cluster is asked."""
+    if refused:
+        raise click.BadParameter("; ".join(dict.fromkeys(refused)), param_hint="'NAMES...'")
+
+
 async def each_namespace(namespaces: list[str], act: Callable[[str], Awaitable[str]]) -> list[str]:
-    """`act` on every namespace, the ones after a failure too; the outcomes, or PeeringError
-    naming every namespace that failed and why."""
+    """`act` on every namespace, the ones after a failure too (the API server's refusal of
+    one included); the outcomes, or PeeringError naming every namespace that failed and why."""
     outcomes, failures = [], []
     for namespace in namespaces:
         try:
             outcomes.append(await act(namespace))
-        except PeeringError as error:
+        except (PeeringError, ApiError) as error:
             failures.append(f"{namespace}: {error}")
     if failures:
         done = f" ({'; '.join(outcomes)})" if outcomes else ""
@@ -497,9 +513,7 @@ def offload_namespace_command(
         node_selector_from_flags(selectors)  # refused before any namespace is touched
     except InvalidSelector as error:
         raise click.BadParameter(str(error), param_hint="'--selector'") from error
-    refused = [why for n in names if (why := offloading_refusal(n, wanted(n)["spec"], None))]
-    if refused:
-        raise click.BadParameter("; ".join(dict.fromkeys(refused)), param_hint="'NAMES...'")
+    refuse_names([why for n in names if (why := offloading_refusal(n, wanted(n)["spec"], None))])
     if output and not ns_selector:
         manifests = [wanted(name) for name in dict.fromkeys(names)]
         click.echo(render(manifests[0] if len(manifests) == 1 else as_list(manifests), output))
@@ -521,11 +535,10 @@ def offload_namespace_command(
             if output:
                 click.echo(render(as_list([wanted(n) for n in namespaces]), output))
                 return []
-            deadline = Deadline.after(timeout)
 
             async def one(namespace: str) -> str:
                 outcome = await offload_namespace(
-                    client, wanted(namespace), deadline=deadline, progress=Progress()
+                    client, wanted(namespace), deadline=Deadline.after(timeout), progress=Progress()
                 )
                 if outcome.warning:
                     click.echo(f"warning: {outcome.warning}", err=True)
@@ -537,19 +550,21 @@ def offload_namespace_command(
         click.echo(message)
 
 
-@click.group("unoffload")
+@click.group("unoffload", cls=NamespaceAliases)
 def unoffload() -> None:
-    """Stop offloading a namespace."""
+    """Stop offloading a namespace (`namespace`, or `ns`)."""
 
 
 @unoffload.command("namespace")
 @namespaces_option
 @click.option("--timeout", default="2m", callback=go_duration, show_default=True)
+@skip_confirm_option
 @cluster_options
 def unoffload_namespace_command(
     names: tuple[str, ...],
     ns_selector: str | None,
     timeout: float,
+    skip_confirm: bool,
     kubeconfig: str | None,
     context: str | None,
 ) -> None:
@@ -557,15 +572,23 @@ def unoffload_namespace_command(
     pods are rescheduled locally, then its remote namespaces are deleted with everything in
     them (persistent volumes included)."""
     require_namespaces(names, ns_selector)
+    refuse_names([problem for n in names if (problem := namespace_name_problem(n))])
+    chosen = ", ".join(dict.fromkeys(names))
+    selected = f"those matching {ns_selector!r}" if ns_selector else ""
+    confirm_destruction(
+        f"unoffloading {' and '.join(filter(None, (chosen, selected)))} deletes their remote "
+        "namespaces with everything in them (persistent volumes included), their offloaded pods "
+        "rescheduled here",
+        skip=skip_confirm,
+    )
 
     async def run() -> list[str]:
         async with cluster_client(kubeconfig, context) as client:
             namespaces = await selected_namespaces(client, names, ns_selector)
-            deadline = Deadline.after(timeout)
             return await each_namespace(
                 namespaces,
                 lambda namespace: unoffload_namespace(
-                    client, namespace, deadline=deadline, progress=Progress()
+                    client, namespace, deadline=Deadline.after(timeout), progress=Progress()
                 ),
             )
 

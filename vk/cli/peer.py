@@ -454,6 +454,11 @@ async def remove_local_records(
         )
 
 
+class ProviderUnanswered(PeeringError):
+    """The provider did not answer unpeering, and nothing was removed: without --force, the
+    consumer keeps its identity there, the only way left to end the provider's side."""
+
+
 async def remove_peering(
     consumer: KubeClient,
     provider: ProviderSide,
@@ -462,14 +467,16 @@ async def remove_peering(
     provider_id: str,
     deadline: Deadline,
     progress: Progress,
+    force: bool = False,
 ) -> None:
     """Undoes `vkctl peer`, both forms of `vkctl unpeer` alike: the consumer's virtual nodes
     (drained), ResourceSlices and NamespaceMaps; then the consumer's Tenant on the provider,
     whose deletion makes the provider remove what it made for the consumer (Quotas, twin
     namespaces, the control-plane identity's rights, its ForeignCluster, the tenant
-    namespace); then the identity, tenant namespace and ForeignCluster here. A provider out of
-    reach is said at once, the local side removed all the same, and a PeeringError at the end
-    says what is left there."""
+    namespace); then the identity, tenant namespace and ForeignCluster here. A provider that
+    does not answer stops it before anything is removed, unless `force`: then the local side is
+    removed all the same, and a PeeringError at the end says what is left there. (Without a
+    control-plane identity here, there is nothing to ask the provider with: it goes on.)"""
     unreachable = provider.unreachable
     tenant: JSON | None = None
     ended_there = False
@@ -486,7 +493,15 @@ async def remove_peering(
                     "peering on its side already"
                 )
         except (TimeoutError, OSError) as error:
-            unreachable = str(error) or type(error).__name__
+            unreachable = str(error) or f"no answer in time ({type(error).__name__})"
+        if unreachable is not None and not force:
+            raise ProviderUnanswered(
+                f"{provider_id} did not answer at {provider.client.connection.server} "
+                f"({unreachable}): nothing was removed; run `vkctl unpeer` again once it "
+                f"answers, or add --force to remove the peering on this side only ({provider_id} "
+                f"then keeps running {consumer_id}'s offloaded pods, and this cluster's identity "
+                "there, which could end them, is deleted)"
+            )
     if unreachable is not None:
         progress.info(
             f"{provider_id} cannot be reached ({unreachable}): removing the peering on this "
@@ -538,6 +553,8 @@ async def unpeer(
     provider_connection: ClusterConnection,
     within: float,
     progress: Progress,
+    *,
+    force: bool = False,
 ) -> None:
     """`vkctl unpeer --remote-kubeconfig`: with the provider's administrator."""
     deadline = Deadline.after(within)
@@ -568,6 +585,7 @@ async def unpeer(
             provider_id=remote.cluster_id,
             deadline=deadline,
             progress=progress,
+            force=force,
         )
 
 
@@ -591,7 +609,12 @@ async def control_plane_client(consumer: KubeClient, provider_id: str) -> Provid
 
 
 async def unpeer_out_of_band(
-    consumer_connection: ClusterConnection, provider_id: str, within: float, progress: Progress
+    consumer_connection: ClusterConnection,
+    provider_id: str,
+    within: float,
+    progress: Progress,
+    *,
+    force: bool = False,
 ) -> None:
     """`vkctl unpeer out-of-band`: with the consumer's kubeconfig only; the provider is reached
     with the control-plane identity, which may delete its own Tenant there."""
@@ -622,6 +645,7 @@ async def unpeer_out_of_band(
                 provider_id=provider_id,
                 deadline=deadline,
                 progress=progress,
+                force=force,
             )
         finally:
             if provider.client is not None:
@@ -641,6 +665,12 @@ def run_unpeer(coroutine: Coroutine[Any, Any, None]) -> None:
     click.echo("unpeered")
 
 
+FORCE_HELP = (
+    "Go on when the provider does not answer: remove the peering on this side only, this "
+    "cluster's identity there included, leaving the provider running what was offloaded."
+)
+
+
 @click.group("unpeer", invoke_without_command=True)
 @cluster_options
 @click.option(
@@ -655,6 +685,7 @@ def run_unpeer(coroutine: Coroutine[Any, Any, None]) -> None:
     help="The context of --remote-kubeconfig (default: its current context).",
 )
 @click.option("--timeout", default=UNPEER_TIMEOUT, callback=go_duration, show_default=True)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.pass_context
 def unpeer_command(
     ctx: click.Context,
@@ -663,6 +694,7 @@ def unpeer_command(
     remote_kubeconfig: Path | None,
     remote_context: str | None,
     timeout: float,
+    force: bool,
 ) -> None:
     """Undo `vkctl peer`: drain and remove the virtual nodes, then everything peering made on
     both sides. With the provider's kubeconfig (--remote-kubeconfig), or, with this cluster's
@@ -685,6 +717,7 @@ def unpeer_command(
             load_kubeconfig_file(remote_kubeconfig, context=remote_context),
             timeout,
             Progress(),
+            force=force,
         )
     )
 
@@ -712,6 +745,7 @@ def _inherited(ctx: click.Context, name: str, value: Any) -> Any:
 @click.argument("cluster_id", metavar="CLUSTER_ID", callback=cluster_id_argument)
 @cluster_options
 @click.option("--timeout", default=UNPEER_TIMEOUT, callback=go_duration, show_default=True)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.pass_context
 def unpeer_out_of_band_command(
     ctx: click.Context,
@@ -719,6 +753,7 @@ def unpeer_out_of_band_command(
     kubeconfig: str | None,
     context: str | None,
     timeout: float,
+    force: bool,
 ) -> None:
     """Undo `vkctl peer` with this cluster's kubeconfig only: drain and remove the virtual
     nodes of provider CLUSTER_ID and what peering made here, and delete this cluster's Tenant
@@ -732,5 +767,6 @@ def unpeer_out_of_band_command(
             cluster_id,
             _inherited(ctx, "timeout", timeout),
             Progress(),
+            force=_inherited(ctx, "force", force),
         )
     )
