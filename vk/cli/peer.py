@@ -28,7 +28,7 @@ from vk.api.constants import (
     control_plane_secret_name,
     tenant_namespace,
 )
-from vk.api.core import ForeignCluster, InvalidClusterID, validate_cluster_id
+from vk.api.core import ForeignCluster
 from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_cluster_identity
 from vk.api.meta import KubeObject
 from vk.api.offloading import NamespaceMap, VirtualNode
@@ -39,6 +39,7 @@ from vk.cli.options import (
     peering_kubeconfigs,
     requested_resources,
     resource_options,
+    valid_cluster_id,
 )
 from vk.cli.peering import (
     PeeringError,
@@ -722,13 +723,6 @@ def unpeer_command(
     )
 
 
-def cluster_id_argument(_: click.Context, __: click.Parameter, value: str) -> str:
-    try:
-        return validate_cluster_id(value)
-    except InvalidClusterID as error:
-        raise click.BadParameter(str(error)) from error
-
-
 def _inherited(ctx: click.Context, name: str, value: Any) -> Any:
     """An option given to `vkctl unpeer` before the subcommand, unless given to it as well."""
     parent = ctx.parent
@@ -742,7 +736,7 @@ def _inherited(ctx: click.Context, name: str, value: Any) -> Any:
 
 
 @unpeer_command.command("out-of-band")
-@click.argument("cluster_id", metavar="CLUSTER_ID", callback=cluster_id_argument)
+@click.argument("cluster_id", metavar="CLUSTER_ID", callback=valid_cluster_id)
 @cluster_options
 @click.option("--timeout", default=UNPEER_TIMEOUT, callback=go_duration, show_default=True)
 @click.option("--force", is_flag=True, help=FORCE_HELP)

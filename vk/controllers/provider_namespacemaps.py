@@ -36,7 +36,13 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_group,
 )
-from vk.api.offloading import MappingPhase, NamespaceMap, Quota, namespace_name_problem
+from vk.api.offloading import (
+    KUBERNETES_NAMESPACE_PREFIX,
+    MappingPhase,
+    NamespaceMap,
+    Quota,
+    namespace_name_problem,
+)
 from vk.api.quantity import InvalidQuantity, parse_quantity
 from vk.kube.client import (
     JSON,
@@ -97,8 +103,14 @@ DEFAULT_TWIN_NAMESPACE_QUOTA = {
     "count/shadowendpointslices.offloading.liqo.io": "1000",
 }
 # Names no consumer may have as a twin namespace, whatever the provider adds: its own system
-# namespaces, vk's, and the tenant namespaces (a trailing * matches any ending).
-RESERVED_NAMESPACES = ("default", "kube-*", VK_NAMESPACE, f"{TENANT_NAMESPACE_PREFIX}*")
+# namespaces (those never offloaded, `system_namespace_problem`, and `default`), vk's, and the
+# tenant namespaces (a trailing * matches any ending).
+RESERVED_NAMESPACES = (
+    "default",
+    f"{KUBERNETES_NAMESPACE_PREFIX}*",
+    VK_NAMESPACE,
+    f"{TENANT_NAMESPACE_PREFIX}*",
+)
 
 
 class MappingRefused(Exception):
