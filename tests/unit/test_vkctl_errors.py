@@ -165,6 +165,19 @@ def test_no_request_outlives_the_commands_timeout(
     assert re.search(said, result.stderr), result.stderr
 
 
+def test_peer_names_the_side_whose_api_server_never_answers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, silent_server: str
+) -> None:
+    monkeypatch.setattr(options, "REQUEST_SECONDS", 0.3)
+    silent = write_kubeconfig(tmp_path / "silent.yaml", silent_server)
+    result = run("peer", "--kubeconfig", str(silent), "--remote-kubeconfig", str(silent))
+    assert result.exit_code == 1
+    said = f"the local cluster's API server {silent_server} did not answer within 0.3s"
+    assert said in result.stderr, result.stderr
+    result = run("unpeer", "out-of-band", "naples", "--kubeconfig", str(silent))
+    assert f"the local cluster's API server {silent_server} did not answer" in result.stderr
+
+
 def test_a_server_not_reached_is_said_first_then_the_kubeconfig_to_check(tmp_path: Path) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

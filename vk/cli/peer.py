@@ -33,6 +33,7 @@ from vk.api.identity import ClusterIdentity, InvalidClusterIdentity, parse_clust
 from vk.api.meta import KubeObject
 from vk.api.offloading import NamespaceMap, VirtualNode
 from vk.cli.options import (
+    CommandClient,
     cluster_options,
     go_bool_option,
     go_duration,
@@ -116,8 +117,8 @@ async def peer(
 ) -> None:
     deadline = Deadline.after(within)
     async with (
-        KubeClient(consumer_connection) as consumer,
-        KubeClient(provider_connection) as provider,
+        CommandClient(consumer_connection, side="local", deadline=deadline) as consumer,
+        CommandClient(provider_connection, side="remote", deadline=deadline) as provider,
     ):
         with progress.step("reading both clusters' identities"):
             local = await read_identity(consumer, "local")
@@ -560,8 +561,8 @@ async def unpeer(
     """`vkctl unpeer --remote-kubeconfig`: with the provider's administrator."""
     deadline = Deadline.after(within)
     async with (
-        KubeClient(consumer_connection) as consumer,
-        KubeClient(provider_connection) as provider,
+        CommandClient(consumer_connection, side="local", deadline=deadline) as consumer,
+        CommandClient(provider_connection, side="remote", deadline=deadline) as provider,
     ):
         local = await read_identity(consumer, "local")
         remote = await read_identity(provider, "remote")
@@ -620,7 +621,7 @@ async def unpeer_out_of_band(
     """`vkctl unpeer out-of-band`: with the consumer's kubeconfig only; the provider is reached
     with the control-plane identity, which may delete its own Tenant there."""
     deadline = Deadline.after(within)
-    async with KubeClient(consumer_connection) as consumer:
+    async with CommandClient(consumer_connection, side="local", deadline=deadline) as consumer:
         local = await read_identity(consumer, "local")
         if local.cluster_id == provider_id:
             raise PeeringError(f"{provider_id} is this cluster: name the provider to unpeer from")
