@@ -794,6 +794,49 @@ def test_a_system_namespace_is_never_offloaded(tutorial: Clusters) -> None:
         vkctl(tutorial, "unoffload", "namespace", "kube-system", "--timeout=120s")
 
 
+def test_a_system_namespace_with_a_remote_offloading_still_gets_its_pods(
+    tutorial: Clusters,
+) -> None:
+    """A `kube-` namespace offloaded `Remote` before vk refused system namespaces (here: past
+    the webhook, with the controller manager stopped so that its label stays): the webhook
+    places none of its pods, so the API server's policy must hold back none either."""
+    # Here, not at the top: the integration conftest imports this module.
+    from tests.integration.conftest import installed_controller_manager_stopped
+
+    namespace = f"kube-ops-{uuid.uuid4().hex[:6]}"
+    tutorial.kubectl(CONSUMER, "create", "namespace", namespace)
+    offloading_manifest = {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceOffloading",
+        "metadata": {"name": "offloading", "namespace": namespace},
+        "spec": {"podOffloadingStrategy": "Remote"},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "agent", "namespace": namespace},
+        "spec": {"containers": [{"name": "agent", "image": "nginx"}]},
+    }
+    try:
+        with installed_controller_manager_stopped(tutorial, CONSUMER):
+            with without_the_webhook(
+                tutorial, "validatingwebhookconfiguration", OFFLOADING_WEBHOOK
+            ):
+                tutorial.kubectl(
+                    CONSUMER, "create", "-f", "-", input=json.dumps(offloading_manifest)
+                )
+            tutorial.kubectl(
+                CONSUMER, "label", "namespace", namespace, "liqo.io/scheduling-enabled=true"
+            )
+            created = tutorial.kubectl(
+                CONSUMER, "create", "-f", "-", input=json.dumps(pod), check=False
+            )
+            assert created.returncode == 0, created.stderr
+    finally:
+        vkctl(tutorial, "unoffload", "namespace", namespace, "--timeout=120s")
+        tutorial.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
 def test_a_namespace_labelled_in_advance_refuses_pods_until_offloaded(
     tutorial: Clusters, namespace: str
 ) -> None:

@@ -915,6 +915,15 @@ def test_a_tenants_secret_labelled_as_a_control_plane_identity_takes_nothing_ove
                     "data": data,
                 },
             )
+        # An earlier test's map may still be going (its twins deleted first): a new one then.
+        wait_until(
+            lambda: get_json(
+                peered, CONSUMER, "namespacemaps.offloading.liqo.io", PROVIDER,
+                "-n", CONSUMER_TENANT,
+            ) is None,
+            "no NamespaceMap left of an earlier test",
+            timeout=120,
+        )  # fmt: skip
         apply(peered, CONSUMER, namespace_map({"team-a": "team-a-venice"}))
         wait_until(
             lambda: current_mapping(peered).get("team-a", {}).get("phase") == "Accepted",

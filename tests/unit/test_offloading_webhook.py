@@ -316,4 +316,8 @@ def test_a_system_namespaces_pods_are_neither_refused_nor_placed() -> None:
     assert review_offloading_pod(request, remote) == (ALLOWED, [])
     admission = OffloadingAdmission(Store(), synced=lambda: True)
     assert admission.place_pod(request).decision.allowed
+    # Nor while the webhook starts: there is no policy of theirs to wait for.
+    starting = OffloadingAdmission(Store(), synced=lambda: False)
+    assert starting.place_pod(request).decision.allowed
+    assert not starting.place_pod(in_namespace(request, "liqo-demo")).decision.allowed
     assert review_offloading_pod(in_namespace(request, "liqo-demo"), remote)[1]

@@ -33,7 +33,7 @@ from vk.api.constants import (
     SHADOW_POD_FINALIZER,
     VK_NAMESPACE,
 )
-from vk.api.offloading import Quota
+from vk.api.offloading import Quota, system_namespace_problem
 from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.quantity import InvalidQuantity
 from vk.api.usage import Ledger, Resources, pod_usage
@@ -457,9 +457,11 @@ class OffloadingAdmission:
     def place_pod(self, request: Mapping[str, Any]) -> Answer:
         if request.get("operation") != "CREATE":
             return Answer(ALLOWED)
+        namespace = request.get("namespace") or ""
+        if system_namespace_problem(namespace, self.vk_namespace):
+            return Answer(ALLOWED)  # never offloaded: nothing to wait for (coredns's pods)
         if not self.synced():
             return Answer(deny(NOT_READY_OFFLOADING))
-        namespace = request.get("namespace") or ""
         offloading = self.offloadings.get(f"{namespace}/{NAMESPACE_OFFLOADING_NAME}")
         decision, patch = review_offloading_pod(request, offloading, self.vk_namespace)
         return Answer(decision, patch or None)
