@@ -20,7 +20,14 @@ from cryptography.hazmat.primitives import serialization
 from vk.kube import pki, transport
 from vk.kube.client import KubeClient, request_target
 from vk.kube.kubeconfig import ClusterConnection
-from vk.kube.transport import Endpoint, ProtocolError, ResponseParser, parse_head
+from vk.kube.transport import (
+    MAX_ERROR_BODY_BYTES,
+    BodyTooLarge,
+    Endpoint,
+    ProtocolError,
+    ResponseParser,
+    parse_head,
+)
 
 # --- the parser --------------------------------------------------------------------------
 
@@ -335,9 +342,7 @@ async def test_an_answer_that_breaks_the_protocol_closes_its_connection() -> Non
     listening.close()
 
 
-async def test_a_gzipped_answer_is_inflated_and_a_bomb_or_an_endless_body_refused(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_gzipped_answer_is_inflated_and_a_bomb_or_a_body_over_its_cap_refused() -> None:
     packed = gzip.compress(b"{" + b" " * 100_000 + b"}")
     response = (
         b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(packed)
@@ -349,10 +354,11 @@ async def test_a_gzipped_answer_is_inflated_and_a_bomb_or_an_endless_body_refuse
     _, body = await endpoint.request("GET", "/list", {}, None)
     assert len(body) == 100_002
     assert b"\r\nAccept-Encoding: gzip\r\n" in server.requests[0]
-    monkeypatch.setattr(transport, "MAX_BODY_BYTES", 10_000)
-    with pytest.raises(ProtocolError, match="inflated"):
+    await endpoint.close()
+    endpoint = Endpoint(base, ssl_context=None, max_body=10_000)
+    with pytest.raises(BodyTooLarge, match="inflated"):
         await endpoint.request("GET", "/list", {}, None)
-    with pytest.raises(ProtocolError, match="over 10000 bytes"):
+    with pytest.raises(BodyTooLarge, match="over 10000 bytes"):
         await endpoint.request("GET", "/list", {}, None)
     await endpoint.close()
     listening.close()
@@ -648,4 +654,46 @@ async def test_connections_opened_before_a_tls_renewal_carry_no_further_request(
     assert server.connections == 4
     assert endpoint.ssl_context is renewed
     await endpoint.close()
+    listening.close()
+
+
+def test_a_content_length_of_thousands_of_digits_is_a_protocol_error() -> None:
+    # Python reads no int of over 4300 digits: its ValueError must not escape the parser.
+    with pytest.raises(ProtocolError, match="not a Content-Length"):
+        parsed(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"1" * 5000 + b"\r\n\r\n")
+    with pytest.raises(ProtocolError, match="not a Content-Length"):
+        parsed(b"HTTP/1.1 200 OK\r\nContent-Length: " + b"1" * 20 + b"\r\n\r\n")
+
+
+async def test_an_answer_with_a_content_length_of_thousands_of_digits_fails_its_connection() -> (
+    None
+):
+    huge = b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n"
+    _, base, listening = await start(answers(huge))
+    endpoint = Endpoint(base, ssl_context=None)
+    with pytest.raises(ProtocolError):
+        await endpoint.request("GET", "/a", {}, None)
+    await endpoint.close()
+    listening.close()
+
+
+async def test_only_the_start_of_an_error_answer_is_read_and_its_connection_not_kept() -> None:
+    body = b"x" * (1024 * 1024)
+    error = b"HTTP/1.1 500 Oops\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    server, base, listening = await start(answers(error, OK))
+    endpoint = Endpoint(base, ssl_context=None)
+    answer, content = await endpoint.request("GET", "/a", {}, None)
+    assert (answer.status, len(content)) == (500, MAX_ERROR_BODY_BYTES)
+    answer, content = await endpoint.request("GET", "/b", {}, None)
+    assert (answer.status, content, server.connections) == (200, b"{}", 2)
+    await endpoint.close()
+    listening.close()
+
+
+async def test_a_retry_after_of_digits_not_ascii_is_waited_as_a_second() -> None:
+    # "²" (latin-1 0xb2) is a digit to str.isdigit, and no float.
+    busy = b"HTTP/1.1 429 Busy\r\nRetry-After: \xb2\r\nContent-Length: 2\r\n\r\n{}"
+    _, base, listening = await start(answers(busy, OK))
+    async with KubeClient(ClusterConnection(server=base)) as client:
+        assert await client.get("/api/v1/pods") == {}
     listening.close()

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from vk.api.identity import ClusterIdentity
 from vk.cli import peer
 from vk.cli.peer import ProviderSide, ProviderUnanswered, remove_peering
+from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
 from vk.cli.vkctl import vkctl
 from vk.cli.waiting import Deadline
@@ -80,14 +82,14 @@ def test_a_provider_that_does_not_answer_stops_unpeering_before_anything_is_remo
         unpeer(SilentProvider(error), consumer)
     assert consumer.deleted == []
     message = str(stopped.value)
-    assert f"florence did not answer at https://florence:6443 ({said}" in message
+    assert f"florence did not answer, or refused, at https://florence:6443 ({said}" in message
     assert "nothing was removed" in message
     assert "--force" in message
 
 
 def test_with_force_the_peering_is_removed_here_and_what_florence_keeps_is_said() -> None:
     consumer = Consumer()
-    with pytest.raises(peer.PeeringError) as left:
+    with pytest.raises(PeeringError) as left:
         unpeer(SilentProvider(TimeoutError()), consumer, force=True)
     assert not isinstance(left.value, ProviderUnanswered)
     assert "florence was not reached" in str(left.value)
@@ -121,3 +123,22 @@ def test_unpeer_out_of_band_takes_force(
     result = CliRunner().invoke(vkctl, list(args))
     assert result.exit_code == 0, result.output
     assert forced == [True]
+
+
+def test_a_silent_provider_named_by_its_kubeconfig_says_how_to_go_on_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`vkctl unpeer --remote-kubeconfig K --force`: which provider K is, only it can say, so
+    --force cannot go on; the error says what can (`out-of-band <ID> --force`)."""
+
+    async def read_identity(_: object, which: str) -> ClusterIdentity:
+        if which == "remote":
+            raise TimeoutError("the remote cluster's API server did not answer")
+        return ClusterIdentity("venice")
+
+    monkeypatch.setattr(peer, "read_identity", read_identity)
+    connection = ClusterConnection(server="https://127.0.0.1:1")
+    with pytest.raises(PeeringError) as refused:
+        asyncio.run(peer.unpeer(connection, connection, 5, Progress(), force=True))
+    assert "nothing was removed" in str(refused.value)
+    assert "`vkctl unpeer out-of-band <its cluster ID> --force`" in str(refused.value)

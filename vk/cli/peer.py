@@ -64,6 +64,7 @@ from vk.controllers.replication import FINALIZER as REPLICATION_FINALIZER
 from vk.controllers.tenants import FINALIZER as TENANT_FINALIZER
 from vk.kube.client import (
     JSON,
+    PROVIDER_MAX_BODY_BYTES,
     ApiError,
     Conflict,
     KubeClient,
@@ -498,7 +499,7 @@ async def remove_peering(
             unreachable = str(error) or f"no answer in time ({type(error).__name__})"
         if unreachable is not None and not force:
             raise ProviderUnanswered(
-                f"{provider_id} did not answer at {provider.client.connection.server} "
+                f"{provider_id} did not answer, or refused, at {provider.client.connection.server} "
                 f"({unreachable}): nothing was removed; run `vkctl unpeer` again once it "
                 f"answers, or add --force to remove the peering on this side only ({provider_id} "
                 f"then keeps running {consumer_id}'s offloaded pods, and this cluster's identity "
@@ -565,7 +566,15 @@ async def unpeer(
         CommandClient(provider_connection, side="remote", deadline=deadline) as provider,
     ):
         local = await read_identity(consumer, "local")
-        remote = await read_identity(provider, "remote")
+        try:
+            remote = await read_identity(provider, "remote")
+        except (TimeoutError, OSError) as error:
+            # Which provider it is only it can say: --force cannot go on from here.
+            raise PeeringError(
+                f"{error or 'the provider did not answer'}: nothing was removed; run this again "
+                "once it answers, or `vkctl unpeer out-of-band <its cluster ID> --force` to "
+                "remove the peering on this side only"
+            ) from error
         if local.cluster_id == remote.cluster_id:
             raise PeeringError(
                 f"both kubeconfigs reach cluster {local.cluster_id}: --remote-kubeconfig must "
@@ -605,7 +614,14 @@ async def control_plane_client(consumer: KubeClient, provider_id: str) -> Provid
         )
     try:
         connection = parse_secret_kubeconfig(base64.b64decode(data))
-        return ProviderSide(KubeClient(connection, name="provider", timeout=IDENTITY_TIMEOUT))
+        return ProviderSide(
+            KubeClient(
+                connection,
+                name="provider",
+                timeout=IDENTITY_TIMEOUT,
+                max_body=PROVIDER_MAX_BODY_BYTES,
+            )
+        )
     except (InvalidKubeconfig, ValueError, ssl.SSLError) as error:
         return ProviderSide(None, unreachable=f"the Secret {namespace}/{name} is unusable: {error}")
 
@@ -668,8 +684,9 @@ def run_unpeer(coroutine: Coroutine[Any, Any, None]) -> None:
 
 
 FORCE_HELP = (
-    "Go on when the provider does not answer: remove the peering on this side only, this "
-    "cluster's identity there included, leaving the provider running what was offloaded."
+    "Go on when the provider does not answer, or refuses (but for 403, which says it ended the "
+    "peering): remove the peering on this side only, this cluster's identity there included, "
+    "leaving the provider running what was offloaded."
 )
 
 

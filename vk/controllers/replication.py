@@ -32,10 +32,23 @@ from vk.api.constants import (
     tenant_namespace,
 )
 from vk.api.offloading import NamespaceMap
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.client import (
+    JSON,
+    PROVIDER_MAX_BODY_BYTES,
+    KubeClient,
+    NotFound,
+    resource_path,
+)
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import EventHandler, Informer, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    PROVIDER_MAX_OBJECTS,
+    EventHandler,
+    Informer,
+    object_key,
+    shared_informer,
+    split_key,
+)
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
 from vk.kube.supervision import BackgroundTasks
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
@@ -127,6 +140,7 @@ class ProviderLink:
                 kind.plural,
                 namespace=tenant_namespace(consumer),
                 label_selector=f"{REPLICATED_LABEL}=true",
+                max_objects=PROVIDER_MAX_OBJECTS,
             )
             for kind in REPLICATED_KINDS
         }
@@ -233,7 +247,11 @@ class Replicator(Reconciler):
                     "unusable control-plane kubeconfig", provider=provider, error=str(error)
                 )
                 continue
-            link = ProviderLink(provider, KubeClient(connection, name="provider"), self.consumer)
+            link = ProviderLink(
+                provider,
+                KubeClient(connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES),
+                self.consumer,
+            )
             for plural, informer in link.informers.items():
                 # Ours is the same name in the tenant namespace of that provider.
                 informer.add_handler(self._enqueue_twin(plural, provider))

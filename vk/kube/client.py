@@ -19,7 +19,7 @@ import structlog
 from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection, ExecCredential
-from vk.kube.transport import Endpoint
+from vk.kube.transport import MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, BodyTooLarge, Endpoint
 
 log = structlog.get_logger("vk.kube.client")
 
@@ -56,6 +56,22 @@ TOO_MANY_REQUESTS_RETRIES = 10
 # request limit; its JSON may be larger): a line longer than this is not an event, and is not
 # read on into memory (the provider's API server is the other party's).
 MAX_WATCH_EVENT_BYTES = 8 * 1024 * 1024
+# The most a provider's API server may send in one answer or one watch line (the home one's:
+# transport.MAX_BODY_BYTES). A body is decoded whole, and orjson makes of `[{},{},...]` 24
+# times its size in Python objects: 193 MiB at this cap (measured; `[0,0,...]` 32 MiB), where a
+# 100 KB gzip bomb of 100 MiB took a process past its 512 MiB limit. One object (1.5 MiB in
+# etcd, up to twice that as JSON: base64, escapes) still fits; a page of many does not, and is
+# asked for again in smaller pages (`list_pages`).
+PROVIDER_MAX_BODY_BYTES = MAX_WATCH_EVENT_BYTES
+# An error's message is cut to this (a log line, a condition, /readyz: a server's page of text
+# in each would drown them).
+MAX_ERROR_MESSAGE_CHARS = 4096
+# Pages of one list at most: a server that answers every page with a new continue token would
+# be asked forever (24,018 pages in 2 s, seen). Ten times 10,000 objects at the smallest page.
+MAX_PAGES_PER_LIST = 100_000
+# Watch events taken in a row before the event loop runs others: a flood of small events, all
+# in the bytes at hand, would hold it (928k events in 5 s; a 10 ms sleep woke 278 ms late).
+EVENTS_BETWEEN_YIELDS = 100
 WATCH_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 
 
@@ -100,6 +116,23 @@ class MalformedWatch(ValueError):
     opened again from the last event that was one."""
 
 
+class MalformedList(ValueError):
+    """A list's pages never end (a continue token given twice, or pages past
+    MAX_PAGES_PER_LIST): the list is given up, and made again."""
+
+
+def is_named_object(obj: object) -> bool:
+    """Whether `obj` is an object an informer can keep: a dict with a name, and a namespace if
+    any, that are strings (what comes from a provider may be anything)."""
+    if not isinstance(obj, dict):
+        return False
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        return False
+    name, namespace = metadata.get("name"), metadata.get("namespace")
+    return isinstance(name, str) and bool(name) and isinstance(namespace, str | None)
+
+
 def parse_watch_event(line: bytes) -> JSON:
     """One line of a watch stream as its event, checked for what the informers read: a known
     type and an object, named unless a bookmark or an error. Anything else is MalformedWatch,
@@ -115,9 +148,7 @@ def parse_watch_event(line: bytes) -> JSON:
         raise MalformedWatch(f"a {event['type']} watch event without an object: {line[:100]!r}")
     if event["type"] in ("ERROR", "BOOKMARK"):
         return event
-    metadata = obj.get("metadata") or {}
-    name, namespace = metadata.get("name"), metadata.get("namespace")
-    if not (isinstance(name, str) and name) or not isinstance(namespace, str | None):
+    if not is_named_object(obj):
         raise MalformedWatch(f"a {event['type']} watch event of an unnamed object: {line[:100]!r}")
     return event
 
@@ -136,6 +167,7 @@ def _typed_error(status: int, body: str) -> ApiError:
         reason, message = str(payload.get("reason", "")), str(payload.get("message", body))
     except ValueError:
         reason, message = "", body
+    reason, message = reason[:MAX_ERROR_MESSAGE_CHARS], message[:MAX_ERROR_MESSAGE_CHARS]
     if status == 410:
         return Gone(status, reason or "Expired", message)
     if status == 404:
@@ -216,13 +248,22 @@ def delete_options(
 
 
 class KubeClient:
-    """One API server, one identity. Use as `async with KubeClient(conn) as client:`."""
+    """One API server, one identity. Use as `async with KubeClient(conn) as client:`.
+    `max_body`: the largest answer, or watch line, taken from the server (a provider's:
+    PROVIDER_MAX_BODY_BYTES)."""
 
     def __init__(
-        self, connection: ClusterConnection, *, name: str = "api", timeout: float = 30.0
+        self,
+        connection: ClusterConnection,
+        *,
+        name: str = "api",
+        timeout: float = 30.0,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self.connection = connection
         self.name = name  # the `client` label of vk_api_requests_total
+        self.max_body = max_body
+        self._max_watch_line = min(max_body, MAX_WATCH_EVENT_BYTES)
         self._timeout = timeout
         self._endpoint: Endpoint | None = None
         # The exec plugin's credential whose client certificate the endpoint presents, if so.
@@ -272,6 +313,7 @@ class KubeClient:
                 ssl_context=self.connection.ssl_context() if https else None,
                 server_hostname=self.connection.tls_server_name,
                 proxy_url=self.connection.proxy_url,
+                max_body=self.max_body,
             )
         elif self._exec_certificate is not None:
             renewed = self.connection.exec_certificate()
@@ -329,7 +371,10 @@ class KubeClient:
             # a CRD is created) asks the client to come back: client-go does, after Retry-After.
             if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
                 attempt += 1
-                await asyncio.sleep(min(float(retry_after) if retry_after.isdigit() else 1.0, 5.0))
+                seconds = (
+                    float(retry_after) if retry_after.isascii() and retry_after.isdigit() else 1
+                )
+                await asyncio.sleep(min(seconds, 5.0))
                 continue
             if status == 401 and self.connection.renewable and not refreshed:
                 # The credential was revoked, or expired early, or its file was rotated since
@@ -361,19 +406,45 @@ class KubeClient:
     ) -> AsyncIterator[tuple[list[JSON], str]]:
         """A collection page by page, each with the resourceVersion of the list (set on the
         last page, from which a watch continues): a caller that keeps part of each object
-        holds one page whole at a time, not ten thousand objects."""
+        holds one page whole at a time, not ten thousand objects. A page over `max_body` is
+        asked for again half as long, down to one object, and the rest of the list in pages
+        that long; items that are not named objects are left out (logged)."""
         query = {**(params or {}), "limit": str(page_size)}
-        while True:
-            page = await self.get(path, query)
-            metadata = page.get("metadata", {})
+        tokens_seen: set[str] = set()
+        skipped = 0
+        for _ in range(MAX_PAGES_PER_LIST):
+            try:
+                page = await self.get(path, query)
+            except BodyTooLarge:
+                limit = int(query["limit"])
+                if limit == 1:
+                    raise
+                query["limit"] = str(limit // 2)
+                continue
+            if not isinstance(page, dict):
+                raise MalformedList(f"a page of {path} that is not a list object")
+            metadata = page.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            items = page.get("items")
+            items = items if isinstance(items, list) else []
+            named = [item for item in items if is_named_object(item)]
+            skipped += len(items) - len(named)
             continue_token = metadata.get("continue")
-            yield (
-                page.get("items", []),
-                ("" if continue_token else metadata.get("resourceVersion", "")),
-            )
+            if continue_token and not isinstance(continue_token, str):
+                raise MalformedList(f"a list of {path} with a continue token not a string")
             if not continue_token:
+                if skipped:
+                    log.warning(
+                        "list items that are not named objects left out", path=path, skipped=skipped
+                    )
+                yield named, str(metadata.get("resourceVersion") or "")
                 return
+            yield named, ""
+            if continue_token in tokens_seen:
+                raise MalformedList(f"a list of {path} gave the same continue token twice")
+            tokens_seen.add(continue_token)
             query["continue"] = continue_token
+        raise MalformedList(f"a list of {path} not ended in {MAX_PAGES_PER_LIST} pages")
 
     async def current_objects(
         self, path: str, params: dict[str, str] | None = None, *, timeout_seconds: int = 300
@@ -433,14 +504,18 @@ class KubeClient:
         ) as response:
             API_REQUESTS.labels(self.name, "WATCH", resource_of(path), str(response.status)).inc()
             if response.status >= 400:
-                body = await response.read()
+                body = await response.read_start(MAX_ERROR_BODY_BYTES)
                 raise _typed_error(response.status, body.decode("utf-8", errors="replace"))
             # One event per line, split here as chunks come: an event carries a whole object
-            # (a ConfigMap may hold 1 MiB), bounded by MAX_WATCH_EVENT_BYTES.
+            # (a ConfigMap may hold 1 MiB), bounded by MAX_WATCH_EVENT_BYTES or max_body.
             pending = bytearray()
+            max_line = self._max_watch_line
+            events = 0
             async for chunk in response.chunks():
                 pending += chunk
                 while (end := pending.find(b"\n")) >= 0:
+                    if end > max_line:
+                        raise MalformedWatch(f"a watch line over {max_line} bytes: not an event")
                     line = bytes(pending[:end])
                     del pending[: end + 1]
                     if not line.strip():
@@ -450,10 +525,11 @@ class KubeClient:
                         status = event["object"]
                         raise _typed_error(_error_code(status), json.dumps(status))
                     yield event
-                if len(pending) > MAX_WATCH_EVENT_BYTES:
-                    raise MalformedWatch(
-                        f"a watch line over {MAX_WATCH_EVENT_BYTES} bytes: not an event"
-                    )
+                    events += 1
+                    if events % EVENTS_BETWEEN_YIELDS == 0:
+                        await asyncio.sleep(0)
+                if len(pending) > max_line:
+                    raise MalformedWatch(f"a watch line over {max_line} bytes: not an event")
             if pending.strip():
                 raise MalformedWatch("the watch stream ended in the middle of an event")
 

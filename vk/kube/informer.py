@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import sys
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode
 
@@ -44,6 +45,13 @@ MIN_BACKOFF, MAX_BACKOFF = 0.5, 30.0
 # A watch that ends sooner than this after it opened was refused, not idle: re-opened after a
 # back-off, not at once.
 QUICK_CLOSE_SECONDS = 1.0
+# An informer on a provider holds at most this many objects: a provider is not trusted, and one
+# streaming a list that never ends, or watch events of new names without end, would otherwise
+# grow the process until it is killed. A virtual kubelet is built for 10,000 offloaded pods;
+# the collections that follow them (pods, ShadowPods, their Secrets, ConfigMaps, Services,
+# EndpointSlices in one namespace or tenant) hold about as many each: five times that is room,
+# and at a few KiB per compacted object still a bound of a few hundred MiB.
+PROVIDER_MAX_OBJECTS = 50_000
 # Informers running in this process, for /readyz to name those that have been failing.
 RUNNING: weakref.WeakSet[Informer] = weakref.WeakSet()
 INFORMERS = Gauge(
@@ -205,12 +213,14 @@ def shared_informer(
     field_selector: str | None = None,
     indexers: dict[str, Indexer] | None = None,
     keep: Callable[[JSON], JSON] | None = None,
+    max_objects: int | None = None,
 ) -> Informer:
     """The informer of `plural` in that scope through `client` shared in this informer_scope():
     made on first use, the same one after (with `indexers` added). Each user runs it (`run()`
     is shared) and adds its own handlers, removing them if it stops before the scope ends.
     Every user of one asks for the same `keep` (equal), or gets a ValueError: a cache keeps one
-    thing of each object. Outside any scope, a new informer of its own each time."""
+    thing of each object. Of the `max_objects` its users ask for, the smallest holds. Outside
+    any scope, a new informer of its own each time."""
     shared = _SHARED.get()
     path = resource_path(api_version, plural, namespace=namespace)
     scope = (id(client), path, label_selector, field_selector)
@@ -224,13 +234,20 @@ def shared_informer(
             label_selector=label_selector,
             field_selector=field_selector,
             keep=keep,
+            max_objects=max_objects,
         )
         if shared is not None:
             shared[scope] = informer
     elif informer._keep != keep:
         raise ValueError(f"the informer of {informer.describe()} keeps something else already")
+    elif max_objects is not None:
+        informer.max_objects = min(informer.max_objects, max_objects)
     informer.store.add_indexers(indexers or {})
     return informer
+
+
+class TooManyObjects(Exception):
+    """A list or watch would make an informer hold more objects than its `max_objects`."""
 
 
 def resource_version(obj: JSON) -> str:
@@ -254,15 +271,20 @@ class Informer:
         watch_timeout: int = 300,
         keep: Callable[[JSON], JSON] | None = None,
         admit: Admission | None = None,
+        max_objects: int | None = None,
     ) -> None:
         """`keep`: what of each object (just decoded) the cache keeps, when its users read only
         part of it (client-go's transform). `admit`: whether the cache takes an object in (as
         kept), asked before each one it would hold; one refused is not held, and its handlers
         hear of it as deleted if the cache held an earlier version of it. A bound on what a
-        server that is not trusted can make a process hold."""
+        server that is not trusted can make a process hold. `max_objects` (None: no bound): the
+        most objects the cache holds, the bound for a whole collection (PROVIDER_MAX_OBJECTS on
+        a provider); a list or a watch that would go past it is a problem, listed again after a
+        back-off, and meanwhile the cache keeps what it holds."""
         self.client = client
         self._keep = keep
         self._admit = admit
+        self.max_objects = sys.maxsize if max_objects is None else max_objects
         self.path = resource_path(api_version, plural, namespace=namespace)
         self.params: dict[str, str] = {}
         if label_selector:
@@ -326,30 +348,59 @@ class Informer:
         """Lists, then watches from there, for ever. Nothing stops it but cancellation: a
         failure is retried with back-off (an unexpected one logged with its traceback and
         counted in vk_task_restarts_total, then listed afresh), a watch the server closes at
-        once again and again is re-opened with back-off too, and 410 Gone lists again."""
+        once again and again is re-opened with back-off too, and 410 Gone lists again: at once
+        if the watch lasted (it expired), after a back-off if it came as soon as listed."""
         backoff = MIN_BACKOFF
         resume_from: str | None = None
+        # Listing again for a problem that a list does not end (410 Gone as soon as listed, too
+        # many objects): only a watch that lasts does, or the problem would never last long
+        # enough for /readyz to name it.
+        listing_for_a_problem = False
+        relisted_too_soon = False  # the problem: a watch that lasts, even unending, ends it
         RUNNING.add(self)
         try:
             while True:
                 opened: float | None = None
+                relisted = False
                 try:
                     if resume_from is None:
+                        relisted = True
                         resume_from = await self._relist()
-                        self._failing(None)
+                        if not listing_for_a_problem:
+                            self._failing(None)
                     opened = time.monotonic()
                     self._watched_to = resume_from
-                    resume_from = await self._watch(resume_from)
+                    resume_from = await self._watch(resume_from, settles=relisted_too_soon)
                     if time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                         self._failing(None)
+                        listing_for_a_problem = relisted_too_soon = False
                         backoff = MIN_BACKOFF
                         continue
                     # Closed as soon as opened: a server or proxy refusing watches, not idle.
                     self._failing("the watch is closed as soon as it opens")
                     backoff = await self._pause(backoff)
                 except Gone:
-                    self._log.info("watch expired, listing again")
                     resume_from = None
+                    watched = None if opened is None else time.monotonic() - opened
+                    if not relisted or (watched is not None and watched >= QUICK_CLOSE_SECONDS):
+                        self._log.info("watch expired, listing again")
+                        listing_for_a_problem = relisted_too_soon = False
+                        if watched is not None:
+                            backoff = MIN_BACKOFF  # it watched a while: the server answers
+                        continue
+                    # Gone as soon as listed: a server that would have it list in a hot loop,
+                    # every handler told of every object each time (client-go's reflector
+                    # backs off before every relist; this, only before those that come fast).
+                    listing_for_a_problem = relisted_too_soon = True
+                    self._failing("410 Gone as soon as listed: listing again and again")
+                    self._log.warning("watch gone as soon as listed", retry_in=backoff)
+                    backoff = await self._pause(backoff)
+                except TooManyObjects as error:
+                    resume_from = None
+                    listing_for_a_problem, relisted_too_soon = True, False
+                    self._failing(str(error))
+                    self._log.warning("too many objects, listing again", retry_in=backoff)
+                    backoff = await self._pause(backoff)
                 except (TimeoutError, ApiError, OSError, ValueError) as error:
                     if opened is not None and time.monotonic() - opened >= QUICK_CLOSE_SECONDS:
                         backoff = MIN_BACKOFF  # it watched a while: a new failure, not the last
@@ -418,16 +469,26 @@ class Informer:
         # million Events in a twin namespace, bounded to twenty thousand, were held whole.
         listed = self.store.empty_like() if self._admit is not None else None
         version = ""
-        async for page, page_version in self.client.current_objects(
+        listing = self.client.current_objects(
             self.path, self.params, timeout_seconds=self.watch_timeout
-        ):
-            for obj in map(self._kept, page):
-                if listed is not None:
-                    if not self._judge(obj, listed):
-                        continue
-                    listed.upsert(obj)
-                kept.append(obj)
-            version = page_version
+        )
+        try:
+            async for page, page_version in listing:
+                for obj in map(self._kept, page):
+                    if listed is not None:
+                        if not self._judge(obj, listed):
+                            continue
+                        listed.upsert(obj)
+                    if len(kept) >= self.max_objects:
+                        REFUSED.labels(self.client.name, resource_of(self.path)).inc()
+                        raise TooManyObjects(f"the list has more than {self.max_objects} objects")
+                    kept.append(obj)
+                version = page_version
+        finally:
+            # Closed now when left early (too many objects), not when collected: a stream that
+            # never ends is not left open through the back-off.
+            if isinstance(listing, AsyncGenerator):
+                await listing.aclose()
         self.lists += 1
         # What is gone, or refused now, goes first, before what is new is taken.
         for key in set(self.store.keys()) - {object_key(obj) for obj in kept}:
@@ -455,15 +516,22 @@ class Informer:
             if gone is not None:
                 self._notify(DELETED, gone, gone)
             return
+        if len(self.store) >= self.max_objects and self.store.get(object_key(obj)) is None:
+            # A new object past the bound: not held (those held still follow their changes
+            # until then), and the cache listed again after a back-off.
+            REFUSED.labels(self.client.name, resource_of(self.path)).inc()
+            raise TooManyObjects(f"more than {self.max_objects} objects are watched")
         old = self.store.upsert(obj)
         if old is None:
             self._notify(ADDED, obj, None)
         elif not relisted or resource_version(old) != resource_version(obj):
             self._notify(MODIFIED, obj, old)
 
-    async def _watch(self, version: str) -> str:
+    async def _watch(self, version: str, *, settles: bool = False) -> str:
         """Watches from `version` until the server closes the stream; returns the last
-        resourceVersion seen, to resume from."""
+        resourceVersion seen, to resume from. `settles`: an event once it has lasted
+        QUICK_CLOSE_SECONDS ends the informer's problem (a watch may last minutes)."""
+        settled_at = time.monotonic() + QUICK_CLOSE_SECONDS if settles else None
         params: dict[str, Any] = {**self.params, "resourceVersion": version}
         # Bound once a watch: labels() looks its child up again on every call.
         counted = {
@@ -482,4 +550,7 @@ class Informer:
             elif event_type != BOOKMARK:
                 self._take(self._kept(obj))
             self._watched_to = version
+            if settled_at is not None and time.monotonic() >= settled_at:
+                self._failing(None)
+                settled_at = None
         return version

@@ -32,9 +32,17 @@ MAX_HEAD_BYTES = 64 * 1024
 # A chunk-size line or a trailer line longer than this is not HTTP.
 MAX_LINE_BYTES = 4096
 # An answer read whole is refused past this size (inflated, if gzipped: a small bomb inflates a
-# thousandfold): a page of 500 objects at etcd's limit of 1.5 MiB each is 750 MiB, and a
-# hostile server's endless body must not take all of the process's memory.
+# thousandfold): a page of 500 objects at etcd's limit of 1.5 MiB each is 750 MiB. The default,
+# for the home API server, which is trusted; a provider's gets far less (`Endpoint(max_body=)`,
+# vk/kube/client.py's PROVIDER_MAX_BODY_BYTES): decoded, JSON takes many times its size.
 MAX_BODY_BYTES = 1024 * 1024 * 1024
+# Of an error answer, only this much is read (the rest is not, and the connection is closed):
+# a message is for a log and a condition, and a hostile server's 200 MiB error page must not
+# become a 200 MiB message.
+MAX_ERROR_BODY_BYTES = 64 * 1024
+# A Content-Length of more digits than this is refused: 19 digits hold any size a body may
+# have, and Python refuses to read an int of over 4300 digits with a ValueError.
+MAX_CONTENT_LENGTH_DIGITS = 19
 # An idle connection is used again for this long at most. An API server closes those idle
 # longer (kube-apiserver after 90 s): a request sent on one just as it does is lost.
 IDLE_SECONDS = 30.0
@@ -51,6 +59,11 @@ class ProtocolError(ConnectionError):
     """The server's answer is not well-formed HTTP/1.1 (or is beyond a bound): the connection
     is closed. A ConnectionError, so that every caller that retries a connection failure
     retries this."""
+
+
+class BodyTooLarge(ProtocolError):
+    """An answer's body over the bound its reader set: a caller that can ask for less (a
+    smaller page of a list) does."""
 
 
 @dataclass(frozen=True)
@@ -218,7 +231,10 @@ class ResponseParser:
                 raise ProtocolError(f"a transfer encoding vk does not read: {encoding[:100]!r}")
             self._state = "chunk-size"
         elif length is not None:
-            if not (length.isascii() and length.isdigit()):  # "²" is a digit to Python
+            if (
+                not (length.isascii() and length.isdigit())  # "²" is a digit to Python
+                or len(length) > MAX_CONTENT_LENGTH_DIGITS
+            ):
                 raise ProtocolError(f"not a Content-Length: {length[:100]!r}")
             self._remaining = int(length)
             self._state = "length"
@@ -279,6 +295,9 @@ class _Connection(asyncio.Protocol):
             self.parser.feed(data)
         except ProtocolError as error:
             self._fail(error)
+            return
+        except ValueError as error:  # a head no check foresaw: never out of data_received
+            self._fail(ProtocolError(f"an answer vk cannot read: {error}"))
             return
         if len(self.parser.body) > STREAM_HIGH_WATER and not self._paused:
             assert self.transport is not None
@@ -414,24 +433,36 @@ class Answer:
         while (chunk := await self._connection.chunk()) is not None:
             yield chunk
 
-    async def read(self) -> bytes:
-        """The whole body (bounded in time by the caller, not per chunk: the cost of a
-        timer per chunk shows on every request)."""
+    async def read(self, limit: int) -> bytes:
+        """The whole body, or BodyTooLarge past `limit` bytes (bounded in time by the caller,
+        not per chunk: the cost of a timer per chunk shows on every request)."""
+        body, whole = await self._read_up_to(limit)
+        if not whole:
+            inflated = ", inflated" if self._inflate is not None else ""
+            raise BodyTooLarge(f"an answer over {limit} bytes{inflated}")
+        return body
+
+    async def read_start(self, limit: int) -> bytes:
+        """The body's first `limit` bytes at most (an error's: enough to say what it is); the
+        rest is left unread, and the connection is then not used again."""
+        body, _ = await self._read_up_to(limit)
+        return body[:limit]
+
+    async def _read_up_to(self, limit: int) -> tuple[bytes, bool]:
+        """The body up to just past `limit` bytes, and whether that is all of it."""
         parts = []
         size = 0
         while (chunk := await self._connection.chunk()) is not None:
             if self._inflate is not None:
                 try:
-                    chunk = self._inflate.decompress(chunk, MAX_BODY_BYTES + 1 - size)
+                    chunk = self._inflate.decompress(chunk, limit + 1 - size)
                 except zlib.error as error:
                     raise ProtocolError(f"an answer said gzipped is not: {error}") from None
-                if self._inflate.unconsumed_tail:
-                    raise ProtocolError(f"an answer over {MAX_BODY_BYTES} bytes, inflated")
             size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise ProtocolError(f"an answer over {MAX_BODY_BYTES} bytes")
             parts.append(chunk)
-        return b"".join(parts)
+            if size > limit or (self._inflate is not None and self._inflate.unconsumed_tail):
+                return b"".join(parts), False
+        return b"".join(parts), True
 
 
 @dataclass(frozen=True)
@@ -456,7 +487,8 @@ def proxy_of(url: str) -> Proxy:
 
 class Endpoint:
     """Kept-alive HTTP/1.1 connections to one server (`base`: its URL, whose path, if any,
-    prefixes every request's), through a proxy if given, over TLS if `ssl_context`."""
+    prefixes every request's), through a proxy if given, over TLS if `ssl_context`; answers
+    read whole refused past `max_body` bytes."""
 
     def __init__(
         self,
@@ -466,6 +498,7 @@ class Endpoint:
         server_hostname: str | None = None,
         proxy_url: str | None = None,
         max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -479,6 +512,7 @@ class Endpoint:
         self.ssl_context = ssl_context if parts.scheme == "https" else None
         self.server_hostname = server_hostname or self.host
         self.proxy = proxy_of(proxy_url) if proxy_url else None
+        self.max_body = max_body
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._slots = asyncio.Semaphore(max_requests_in_flight)
@@ -517,7 +551,10 @@ class Endpoint:
                     connection.send(data, bodiless=method == "HEAD")
                     head = await connection.head()
                     answer = self._answer(head, connection, gzip=True)
-                    content = await answer.read()
+                    if head.status >= 400:
+                        content = await answer.read_start(MAX_ERROR_BODY_BYTES)
+                    else:
+                        content = await answer.read(self.max_body)
                 except BaseException as error:
                     self._drop(connection)
                     if attempt == 0 and self._may_send_again(method, connection, error):

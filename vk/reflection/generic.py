@@ -38,6 +38,7 @@ from vk.kube.controller import Controller, Reconciler, Result
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import (
     DELETED,
+    PROVIDER_MAX_OBJECTS,
     EventHandler,
     Informer,
     resource_version,
@@ -450,6 +451,7 @@ class LocalToRemoteReflector(NamespacedReflector):
                 self.remote_plural or self.plural,
                 namespace=remote_namespace,
                 keep=self.remote_as_read,
+                max_objects=PROVIDER_MAX_OBJECTS,
             ),
         ]
 

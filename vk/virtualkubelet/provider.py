@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
-from vk.kube.client import ApiError, KubeClient
+from vk.kube.client import PROVIDER_MAX_BODY_BYTES, ApiError, KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, connection_from_secret
 from vk.kube.supervision import BackgroundTasks
@@ -88,7 +88,7 @@ class ProviderConnection:
         if self.client is not None:
             self._retire(self.client)
         self._connection = connection
-        self.client = KubeClient(connection, name="provider")
+        self.client = KubeClient(connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES)
         self.problem = None
         log.info("provider kubeconfig loaded", server=connection.server)
         self._notify()

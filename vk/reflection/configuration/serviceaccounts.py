@@ -27,7 +27,7 @@ from vk.kube.client import (
     resource_path,
 )
 from vk.kube.controller import Result
-from vk.kube.informer import DELETED, Informer, shared_informer, split_key
+from vk.kube.informer import DELETED, PROVIDER_MAX_OBJECTS, Informer, shared_informer, split_key
 from vk.reflection.forge.configuration import is_token_secret
 from vk.reflection.forge.meta import is_owned_by_us
 from vk.reflection.forge.pods import API_SERVER_SUPPORT_ANNOTATION, uses_home_tokens
@@ -139,7 +139,12 @@ class ServiceAccountTokenReflector(NamespacedReflector):
         # and one watch for both): ours are told apart by their labels.
         return [
             shared_informer(
-                client, "v1", "secrets", namespace=remote_namespace, keep=self.remote_as_read
+                client,
+                "v1",
+                "secrets",
+                namespace=remote_namespace,
+                keep=self.remote_as_read,
+                max_objects=PROVIDER_MAX_OBJECTS,
             )
         ]
 

@@ -19,7 +19,7 @@ from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
 from vk.kube.client import JSON, AlreadyExists, KubeClient, NotFound, resource_path
 from vk.kube.controller import Result
 from vk.kube.events import WARNING
-from vk.kube.informer import Informer, Store, object_key, split_key
+from vk.kube.informer import PROVIDER_MAX_OBJECTS, Informer, Store, object_key, split_key
 from vk.kube.supervision import BackgroundTasks
 from vk.reflection.forge.events import (
     event_needs_update,
@@ -112,6 +112,7 @@ class EventReflector(NamespacedReflector):
                 indexers={_INVOLVED_INDEX: lambda event: [involved_object_key(event)]},
                 keep=remote_event_as_read,
                 admit=self._admit_remote_event,
+                max_objects=PROVIDER_MAX_OBJECTS,
             ),
         ]
 

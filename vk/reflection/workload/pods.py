@@ -58,6 +58,7 @@ from vk.kube.informer import (
     ADDED,
     DELETED,
     MODIFIED,
+    PROVIDER_MAX_OBJECTS,
     Informer,
     namespace_index,
     resource_version,
@@ -524,6 +525,7 @@ class PodReflector(Reconciler):
                     namespace=remote,
                     label_selector=self._owned_selector,
                     keep=keep,
+                    max_objects=PROVIDER_MAX_OBJECTS,
                 )
                 for api_version, plural, keep in (
                     ("v1", "pods", self._remote_pod_as_read),
