@@ -5,10 +5,12 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import ssl
 from pathlib import Path
 
 import pytest
 import yaml
+from cryptography.hazmat.primitives import serialization
 
 from vk.kube import kubeconfig as kubeconfig_module
 from vk.kube.kubeconfig import (
@@ -19,6 +21,7 @@ from vk.kube.kubeconfig import (
     parse_kubeconfig,
     parse_secret_kubeconfig,
 )
+from vk.kube.pki import build_ca
 
 
 def kubeconfig(user: dict, server: str = "https://127.0.0.1:6443") -> str:
@@ -361,3 +364,27 @@ def test_only_a_certificate_from_the_plugin_is_the_plugins_to_renew(tmp_path: Pa
     given = parse_kubeconfig(kubeconfig(exec_user(str(certificates)))).exec_certificate()
     assert given is not None
     assert given.client_cert_pem == b"C"
+
+
+def test_a_kubeconfigs_ca_is_the_only_one_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As client-go: with a CA in the kubeconfig, the system's roots (here a CA put in
+    SSL_CERT_FILE) are not trusted for that server."""
+    now = datetime.datetime.now(datetime.UTC)
+    system_ca, _ = build_ca("a-public-ca", now)
+    system_file = tmp_path / "system.pem"
+    system_file.write_bytes(system_ca.public_bytes(serialization.Encoding.PEM))
+    monkeypatch.setenv("SSL_CERT_FILE", str(system_file))
+    own_ca, _ = build_ca("the-clusters-ca", now)
+    connection = ClusterConnection(
+        server="https://127.0.0.1:6443",
+        ca_pem=own_ca.public_bytes(serialization.Encoding.PEM),
+    )
+    context = connection.ssl_context()
+    trusted = [ca["subject"] for ca in context.get_ca_certs()]
+    assert trusted == [((("commonName", "the-clusters-ca"),),)]
+    assert context.check_hostname
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    # Without a CA of its own, the system's roots are the trust, as kubectl's.
+    assert ClusterConnection(server="https://example.com").ssl_context().get_ca_certs() != []

@@ -70,12 +70,17 @@ class ClusterConnection:
     _token_file_read: list[Any] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context()
+        if self.ca_pem is not None and not self.insecure_skip_tls_verify:
+            # The kubeconfig's CA alone, as client-go trusts it: with the system's roots too,
+            # a certificate any public CA issued for the server's name (its DNS hijacked, say)
+            # would pass for an untrusted provider's, or a home API server's.
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.load_verify_locations(cadata=self.ca_pem.decode())
+        else:
+            context = ssl.create_default_context()
         if self.insecure_skip_tls_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        elif self.ca_pem is not None:
-            context.load_verify_locations(cadata=self.ca_pem.decode())
         cert, key = self.client_cert_pem, self.client_key_pem
         if (credential := self.exec_certificate()) is not None:
             cert, key = credential.client_cert_pem, credential.client_key_pem
