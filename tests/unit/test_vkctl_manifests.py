@@ -136,6 +136,35 @@ def test_wrong_arguments_are_usage_errors(args: list[str], message: str) -> None
 LONG_NAME = "a" * 64  # as a virtual node's, a label value: at most 63
 
 
+def test_an_object_that_exists_is_named_as_whoever_made_it_named_it(tmp_path: Path) -> None:
+    """A VirtualNode made with kubectl may be `my.node`: vkctl deletes it (here it reaches for
+    the cluster, which is not there), though it makes only DNS-1123 labels itself."""
+    nowhere = tmp_path / "nowhere.yaml"
+    nowhere.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    for args in (
+        ["delete", "virtualnode", "my.node"],
+        ["delete", "resourceslice", "my.pool"],
+        ["cordon", "resourceslice", "my.pool"],
+    ):
+        result = run(*args, "--remote-cluster-id", "naples", "--kubeconfig", str(nowhere))
+        assert result.exit_code == 1, result.output
+        assert "cannot connect to 127.0.0.1:1" in result.stderr
+    refused = run("delete", "virtualnode", "My_Node", "--remote-cluster-id", "naples")
+    assert refused.exit_code == 2
+    assert "'My_Node' is not a VirtualNode name" in refused.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -172,7 +201,7 @@ LONG_NAME = "a" * 64  # as a virtual node's, a label value: at most 63
         (
             ["create", "virtualnode", "n", "--remote-cluster-id", "naples",
              "--kubeconfig-secret-name", "", "-o", "yaml"],
-            "Invalid value for '--kubeconfig-secret-name': '' is not a Secret's name",
+            "Invalid value for '--kubeconfig-secret-name': Secret's name is empty",
         ),
         (
             ["get", "kubeconfig", "--remote-cluster-id", "naples", "--resource-slice-name", ""],

@@ -58,7 +58,7 @@ def get() -> None:
 @click.option(
     "--resource-slice-name",
     default=None,
-    callback=valid_name("ResourceSlice"),
+    callback=valid_name("ResourceSlice", existing=True),
     help="That slice's identity (its virtual kubelets'), not the control plane's.",
 )
 @cluster_options

@@ -202,12 +202,30 @@ def _name_problem(value: str, what: str) -> str | None:
     )
 
 
-def valid_name(what: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback: the name of a `what` (a ResourceSlice, a VirtualNode), which vk uses
-    as a Node's name and a label's value: a DNS-1123 label."""
+def _object_name_problem(value: str, what: str) -> str | None:
+    """Why `value` is no object's name (a DNS-1123 subdomain: labels joined by dots)."""
+    if not value:
+        return f"{what} is empty: give one"
+    if len(value) <= 253 and not any(_name_problem(part, what) for part in value.split(".")):
+        return None
+    return (
+        f"{value[:80]!r} is not a {what}: lower-case letters, digits, '-' and '.', starting and "
+        "ending with a letter or digit, at most 253 characters"
+    )
+
+
+def valid_name(
+    what: str, *, existing: bool = False
+) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback: the name of a `what` (a ResourceSlice, a VirtualNode). A new one is
+    a DNS-1123 label, as vk uses it as a Node's name and a label's value; one that `existing`
+    names may be any object's name (kubectl may have made it)."""
 
     def check(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
-        if value is not None and (problem := _name_problem(value, f"{what} name")):
+        if value is None:
+            return None
+        name = f"{what} name"
+        if problem := (_object_name_problem if existing else _name_problem)(value, name):
             raise click.BadParameter(problem)
         return value
 
@@ -216,13 +234,8 @@ def valid_name(what: str) -> Callable[[click.Context, click.Parameter, Any], Any
 
 def valid_secret_name(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
     """A click callback: a Secret's name, a DNS-1123 subdomain (labels joined by dots)."""
-    if value is not None and (
-        len(value) > 253 or any(_name_problem(part, "Secret name") for part in value.split("."))
-    ):
-        raise click.BadParameter(
-            f"{value[:80]!r} is not a Secret's name: lower-case letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit, at most 253 characters"
-        )
+    if value is not None and (problem := _object_name_problem(value, "Secret's name")):
+        raise click.BadParameter(problem)
     return value
 
 

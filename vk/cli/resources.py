@@ -321,6 +321,11 @@ remote_cluster_id = click.option(
 )
 slice_name = click.argument("name", callback=valid_name("ResourceSlice"))
 virtual_node_name = click.argument("name", callback=valid_name("VirtualNode"))
+# Of objects that exist: named by whoever made them.
+existing_slice_name = click.argument("name", callback=valid_name("ResourceSlice", existing=True))
+existing_virtual_node_name = click.argument(
+    "name", callback=valid_name("VirtualNode", existing=True)
+)
 
 
 @click.group("create")
@@ -460,7 +465,7 @@ def delete() -> None:
 
 
 @delete.command("resourceslice")
-@slice_name
+@existing_slice_name
 @remote_cluster_id
 @click.option("--timeout", default="5m", callback=go_duration, show_default=True)
 @cluster_options
@@ -481,7 +486,7 @@ def delete_resource_slice_command(
 
 
 @delete.command("virtualnode")
-@virtual_node_name
+@existing_virtual_node_name
 @remote_cluster_id
 @click.option("--timeout", default="5m", callback=go_duration, show_default=True)
 @cluster_options

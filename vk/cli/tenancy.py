@@ -134,7 +134,7 @@ async def set_slice_cordon(
 
 
 consumer_cluster_id = click.argument("consumer_cluster_id", callback=valid_cluster_id)
-slice_name = click.argument("name", callback=valid_name("ResourceSlice"))
+slice_name = click.argument("name", callback=valid_name("ResourceSlice", existing=True))
 slice_consumer = click.option(
     "--remote-cluster-id",
     default=None,
