@@ -158,3 +158,35 @@ async def test_objects_held_still_change_at_the_bound() -> None:
     assert ("MODIFIED", "listed-1") in seen
     assert not [name for _, name in seen if name.startswith("watched-")]
     assert "more than 5" in (informer.problem or "")
+
+
+class OnceOverTheBoundApiServer:
+    """Lists one object; its first watch brings a second (over a bound of one), its later ones
+    are healthy: bookmarks only, for as long as they are read."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.watches = 0
+
+    async def current_objects(self, path, params=None, *, timeout_seconds=300):  # type: ignore[no-untyped-def]
+        yield [configmap("a", 1)], "1"
+
+    async def watch(self, path, params=None, *, timeout_seconds=300):  # type: ignore[no-untyped-def]
+        self.watches += 1
+        if self.watches == 1:
+            yield {"type": "ADDED", "object": configmap("b", 2)}
+        for version in range(3, 1000):
+            await asyncio.sleep(0.05)
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(version)}}}
+
+
+async def test_a_watch_that_lasts_within_the_bound_ends_the_problem(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(informer_module, "MIN_BACKOFF", 0.05)
+    monkeypatch.setattr(informer_module, "QUICK_CLOSE_SECONDS", 0.2)
+    server = OnceOverTheBoundApiServer()
+    informer = Informer(server, "v1", "configmaps", max_objects=1)  # type: ignore[arg-type]
+    await run_for(informer, lambda: server.watches >= 2, 0.6)
+    assert informer.problem is None  # not until the healthy watch ends, minutes later

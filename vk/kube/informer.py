@@ -397,7 +397,9 @@ class Informer:
                     backoff = await self._pause(backoff)
                 except TooManyObjects as error:
                     resume_from = None
-                    listing_for_a_problem, relisted_too_soon = True, False
+                    # As after a Gone as soon as listed: a watch that then lasts, within the
+                    # bound, ends the problem at its first event or bookmark.
+                    listing_for_a_problem = relisted_too_soon = True
                     self._failing(str(error))
                     self._log.warning("too many objects, listing again", retry_in=backoff)
                     backoff = await self._pause(backoff)
