@@ -817,6 +817,24 @@ def events_of(clusters: Clusters, namespace: str, name: str, reason: str) -> lis
     return [e["message"] for e in (found or {}).get("items", [])]
 
 
+def identity_secret(namespace: str, cluster_id: str, kubeconfig: dict[str, Any]) -> dict[str, Any]:
+    """A Secret named and labelled as this cluster's control-plane identity on `cluster_id`,
+    holding `kubeconfig`, in `namespace`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": control_plane_secret_name(cluster_id),
+            "namespace": namespace,
+            "labels": {
+                IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
+                REMOTE_CLUSTER_ID_LABEL: cluster_id,
+            },
+        },
+        "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()},
+    }
+
+
 def test_a_control_plane_secret_asking_to_run_a_command_is_refused_with_a_condition(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -835,25 +853,7 @@ def test_a_control_plane_secret_asking_to_run_a_command_is_refused_with_a_condit
     namespace = f"liqo-tenant-{ghost}"
     peered.kubectl(CONSUMER, "create", "namespace", namespace)
     try:
-        apply(
-            peered,
-            CONSUMER,
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {
-                    "name": control_plane_secret_name(ghost),
-                    "namespace": namespace,
-                    "labels": {
-                        IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
-                        REMOTE_CLUSTER_ID_LABEL: ghost,
-                    },
-                },
-                "data": {
-                    "kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
-                },
-            },
-        )
+        apply(peered, CONSUMER, identity_secret(namespace, ghost, kubeconfig))
 
         def identity_condition() -> dict[str, Any] | None:
             found = peered.kubectl(
@@ -894,27 +894,10 @@ def test_a_tenants_secret_labelled_as_a_control_plane_identity_takes_nothing_ove
     and no ForeignCluster appears for the other."""
     impostor_kubeconfig = yaml.safe_load(peered.kubeconfig(PROVIDER).read_text())
     impostor_kubeconfig["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
-    data = {"kubeconfig": base64.b64encode(yaml.safe_dump(impostor_kubeconfig).encode()).decode()}
     peered.kubectl(CONSUMER, "create", "namespace", "team-a")
     try:
         for cluster_id in (PROVIDER, "ghost-impostor"):
-            apply(
-                peered,
-                CONSUMER,
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {
-                        "name": control_plane_secret_name(cluster_id),
-                        "namespace": "team-a",
-                        "labels": {
-                            IDENTITY_TYPE_LABEL: IDENTITY_CONTROL_PLANE,
-                            REMOTE_CLUSTER_ID_LABEL: cluster_id,
-                        },
-                    },
-                    "data": data,
-                },
-            )
+            apply(peered, CONSUMER, identity_secret("team-a", cluster_id, impostor_kubeconfig))
         # An earlier test's map may still be going (its twins deleted first): a new one then.
         wait_until(
             lambda: get_json(
