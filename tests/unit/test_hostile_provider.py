@@ -6,6 +6,7 @@ test's."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -163,6 +164,43 @@ async def test_an_error_page_of_any_length_becomes_a_short_message(watching: boo
     await serve.aclose()
     assert raised.value.status == 500
     assert raised.value.message == "e" * 4096
+
+
+@pytest.mark.parametrize(("delay", "retry_after"), [(0.0, "1"), (1.0, "0")])
+async def test_a_server_that_answers_429_forever_holds_a_call_no_longer_than_its_timeout(
+    delay: float, retry_after: str
+) -> None:
+    """Each attempt within the timeout, and each answer a 429: retried, but the whole call
+    bounded by the timeout (not ten attempts' worth, 10 s here)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        await asyncio.sleep(delay)
+        return web.json_response({}, status=429, headers={"Retry-After": retry_after})
+
+    timeout = 1.5
+    client, serve = await client_of(handle, timeout=timeout)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        await client.get(PATH)
+    took = time.monotonic() - started
+    await serve.aclose()
+    assert took < 3 * timeout
+
+
+async def test_a_429_then_an_answer_within_the_timeout_is_the_answer() -> None:
+    answered = 0
+
+    async def handle(request: web.Request) -> web.Response:
+        nonlocal answered
+        answered += 1
+        if answered == 1:
+            return web.json_response({}, status=429, headers={"Retry-After": "1"})
+        return web.json_response({"kind": "ConfigMapList"})
+
+    client, serve = await client_of(handle, timeout=1.5)
+    assert await client.get(PATH) == {"kind": "ConfigMapList"}
+    await serve.aclose()
+    assert answered == 2
 
 
 async def test_a_flood_of_watch_events_leaves_the_event_loop_to_others() -> None:

@@ -50,7 +50,8 @@ def resource_of(path: str) -> str:
     return f"{rest[0]}/{rest[2]}" if len(rest) > 2 else rest[0]
 
 
-# How often a 429 is retried before it is an error (client-go: 10).
+# How often a 429 is retried before it is an error (client-go: 10), within the client's
+# timeout, which bounds the whole call, retries and their sleeps included.
 TOO_MANY_REQUESTS_RETRIES = 10
 # One watch event carries one object, which the API server stores in at most 1.5 MiB (etcd's
 # request limit; its JSON may be larger): a line longer than this is not an event, and is not
@@ -250,7 +251,8 @@ def delete_options(
 class KubeClient:
     """One API server, one identity. Use as `async with KubeClient(conn) as client:`.
     `max_body`: the largest answer, or watch line, taken from the server (a provider's:
-    PROVIDER_MAX_BODY_BYTES)."""
+    PROVIDER_MAX_BODY_BYTES); `timeout`: the most one request takes, its retries (429, 401)
+    and the waits before them included, past which it raises TimeoutError (watches aside)."""
 
     def __init__(
         self,
@@ -356,35 +358,39 @@ class KubeClient:
         data = None if body is None else orjson.dumps(body)
         attempt = 0
         refreshed = False
-        while True:
-            async with asyncio.timeout(self._timeout):
+        # One deadline for the whole call, retries and their sleeps included: a server that
+        # answers 429 just before each attempt's end would otherwise hold the caller (a worker
+        # shared with every other provider) for minutes.
+        async with asyncio.timeout(self._timeout):
+            while True:
                 answer, raw = await self._endpoint_or_new().request(
                     method,
                     request_target(path, params),
                     self._headers(content_type if data is not None else None, accept),
                     data,
                 )
-            status = answer.status
-            API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
-            retry_after = answer.headers.get("retry-after", "1")
-            # 429 (priority and fairness, or a watch cache still initializing, as right after
-            # a CRD is created) asks the client to come back: client-go does, after Retry-After.
-            if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
-                attempt += 1
-                seconds = (
-                    float(retry_after) if retry_after.isascii() and retry_after.isdigit() else 1
-                )
-                await asyncio.sleep(min(seconds, 5.0))
-                continue
-            if status == 401 and self.connection.renewable and not refreshed:
-                # The credential was revoked, or expired early, or its file was rotated since
-                # it was read: taken afresh, once.
-                refreshed = True
-                self.connection.forget_credential()
-                continue
-            if status >= 400:
-                raise _typed_error(status, raw.decode("utf-8", errors="replace"))
-            return raw
+                status = answer.status
+                API_REQUESTS.labels(self.name, method, resource_of(path), str(status)).inc()
+                retry_after = answer.headers.get("retry-after", "1")
+                # 429 (priority and fairness, or a watch cache still initializing, as right
+                # after a CRD is created) asks the client to come back: client-go does, after
+                # Retry-After (a sleep past the deadline is cut short by it).
+                if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
+                    attempt += 1
+                    seconds = (
+                        float(retry_after) if retry_after.isascii() and retry_after.isdigit() else 1
+                    )
+                    await asyncio.sleep(min(seconds, 5.0))
+                    continue
+                if status == 401 and self.connection.renewable and not refreshed:
+                    # The credential was revoked, or expired early, or its file was rotated
+                    # since it was read: taken afresh, once.
+                    refreshed = True
+                    self.connection.forget_credential()
+                    continue
+                if status >= 400:
+                    raise _typed_error(status, raw.decode("utf-8", errors="replace"))
+                return raw
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
         return await self.request("GET", path, params=params)
