@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import structlog
 from prometheus_client import Counter
 
@@ -34,7 +36,6 @@ from vk.api.constants import (
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import (
     JSON,
-    PROVIDER_MAX_BODY_BYTES,
     KubeClient,
     NotFound,
     resource_path,
@@ -42,10 +43,11 @@ from vk.kube.client import (
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import (
-    PROVIDER_MAX_OBJECTS,
     EventHandler,
     Informer,
+    Store,
     object_key,
+    resource_version,
     shared_informer,
     split_key,
 )
@@ -63,6 +65,19 @@ UNTRUSTED_MAPPINGS = Counter(
     ["provider"],
 )
 RETRY = 2.0
+# What the provider may make this process hold of our twins there, for each kind: their
+# answers and watch lines (a twin is a few KiB: a NamespaceMap of ten thousand namespaces is
+# about 1 MiB), how many of them, and their bytes as JSON all together. The provider is not
+# trusted, and these caches live in the controller manager every peering shares: a few twins
+# of 8 MiB each, of small dicts, took it past its 512 MiB limit (orjson makes up to 24 times a
+# body's size in Python objects), crash-looping it for every provider.
+TWIN_MAX_BODY_BYTES = 1024 * 1024
+TWINS_MAX_OBJECTS = 1000
+TWINS_MAX_BYTES = 2 * 1024 * 1024
+# A provider that did not answer (timed out, or could not be reached) is not asked again for
+# this long: the workers are shared by every provider, and each request to a frozen one holds
+# a worker for the client's whole timeout, so its keys alone would hold them all.
+UNANSWERED_PAUSE = 30.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +142,53 @@ def replacement_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
     return patch
 
 
+class TwinBudget:
+    """The admission of a provider's twins into a cache (Informer's `admit`): while they come
+    to at most `max_bytes` of JSON all together. Sizes are remembered by resourceVersion, so an
+    event costs the encoding of its own object only."""
+
+    def __init__(self, provider: str, plural: str, max_bytes: int = TWINS_MAX_BYTES) -> None:
+        self.provider = provider
+        self.plural = plural
+        self.max_bytes = max_bytes
+        self._sizes: dict[str, tuple[str, int]] = {}  # key -> (resourceVersion, bytes)
+        self._refusing = False  # said once, until a twin is taken again
+
+    def __call__(self, obj: JSON, cached: Store) -> bool:
+        key = object_key(obj)
+        held = cached.keys()
+        total = self._size(key, obj)
+        for other in held:
+            if other != key and (other_obj := cached.get(other)) is not None:
+                total += self._size(other, other_obj)
+        if len(self._sizes) > 2 * len(held) + 16:  # sizes of twins gone
+            still_held = set(held)
+            self._sizes = {k: v for k, v in self._sizes.items() if k in still_held}
+        if total <= self.max_bytes:
+            self._refusing = False
+            return True
+        self._sizes.pop(key, None)
+        if not self._refusing:
+            self._refusing = True
+            log.warning(
+                "a provider's replicas are over their budget: those past it are not read",
+                provider=self.provider,
+                resource=self.plural,
+                twin=key,
+                max_bytes=self.max_bytes,
+            )
+        return False
+
+    def _size(self, key: str, obj: JSON) -> int:
+        version = resource_version(obj)
+        known = self._sizes.get(key)
+        if known is not None and known[0] == version:
+            return known[1]
+        size = len(orjson.dumps(obj))
+        self._sizes[key] = (version, size)
+        return size
+
+
 class ProviderLink:
     """The control-plane identity on one provider, and the informers of our twins there."""
 
@@ -140,11 +202,14 @@ class ProviderLink:
                 kind.plural,
                 namespace=tenant_namespace(consumer),
                 label_selector=f"{REPLICATED_LABEL}=true",
-                max_objects=PROVIDER_MAX_OBJECTS,
+                admit=TwinBudget(provider, kind.plural),
+                max_objects=TWINS_MAX_OBJECTS,
             )
             for kind in REPLICATED_KINDS
         }
         self.tasks: list[asyncio.Task[None]] = []
+        # Until when the provider is not asked (UNANSWERED_PAUSE), by time.monotonic().
+        self.unanswered_until = 0.0
 
     def start(self) -> None:
         self.tasks = [asyncio.create_task(i.run()) for i in self.informers.values()]
@@ -249,7 +314,7 @@ class Replicator(Reconciler):
                 continue
             link = ProviderLink(
                 provider,
-                KubeClient(connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES),
+                KubeClient(connection, name="provider", max_body=TWIN_MAX_BODY_BYTES),
                 self.consumer,
             )
             for plural, informer in link.informers.items():
@@ -285,6 +350,8 @@ class Replicator(Reconciler):
         self._not_peered.pop(key, None)
         if not link.synced:
             return Result(requeue_after=RETRY)
+        if (pause := link.unanswered_until - time.monotonic()) > 0:
+            return Result(requeue_after=pause)
         local_path = resource_path(kind.api_version, plural, namespace=namespace, name=name)
         twin_path = resource_path(
             kind.api_version, plural, namespace=tenant_namespace(self.consumer), name=name
@@ -293,8 +360,11 @@ class Replicator(Reconciler):
         if local["metadata"].get("deletionTimestamp"):
             if twin is not None:
                 if not twin["metadata"].get("deletionTimestamp"):
-                    with contextlib.suppress(NotFound):
-                        await link.client.delete(twin_path)
+                    try:
+                        with contextlib.suppress(NotFound):
+                            await link.client.delete(twin_path)
+                    except (TimeoutError, OSError) as error:
+                        return self._unanswered(link, error)
                 return Result(requeue_after=RETRY)  # until the provider has let it go
             await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
             return Result()
@@ -308,7 +378,10 @@ class Replicator(Reconciler):
                 for k, v in desired["metadata"]["labels"].items()
             )
         ):
-            await link.client.apply(twin_path, desired)
+            try:
+                await link.client.apply(twin_path, desired)
+            except (TimeoutError, OSError) as error:
+                return self._unanswered(link, error)
         status = (twin or {}).get("status")
         if status and kind.kind == NamespaceMap.KIND:
             status = await self._trusted_status(key, local, status, provider)
@@ -320,6 +393,19 @@ class Replicator(Reconciler):
                 {"status": replacement_patch(local.get("status") or {}, status)},
             )
         return Result()
+
+    @staticmethod
+    def _unanswered(link: ProviderLink, error: Exception) -> Result:
+        """The provider did not answer: its keys wait UNANSWERED_PAUSE, asking nothing."""
+        if link.unanswered_until < time.monotonic():
+            log.warning(
+                "the provider did not answer: not asked again for a while",
+                provider=link.provider,
+                seconds=UNANSWERED_PAUSE,
+                error=str(error)[:500] or type(error).__name__,
+            )
+        link.unanswered_until = time.monotonic() + UNANSWERED_PAUSE
+        return Result(requeue_after=UNANSWERED_PAUSE)
 
     async def _trusted_status(self, key: str, local: JSON, status: JSON, provider: str) -> JSON:
         """The provider's NamespaceMap status without the entries it reports Accepted for

@@ -1,0 +1,179 @@
+"""What a provider, not trusted, can make the consumer's replication do: hold no more of our
+twins there than their budget, and not hold the workers every provider shares while it does
+not answer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import orjson
+
+from vk.api.authentication import ResourceSlice
+from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
+from vk.controllers.replication import (
+    TWIN_MAX_BODY_BYTES,
+    TWINS_MAX_BYTES,
+    TWINS_MAX_OBJECTS,
+    UNANSWERED_PAUSE,
+    ProviderLink,
+    Replicator,
+    TwinBudget,
+)
+from vk.kube.controller import Result
+from vk.kube.informer import Informer, Store
+
+CONSUMER = "rome"
+SLICES = ResourceSlice.PLURAL
+
+
+def twin(name: str, size: int, version: int = 1) -> dict[str, Any]:
+    """A twin whose JSON is about `size` bytes (its status padded)."""
+    return {
+        "metadata": {"name": name, "namespace": "t", "resourceVersion": str(version)},
+        "status": {"padding": "x" * size},
+    }
+
+
+def three_twins_taken(budget: TwinBudget) -> Store:
+    """A cache that took three twins of 3 KB, each admitted by `budget`."""
+    cached = Store()
+    for name in ("a", "b", "c"):
+        obj = twin(name, 3000)
+        assert budget(obj, cached)
+        cached.upsert(obj)
+    return cached
+
+
+def test_twins_are_taken_while_their_json_is_within_the_budget() -> None:
+    budget = TwinBudget("naples", SLICES, max_bytes=10_000)
+    cached = three_twins_taken(budget)
+    assert not budget(twin("d", 3000), cached)  # a fourth would make 12 KB
+    # A twin held grows past the budget: refused (the informer drops it); shrunk, it is fine.
+    assert not budget(twin("a", 5000, version=2), cached)
+    assert budget(twin("a", 100, version=3), cached)
+
+
+def test_a_twin_gone_frees_its_part_of_the_budget() -> None:
+    budget = TwinBudget("naples", SLICES, max_bytes=10_000)
+    cached = three_twins_taken(budget)
+    cached.delete("t/a")
+    assert budget(twin("d", 3000), cached)
+
+
+class TwinServer:
+    """A provider's API server listing `objects` in one page, then watching in silence."""
+
+    name = "provider"
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = objects
+
+    async def current_objects(self, path, params=None, *, timeout_seconds=300):  # type: ignore[no-untyped-def]
+        # As the client decodes each: a copy of its own.
+        yield [orjson.loads(orjson.dumps(o)) for o in self.objects], "1"
+
+    async def watch(self, path, params=None, *, timeout_seconds=300):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(3600)
+        yield
+
+
+async def test_a_provider_listing_huge_twins_has_no_more_than_the_budget_held() -> None:
+    # Twins of 900 KB each (under the link's cap on a body): the old informer held them all.
+    server = TwinServer([twin(f"big-{i}", 900_000) for i in range(8)])
+    link = ProviderLink("naples", server, CONSUMER)  # type: ignore[arg-type]
+    informer = link.informers[SLICES]
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            await informer.synced.wait()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    held = informer.store.objects()
+    assert 0 < len(held) < 8
+    assert sum(len(orjson.dumps(o)) for o in held) <= TWINS_MAX_BYTES
+    assert informer.max_objects == TWINS_MAX_OBJECTS
+    assert TWIN_MAX_BODY_BYTES < 8 * 1024 * 1024  # below the client's provider default
+
+
+class FrozenProvider:
+    """A provider's client whose every write times out, as one that accepts TCP and never
+    answers does after the client's timeout."""
+
+    name = "provider"
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    async def apply(self, path: str, body: Any, **_: Any) -> Any:
+        self.writes += 1
+        raise TimeoutError
+
+    async def delete(self, path: str, **_: Any) -> Any:
+        self.writes += 1
+        raise TimeoutError
+
+    async def close(self) -> None:
+        pass
+
+
+class AnsweringProvider(FrozenProvider):
+    async def apply(self, path: str, body: Any, **_: Any) -> Any:
+        self.writes += 1
+        return body
+
+
+class Home:
+    name = "home"
+
+    async def set_finalizer(self, *_: Any, **__: Any) -> bool:
+        return False
+
+    async def merge_patch(self, path: str, patch: Any) -> Any:
+        return patch
+
+
+def local_slice(name: str, provider: str) -> dict[str, Any]:
+    return {
+        "apiVersion": ResourceSlice.group_version(),
+        "kind": ResourceSlice.KIND,
+        "metadata": {
+            "name": name,
+            "namespace": tenant_namespace(provider),
+            "uid": f"uid-{name}",
+            "labels": {REMOTE_CLUSTER_ID_LABEL: provider, "liqo.io/replication": "true"},
+        },
+        "spec": {"class": "default"},
+    }
+
+
+def linked(replicator: Replicator, provider: str, client: Any) -> Any:
+    link = ProviderLink(provider, client, CONSUMER)
+    for informer in link.informers.values():
+        informer.synced.set()
+    replicator.links[provider] = link
+    return link
+
+
+async def test_a_provider_that_does_not_answer_is_not_asked_again_for_a_while() -> None:
+    replicator = Replicator(Home(), CONSUMER)  # type: ignore[arg-type]
+    frozen, answering = FrozenProvider(), AnsweringProvider()
+    linked(replicator, "naples", frozen)
+    linked(replicator, "venice", answering)
+    slices: Informer = replicator.local[SLICES]
+    for name, provider in (("n1", "naples"), ("n2", "naples"), ("v1", "venice")):
+        slices.store.upsert(local_slice(name, provider))
+
+    first = await replicator.reconcile(f"{SLICES}|{tenant_namespace('naples')}/n1")
+    assert first == Result(requeue_after=UNANSWERED_PAUSE)
+    # Its other keys wait without asking it (each would hold a worker for the timeout).
+    second = await replicator.reconcile(f"{SLICES}|{tenant_namespace('naples')}/n2")
+    assert second.requeue_after is not None
+    assert 0 < second.requeue_after <= UNANSWERED_PAUSE
+    assert frozen.writes == 1
+    # Another provider's keys go on.
+    assert await replicator.reconcile(f"{SLICES}|{tenant_namespace('venice')}/v1") == Result()
+    assert answering.writes == 1
