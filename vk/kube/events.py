@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import time
+from collections import OrderedDict
 from typing import Any
 
 import structlog
@@ -19,6 +21,14 @@ NORMAL, WARNING = "Normal", "Warning"
 # An Event's message is cut to this length: many carry what the other cluster answered (its
 # error messages, its conditions), which it may make as long as it likes.
 MAX_EVENT_MESSAGE = 4096
+# As client-go's recorder (its spam filter): of one report (one reason about one object), a
+# burst of SPAM_BURST Events, then one per SPAM_REFILL_SECONDS; those past it are logged, not
+# written. Many messages quote what the other cluster sent, and one that varies it at will
+# would otherwise have vk write a new Event for each version. The last SPAM_KEYS reports are
+# remembered.
+SPAM_BURST = 25
+SPAM_REFILL_SECONDS = 300.0
+SPAM_KEYS = 4096
 
 
 def object_reference(obj: dict[str, Any]) -> dict[str, Any]:
@@ -68,10 +78,28 @@ def forge_event(
     }
 
 
+class SpamFilter:
+    """A token bucket per key (SPAM_BURST, refilled by one every SPAM_REFILL_SECONDS), the
+    least recently used forgotten past SPAM_KEYS."""
+
+    def __init__(self) -> None:
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, at
+
+    def allows(self, key: str, now: float) -> bool:
+        tokens, at = self._buckets.pop(key, (float(SPAM_BURST), now))
+        tokens = min(float(SPAM_BURST), tokens + (now - at) / SPAM_REFILL_SECONDS)
+        allowed = tokens >= 1
+        self._buckets[key] = (tokens - 1 if allowed else tokens, now)
+        if len(self._buckets) > SPAM_KEYS:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
 class EventRecorder:
     def __init__(self, client: KubeClient, component: str) -> None:
         self.client = client
         self.component = component
+        self._spam = SpamFilter()
 
     async def record(
         self, involved: dict[str, Any], event_type: str, reason: str, message: str
@@ -87,13 +115,20 @@ class EventRecorder:
         )
         namespace = event["metadata"]["namespace"]
         path = resource_path("v1", "events", namespace=namespace, name=event["metadata"]["name"])
+        involved = event["involvedObject"]
+        written = self._spam.allows(
+            f"{involved.get('uid') or (namespace, involved.get('name'))}/{reason}",
+            time.monotonic(),
+        )
         log.info(
-            "event",
+            "event" if written else "event not written: too many of it lately",
             reason=reason,
             message=message,
-            object=event["involvedObject"].get("name"),
+            object=involved.get("name"),
             type=event_type,
         )
+        if not written:
+            return
         try:
             try:
                 current = await self.client.get(path)
