@@ -78,6 +78,8 @@ TWINS_MAX_BYTES = 2 * 1024 * 1024
 # this long: the workers are shared by every provider, and each request to a frozen one holds
 # a worker for the client's whole timeout, so its keys alone would hold them all.
 UNANSWERED_PAUSE = 30.0
+# How often at most a provider's changes to one twin are read (`_enqueue_twin`).
+TWIN_BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -272,8 +274,12 @@ class Replicator(Reconciler):
 
     def _enqueue_twin(self, plural: str, provider: str) -> EventHandler:
         def enqueue(_: str, twin: JSON, __: JSON | None) -> None:
-            self.controller.enqueue(
-                f"{plural}|{tenant_namespace(provider)}/{twin['metadata']['name']}"
+            # Once for the changes of a TWIN_BATCH_SECONDS: each change the provider makes is
+            # a write at home (the status copied), and the NamespaceOffloadings looked at
+            # again, however fast it makes them.
+            self.controller.queue.add_after(
+                f"{plural}|{tenant_namespace(provider)}/{twin['metadata']['name']}",
+                TWIN_BATCH_SECONDS,
             )
 
         return enqueue
