@@ -14,6 +14,7 @@ whether they carry the mark) when its Ready condition changes, and again every
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,12 @@ from vk.kube.informer import shared_informer
 log = structlog.get_logger("vk.controllers.offloaded_pod_availability")
 
 RECHECK_SECONDS = 30.0
+# Nodes brought in line at once, each by its own worker: one provider's outage, ten thousand
+# pods to mark, must not hold back the marking of another's (its pods Ready in Services
+# meanwhile).
+WORKERS = 4
+# Pods of one node patched at once: its pods go on taking traffic until they are marked.
+PATCHES_AT_ONCE = 16
 MARKED = f"{REMOTE_UNAVAILABLE_LABEL}=true"
 
 
@@ -56,7 +63,7 @@ class OffloadedPodAvailability(Reconciler):
         self.nodes = shared_informer(
             client, "v1", "nodes", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"
         )
-        self.controller = Controller(self)
+        self.controller = Controller(self, workers=WORKERS)
         # node -> readiness its pods were last brought in line with: a Node's status changes
         # every few seconds, its readiness seldom, and only a change lists its pods.
         self._done: dict[str, bool] = {}
@@ -82,19 +89,15 @@ class OffloadedPodAvailability(Reconciler):
         params = {"fieldSelector": f"spec.nodeName={key}", "labelSelector": selector}
         changed = 0
         async for page, _ in self.client.list_pages(resource_path("v1", "pods"), params):
-            for pod in page:
-                patch = availability_patch(pod, ready)
-                if patch is None:
-                    continue
-                metadata = pod["metadata"]
-                path = resource_path(
-                    "v1", "pods", namespace=metadata["namespace"], name=metadata["name"]
+            patches = [(pod, patch) for pod in page if (patch := availability_patch(pod, ready))]
+            for start in range(0, len(patches), PATCHES_AT_ONCE):
+                done = await asyncio.gather(
+                    *(
+                        self._patch(pod, patch)
+                        for pod, patch in patches[start : start + PATCHES_AT_ONCE]
+                    )
                 )
-                try:
-                    await self.client.merge_patch(path, patch)
-                except NotFound:
-                    continue
-                changed += 1
+                changed += sum(done)
         if changed:
             log.info(
                 "offloaded pods marked" if not ready else "offloaded pods unmarked",
@@ -104,3 +107,13 @@ class OffloadedPodAvailability(Reconciler):
             )
         self._done[key] = ready
         return Result() if ready else Result(requeue_after=RECHECK_SECONDS)
+
+    async def _patch(self, pod: JSON, patch: JSON) -> bool:
+        """Whether `pod` was patched (False: gone meanwhile)."""
+        metadata = pod["metadata"]
+        path = resource_path("v1", "pods", namespace=metadata["namespace"], name=metadata["name"])
+        try:
+            await self.client.merge_patch(path, patch)
+        except NotFound:
+            return False
+        return True
