@@ -15,6 +15,7 @@ from tests.plain_manifests import (
     may_bind,
     plain_manifests,
 )
+from vk.api.constants import tenant_group, tenant_of_namespace
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_TWIN_NAMESPACE_QUOTA,
     FINALIZER,
@@ -305,7 +306,17 @@ async def test_a_namespace_made_by_another_since_the_cache_listed_gets_no_tenant
     refusals = event_messages(api, "CreationLoopBackOff")
     assert len(refusals) == 2
     assert all("was not created by vk for liqo-tenant-venice/venice" in m for m in refusals)
-    assert result.requeue_after == RETRY  # the names taken may be freed
+    # Looked at again when a name taken is freed (below), not every few seconds.
+    assert result.requeue_after == REFUSED_RETRY
+
+
+def test_a_name_freed_by_another_maps_namespace_brings_back_the_maps_that_want_it() -> None:
+    controller = controller_of(ProviderApi(), namespace_map({"web": "web-venice"}))
+    others = forge_twin_namespace("web-venice", "florence", "liqo-tenant-florence/f", "web")
+    controller._on_namespace(MODIFIED, others, None)
+    assert len(controller.controller.queue) == 1  # florence's map alone
+    controller._on_namespace(DELETED, others, others)
+    assert len(controller.controller.queue) == 2  # and venice's
 
 
 async def test_a_name_the_api_server_refuses_fails_that_entry_alone() -> None:
@@ -358,7 +369,8 @@ async def test_a_remote_name_that_is_no_namespace_name_is_refused_without_asking
     told = event_messages(api, "CreationLoopBackOff")
     assert any("65 characters long, over the 63 of a namespace name" in m for m in told)
     assert any("'Web_Venice' is not a valid namespace name" in m for m in told)
-    assert result.requeue_after == RETRY
+    # Looked at again when the map changes, not every few seconds.
+    assert result.requeue_after == REFUSED_RETRY
 
 
 def test_only_refusals_of_the_entry_itself_fail_it_alone() -> None:
@@ -366,3 +378,29 @@ def test_only_refusals_of_the_entry_itself_fail_it_alone() -> None:
         assert refuses_entry(ApiError(status, "", "")), status
     for status in (401, 404, 408, 409, 429, 500, 503):
         assert not refuses_entry(ApiError(status, "", "")), status
+
+
+async def test_a_map_labelled_as_another_consumers_makes_namespaces_of_its_own_tenant() -> None:
+    """venice labelling its map as florence's had namespaces made that were said to be
+    florence's (out of florence's teardown, in the way of its names) and bound florence's group
+    in them."""
+    the_map = namespace_map({"shop": "shop-venice"})
+    the_map["metadata"]["labels"]["liqo.io/remote-cluster-id"] = "florence"
+    api = ProviderApi()
+    await controller_of(api, the_map).reconcile(MAP_KEY)
+    assert api.created == ["shop-venice"]
+    made = api.namespaces["shop-venice"]
+    assert made["metadata"]["labels"]["liqo.io/remote-cluster-id"] == "venice"
+    bindings = [b for path, b in api.applied.items() if "/rolebindings/" in path]
+    assert bindings
+    assert all(
+        subject["name"] == tenant_group("venice")
+        for binding in bindings
+        for subject in binding["subjects"]
+    )
+
+
+def test_only_a_tenant_namespace_has_a_tenant() -> None:
+    assert tenant_of_namespace("liqo-tenant-venice") == "venice"
+    assert tenant_of_namespace("liqo-tenant-") is None
+    assert tenant_of_namespace("shop") is None

@@ -141,6 +141,13 @@ def tenant_namespace(cluster_id: str) -> str:
     return f"{TENANT_NAMESPACE_PREFIX}{cluster_id}"
 
 
+def tenant_of_namespace(namespace: str) -> str | None:
+    """The cluster whose tenant namespace `namespace` is, None if it is none: what a tenant
+    writes there is that cluster's, whatever its labels say."""
+    cluster_id = namespace.removeprefix(TENANT_NAMESPACE_PREFIX)
+    return cluster_id if cluster_id and cluster_id != namespace else None
+
+
 def kubeconfig_secret_name(resource_slice_name: str) -> str:
     """The Secret holding the kubeconfig of the identity issued for a ResourceSlice."""
     return f"{KUBECONFIG_SECRET_PREFIX}{resource_slice_name}"

@@ -35,6 +35,7 @@ from vk.api.constants import (
     TENANT_NAMESPACE_PREFIX,
     VK_NAMESPACE,
     tenant_group,
+    tenant_of_namespace,
 )
 from vk.api.offloading import (
     KUBERNETES_NAMESPACE_PREFIX,
@@ -55,7 +56,7 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import MODIFIED, object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, MODIFIED, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 
@@ -295,13 +296,15 @@ class ProviderNamespaceMaps(Reconciler):
         self.controller = Controller(self, workers=2)
         self._refused: dict[tuple[str, str], str] = {}
 
-    def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
+    def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:
         owner = managed_by(namespace)
         if owner:
             self.controller.enqueue(owner)
-            return
-        # One in the way may have gone: look again at the maps that want that name; or a
-        # tenant namespace's Pod Security level changed: look again at the maps in it.
+            if event != DELETED:
+                return
+        # One in the way may have gone (another map's too): look again at the maps that want
+        # that name, whose entries were refused for it; or a tenant namespace's Pod Security
+        # level changed: look again at the maps in it.
         name = namespace["metadata"]["name"]
         for namespace_map in self.maps.store.objects():
             desired = (namespace_map.get("spec") or {}).get("desiredMapping") or {}
@@ -331,7 +334,11 @@ class ProviderNamespaceMaps(Reconciler):
         if namespace_map is None:
             return Result()
         metadata = namespace_map["metadata"]
-        consumer = (metadata.get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL, "")
+        # The consumer whose tenant namespace holds the map: its label is the tenant's to
+        # write, and one naming another consumer made namespaces said to be that one's.
+        consumer = tenant_of_namespace(namespace)
+        if consumer is None:
+            return Result()  # no tenant's: no tenant can write there
         path = resource_path(
             NamespaceMap.group_version(), NamespaceMap.PLURAL, namespace=namespace, name=name
         )
@@ -402,8 +409,11 @@ class ProviderNamespaceMaps(Reconciler):
         try:
             phase = await self._ensure_twin(namespace_map, key, consumer, local, remote, claimed)
         except MappingRefused as refusal:
+            # Looked at again when what refused it changes (the map, or the namespace in the
+            # way: `_on_namespace`), not every few seconds: a map of thousands of refused
+            # entries, rewalked each time, would take the process's core.
             await self._report(namespace_map, key, local, "CreationLoopBackOff", str(refusal))
-            return MappingPhase.CREATION_LOOP_BACK_OFF.value, RETRY
+            return MappingPhase.CREATION_LOOP_BACK_OFF.value, REFUSED_RETRY
         except ApiError as error:
             if not refuses_entry(error):
                 raise
