@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -50,10 +50,12 @@ class Controller:
         *,
         workers: int = 1,
         observe: Callable[[str, bool], None] | None = None,
+        group: Callable[[str], Hashable] | None = None,
     ) -> None:
-        """`observe(key, succeeded)` is told of every reconcile done (a metric of its own)."""
+        """`observe(key, succeeded)` is told of every reconcile done (a metric of its own);
+        `group(key)`: the group a key is of, the groups served in turn (WorkQueue)."""
         self.reconciler = reconciler
-        self.queue: WorkQueue[str] = WorkQueue(reconciler.name)
+        self.queue: WorkQueue[str] = WorkQueue(reconciler.name, group=group)
         self.workers = workers
         self._observe = observe
         self.ready = asyncio.Event()

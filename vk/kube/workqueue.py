@@ -6,6 +6,11 @@ when `done`), and is retried with per-item exponential back-off capped by an ove
 bucket, so a broken object backs off while a storm of them cannot flood the API server. An item
 queued wakes one idle worker, as client-go's Signal does: waking them all (an Event) would cost
 every idle worker a wake-up per item, most of a reconcile's CPU when items come one at a time.
+
+Items may fall in groups (`group`: the tenant an item is of, on a provider every consumer
+shares): then the groups with items queued are served in turn, one item each, and each group
+has its own token bucket, so one group's thousands of items, or of failing items, do not make
+another's new item wait behind them.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import collections
 import contextlib
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from prometheus_client import Counter, Gauge
@@ -64,9 +69,16 @@ class WorkQueue(Generic[T]):
         max_delay: float = 1000.0,
         rate: float = 10.0,
         burst: int = 100,
+        group: Callable[[T], Hashable] | None = None,
     ) -> None:
         self.name = name
-        self._queue: collections.deque[T] = collections.deque()
+        # The items queued, by group, the groups in the order they are served (the one served
+        # last goes to the end); without `group`, one group: first in, first out.
+        self._queues: collections.OrderedDict[Hashable, collections.deque[T]] = (
+            collections.OrderedDict()
+        )
+        self._queued = 0
+        self._group = group
         self._dirty: set[T] = set()
         self._processing: set[T] = set()
         self._failures: dict[T, int] = {}
@@ -75,13 +87,27 @@ class WorkQueue(Generic[T]):
         self._shutting_down = False
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._bucket = TokenBucket(rate, burst)
+        self._rate, self._burst = rate, burst
+        self._buckets: dict[Hashable, TokenBucket] = {}
         self._depth = QUEUE_DEPTH.labels(name)
         self._adds = QUEUE_ADDS.labels(name)
         self._retries = QUEUE_RETRIES.labels(name)
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return self._queued
+
+    def _group_of(self, item: T) -> Hashable:
+        return None if self._group is None else self._group(item)
+
+    def _enqueue(self, item: T) -> None:
+        group = self._group_of(item)
+        queue = self._queues.get(group)
+        if queue is None:
+            queue = self._queues[group] = collections.deque()
+        queue.append(item)
+        self._queued += 1
+        self._depth.set(self._queued)
+        self._wake_one()
 
     def add(self, item: T) -> None:
         if self._shutting_down or item in self._dirty:
@@ -90,9 +116,7 @@ class WorkQueue(Generic[T]):
         self._dirty.add(item)
         if item in self._processing:
             return  # queued again by done(): one worker at a time per item
-        self._queue.append(item)
-        self._depth.set(len(self._queue))
-        self._wake_one()
+        self._enqueue(item)
 
     def add_after(self, item: T, delay: float) -> None:
         """Adds `item` after `delay` seconds; of several pending delays the earliest wins."""
@@ -119,9 +143,13 @@ class WorkQueue(Generic[T]):
         failures = self._failures.get(item, 0)
         self._failures[item] = failures + 1
         self._retries.inc()
+        group = self._group_of(item)
+        bucket = self._buckets.get(group)
+        if bucket is None:
+            bucket = self._buckets[group] = TokenBucket(self._rate, self._burst)
         delay = max(
             exponential_backoff(failures, self._base_delay, self._max_delay),
-            self._bucket.reserve(),
+            bucket.reserve(),
         )
         self.add_after(item, delay)
 
@@ -146,7 +174,7 @@ class WorkQueue(Generic[T]):
 
     async def get(self) -> T:
         """The next item; call `done(item)` when finished with it. Raises ShutDown."""
-        while not self._queue:
+        while not self._queued:
             if self._shutting_down:
                 raise ShutDown(self.name)
             waiter = asyncio.get_running_loop().create_future()
@@ -160,8 +188,14 @@ class WorkQueue(Generic[T]):
                 else:
                     self._wake_one()  # woken for an item, then cancelled: another takes it
                 raise
-        item = self._queue.popleft()
-        self._depth.set(len(self._queue))
+        group, queue = next(iter(self._queues.items()))
+        item = queue.popleft()
+        if queue:
+            self._queues.move_to_end(group)  # the other groups' turn first
+        else:
+            del self._queues[group]
+        self._queued -= 1
+        self._depth.set(self._queued)
         self._processing.add(item)
         self._dirty.discard(item)
         return item
@@ -169,9 +203,7 @@ class WorkQueue(Generic[T]):
     def done(self, item: T) -> None:
         self._processing.discard(item)
         if item in self._dirty:
-            self._queue.append(item)
-            self._depth.set(len(self._queue))
-            self._wake_one()
+            self._enqueue(item)
 
     def shutdown(self) -> None:
         """No new items; workers drain what is queued, then `get` raises ShutDown."""
