@@ -930,3 +930,20 @@ def test_what_a_tenant_writes_on_its_shadow_pod_cannot_make_the_pod_anyone_elses
     assert made["metadata"]["labels"][SHADOW_POD_OWNED_LABEL] == "true"
     assert controller_uid(made) == "shadow-uid"
     assert [o["kind"] for o in made["metadata"]["ownerReferences"]] == ["ShadowPod"]
+
+
+async def test_each_consumers_shadow_pods_are_served_in_turn() -> None:
+    """venice's thousand ShadowPods queued first, over two twin namespaces of its own, made
+    florence's new one wait behind them all."""
+    the_controller, _ = controller(None, None, cached_namespace=namespace("venice"))
+    for name, consumer in (("web-venice", "venice"), ("shop-florence", "florence")):
+        the_controller.consumer_namespaces.store.upsert(
+            {"metadata": {"name": name, "labels": {REMOTE_CLUSTER_ID_LABEL: consumer}}}
+        )
+    for i in range(500):
+        the_controller.controller.enqueue(f"shop-venice/pod-{i}")
+        the_controller.controller.enqueue(f"web-venice/pod-{i}")
+    the_controller.controller.enqueue("shop-florence/new")
+    queue = the_controller.controller.queue
+    served = [await queue.get() for _ in range(3)]
+    assert "shop-florence/new" in served

@@ -293,7 +293,8 @@ class ProviderNamespaceMaps(Reconciler):
         self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
-        self.controller = Controller(self, workers=2)
+        # Keys are maps' `namespace/name`: each tenant's maps served in turn.
+        self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
         self._refused: dict[tuple[str, str], str] = {}
 
     def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:

@@ -304,7 +304,7 @@ class ProviderShadowPods(Reconciler):
         # (scheduled, say) often comes first, and a status judged on the cache's older copy
         # was written again, its transition time moved to a transition that never was.
         self.recent = RecentWrites()
-        self.controller = Controller(self, workers=workers)
+        self.controller = Controller(self, workers=workers, group=self._consumer_of)
 
     async def run(self) -> None:
         enqueue = self.controller.enqueue
@@ -317,6 +317,14 @@ class ProviderShadowPods(Reconciler):
             self.consumer_namespaces,
             shared=(self.quotas,),
         )
+
+    def _consumer_of(self, key: str) -> str:
+        """The consumer whose namespace a key is in: each consumer's ShadowPods are served in
+        turn, however many another has queued or failing (the work queue's groups)."""
+        namespace = split_key(key)[0] or ""
+        cached = self.consumer_namespaces.store.get(namespace) or {}
+        labels = cached.get("metadata", {}).get("labels") or {}
+        return str(labels.get(REMOTE_CLUSTER_ID_LABEL) or namespace)
 
     def _on_shadow_pod(self, event: str, shadow: JSON, _: JSON | None) -> None:
         key = object_key(shadow)
