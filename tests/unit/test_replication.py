@@ -192,3 +192,13 @@ async def test_a_providers_changes_to_a_twin_are_read_once_a_batch() -> None:
     await asyncio.sleep(TWIN_BATCH_SECONDS + 0.2)
     assert len(queue) == 1
     assert link.client.writes == 0
+
+
+async def test_each_providers_objects_are_served_in_turn() -> None:
+    replicator = Replicator(Home(), CONSUMER)  # type: ignore[arg-type]
+    for i in range(100):
+        replicator.controller.enqueue(f"{SLICES}|{tenant_namespace('naples')}/n{i}")
+    replicator.controller.enqueue(f"{SLICES}|{tenant_namespace('venice')}/v1")
+    queue = replicator.controller.queue
+    served = [await queue.get() for _ in range(2)]
+    assert served[1] == f"{SLICES}|{tenant_namespace('venice')}/v1"

@@ -250,7 +250,10 @@ class Replicator(Reconciler):
         self.links: dict[str, ProviderLink] = {}
         self._kubeconfigs: dict[str, bytes] = {}
         self._stopping = BackgroundTasks("provider-links-stopping")
-        self.controller = Controller(self, workers=4)
+        # Each provider's objects (in its tenant namespace) served in turn.
+        self.controller = Controller(
+            self, workers=4, group=lambda key: split_key(key.partition("|")[2])[0]
+        )
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
         self._untrusted: dict[str, tuple[str, str]] = {}  # likewise, by the map's uid
