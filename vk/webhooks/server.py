@@ -26,7 +26,9 @@ import signal
 import ssl
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ from vk.kube.client import JSON, ApiError, KubeClient, resource_path
 from vk.kube.informer import Informer, Store
 from vk.kube.kubeconfig import default_connection
 from vk.kube.observability import MetricsServer, configure_logging
-from vk.kube.serving import ConnectionLimits, read_body, serve, split_address
+from vk.kube.serving import ConnectionLimits, connection_of, read_body, serve, split_address
 from vk.kube.supervision import supervise
 from vk.webhooks.admission import (
     Answer,
@@ -80,11 +82,16 @@ log = structlog.get_logger("vk.webhooks.server")
 # may be could not be offloaded anyway) and the review around them (kind, user, groups: a few
 # KiB). A larger one is of an object etcd would refuse: 413, on its Content-Length, unread.
 MAX_REVIEW_BYTES = 2 * 1536 * 1024 + 256 * 1024
-# Reviews larger than this (rare: a pod with a long env or large annotations) are read and
-# answered LARGE_REVIEWS at a time, the others waiting within their deadline: MAX_CONNECTIONS of
-# them held at once would be gigabytes.
+# Reviews larger than this (rare: a pod with a long env or large annotations) are large: the
+# listener reads at most REVIEW_BUDGET // SMALL_REVIEW_BYTES of them at once.
 SMALL_REVIEW_BYTES = 128 * 1024
-LARGE_REVIEWS = 4
+# The bytes of reviews read and answered at once (a larger one alone), the others waiting
+# within their deadline, counted by size, not number: JSON decodes to some 24 times its size in
+# Python objects (`[{},{},...]`, which a ShadowPod's spec.pod may hold), kept while the review
+# waits on its Quota's ledger. Four of the largest were 320 MiB next to the process's 140 MiB
+# (its limit: 384Mi), and 128 connections' reviews of 128 KiB would have been 440; this decodes
+# to 100 at most. Reviews of a pod or ShadowPod are a few KiB: hundreds fit.
+REVIEW_BUDGET = 4 * 1024 * 1024
 CERTIFICATE_CHECK_INTERVAL = 60.0
 # How often a webhook keeping its own certificate checks it and the configurations' CA.
 OWN_CERTIFICATE_INTERVAL = 300.0
@@ -112,7 +119,8 @@ WEBHOOK_LIMITS = ConnectionLimits(
     idle_seconds=IDLE_SECONDS,
     max_headers=MAX_HEADERS,
     large_body_bytes=SMALL_REVIEW_BYTES,
-    large_bodies=LARGE_REVIEWS,
+    # The budget decides: no more of them than it lets in at once.
+    large_bodies=REVIEW_BUDGET // SMALL_REVIEW_BYTES,
 )
 # The metrics agent's handshake wants the front proxy's client certificate, so none but the API
 # server sends it heads, and these carry an X-Remote-Group header per group of the user: aiohttp's
@@ -154,6 +162,63 @@ def caller_name(peer_certificate: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+class ByteBudget:
+    """At most `limit` bytes taken at once, in the order asked (so that a large taker is not
+    passed for ever by smaller ones that fit), but for the small that fit (`small`): they pass
+    those waiting; one taking more than `limit` is let in alone."""
+
+    def __init__(self, limit: int, small: int = 0) -> None:
+        self.limit = limit
+        self.small = small
+        self.taken = 0
+        self.waiting: deque[tuple[int, asyncio.Future[None]]] = deque()
+
+    @asynccontextmanager
+    async def take(self, size: int) -> AsyncIterator[None]:
+        await self.acquire(size)
+        try:
+            yield
+        finally:
+            self.release(size)
+
+    async def acquire(self, size: int) -> None:
+        if (size <= self.small or not self.waiting) and self._fits(size):
+            self.taken += size
+            return
+        turn = asyncio.get_running_loop().create_future()
+        waiter = (size, turn)
+        self.waiting.append(waiter)
+        try:
+            await turn
+        except BaseException:
+            if turn.done() and not turn.cancelled():
+                self.release(size)  # given its turn as it was cancelled
+            else:
+                if waiter in self.waiting:
+                    self.waiting.remove(waiter)
+                self._wake()  # it may have held back those behind it
+            raise
+
+    def release(self, size: int) -> None:
+        self.taken -= size
+        self._wake()
+
+    def _fits(self, size: int) -> bool:
+        return self.taken == 0 or self.taken + size <= self.limit
+
+    def _wake(self) -> None:
+        while self.waiting:
+            size, turn = self.waiting[0]
+            if turn.done():  # cancelled, its taker not yet resumed
+                self.waiting.popleft()
+                continue
+            if not self._fits(size):
+                return
+            self.waiting.popleft()
+            self.taken += size
+            turn.set_result(None)
+
+
 class WebhookServer:
     """The HTTPS endpoints. `run()` until cancelled; `ready` is set once it listens."""
 
@@ -177,6 +242,8 @@ class WebhookServer:
         # that cannot authenticate to webhooks, as managed control planes).
         self.callers = callers
         self.limits = limits
+        # A pod's review (a few KiB) does not wait behind a large one that does not fit yet.
+        self.reviews = ByteBudget(REVIEW_BUDGET, small=SMALL_REVIEW_BYTES)
         self.ready = asyncio.Event()
 
     def app(self) -> web.Application:
@@ -235,7 +302,39 @@ class WebhookServer:
                     },
                     status=403,
                 )
-        body = await read_body(http, MAX_REVIEW_BYTES)
+        async with self._review_turn(http):
+            body = await read_body(http, MAX_REVIEW_BYTES)
+            # Decoded in `_answer` alone: none of the review outlives its answer (and its turn).
+            return await self._answer(body, webhook, handle, started)
+
+    @asynccontextmanager
+    async def _review_turn(self, http: web.Request) -> AsyncIterator[None]:
+        """A review's share of REVIEW_BUDGET, waited for within its request's deadline, as its
+        body would be (a review of no stated length counts as the largest)."""
+        length = http.content_length
+        # Too large a one is refused at once (`read_body`), waiting for nothing.
+        if length is not None and length > MAX_REVIEW_BYTES:
+            yield
+            return
+        size = MAX_REVIEW_BYTES if length is None else length
+        connection = connection_of(http)
+        try:
+            async with asyncio.timeout_at(connection.deadline if connection else None):
+                await self.reviews.acquire(size)
+        except TimeoutError as error:
+            raise web.HTTPRequestTimeout(text="the request did not come in time") from error
+        try:
+            yield
+        finally:
+            self.reviews.release(size)
+
+    async def _answer(
+        self,
+        body: bytes,
+        webhook: str,
+        handle: Callable[[JSON], Answer] | Callable[[JSON], Awaitable[Answer]],
+        started: float,
+    ) -> web.Response:
         try:
             review = json.loads(body)
             request = review["request"]
