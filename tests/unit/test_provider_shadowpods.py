@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+import orjson
 import pytest
 
 from vk.api.constants import (
@@ -696,6 +697,62 @@ def test_a_pod_made_again_is_made_of_the_shadow_pod_read_afresh() -> None:
     asyncio.run(the_controller.reconcile("shop-venice/web"))
     [made] = api.made
     assert made == forge_pod_of(whole)
+
+
+def test_a_large_shadow_pod_waiting_for_its_pod_is_kept_as_read_and_its_pod_made_afresh() -> None:
+    """`spec.pod` is free JSON to the API server: one of small objects by the thousand is 20
+    times its JSON decoded. Until its Pod is made, a ShadowPod is kept whole only if its
+    `spec.pod` is small; a larger one is kept as once its Pod is made, and its Pod is made of
+    it read afresh."""
+    whole = a_whole_shadow_pod()  # no status: its Pod is not made
+    junk = [{"k": i} for i in range(20_000)]
+    whole["spec"]["pod"]["volumes"].append({"name": "data", "emptyDir": {}, "j": junk})
+    whole["spec"]["pod"]["containers"][0]["j"] = junk
+    kept = provider_shadow_pod_as_read(whole)
+    assert kept[CREATION_SPEC_LEFT] is True
+    assert len(orjson.dumps(kept)) < 2048 < 200_000 < len(orjson.dumps(whole))
+    assert share_of(kept) == share_of(whole)  # it counts in its Quota as it did whole
+    api = ProviderObjects(whole)
+    the_controller = controller_on(api, kept)
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    [made] = api.made
+    assert made == forge_pod_of(whole)
+
+
+def test_a_shadow_pods_tolerations_are_kept_as_its_pod_keeps_them() -> None:
+    """A toleration with a field no Pod has (or an empty one, which the API server leaves out)
+    never equals the Pod's: compared whole, it was added to the Pod again at each reconcile,
+    each addition an event of the Pod and another reconcile. Nor is what a consumer put
+    around them kept."""
+    shadow = a_whole_shadow_pod(**MADE)
+    junk = [{"k": i} for i in range(20_000)]
+    shadow["spec"]["pod"]["tolerations"] = [
+        {"key": "gpu", "operator": "Exists", "value": "", "effect": "NoSchedule", "j": junk},
+        {"key": "spot", "operator": "Equal", "value": "yes", "tolerationSeconds": 0},
+    ]
+    shadow["spec"]["pod"]["containers"][0]["resources"]["claims"] = junk
+    shadow["spec"]["pod"]["resources"] = {"requests": {"cpu": "1"}, "j": junk}
+    kept = provider_shadow_pod_as_read(shadow)
+    running = a_whole_pod()
+    running["spec"]["activeDeadlineSeconds"] = 600
+    running["spec"]["tolerations"] = [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists"},
+        {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Equal", "value": "yes", "tolerationSeconds": 0},
+    ]
+    assert live_pod_patch(forge_pod_of(kept), provider_pod_as_read(running)) is None
+    assert len(orjson.dumps(kept)) < 2048
+    assert share_of(kept) == share_of(shadow)
+    # One the Pod lacks is added, as it was.
+    del running["spec"]["tolerations"][2]
+    patch = live_pod_patch(forge_pod_of(kept), provider_pod_as_read(running))
+    assert patch is not None
+    assert patch["spec"]["tolerations"][-1] == {
+        "key": "spot",
+        "operator": "Equal",
+        "value": "yes",
+        "tolerationSeconds": 0,
+    }
 
 
 # --- A spec.pod that is no pod spec (stored while the webhook was down) ---------------------

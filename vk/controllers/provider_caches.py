@@ -7,11 +7,18 @@ owner pays for them: whole, they held 11.1 KiB per offloaded pod, 5.2 as kept he
 
 A keep runs in the informer, on objects of the provider's own API server; a raise there would
 stop the cache, so nothing here raises on a field of an unexpected shape.
+
+A ShadowPod's `spec.pod` is whatever JSON its consumer wrote (the CRD checks nothing inside, the
+webhook only what vk reads): one of 1.3 MiB of small objects was 15 MiB decoded. Until its Pod
+is made it is kept whole only while its `spec.pod` is small (MAX_WHOLE_POD_SPEC_BYTES); a larger
+one is kept as read, as once its Pod is made, and its Pod is made of it read afresh.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import orjson
 
 from vk.api.constants import SHADOW_POD_OWNED_LABEL
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
@@ -22,13 +29,21 @@ from vk.kube.informer import Indexer, Informer, shared_informer
 _POD_SPEC_READ = ("nodeName", "activeDeadlineSeconds", "tolerations")
 _POD_STATUS_READ = ("phase", "reason", "conditions")
 _CONTAINER_LISTS = ("containers", "initContainers")
-# What they read of a ShadowPod's `spec.pod` once its Pod is made (`provider_shadow_pod_as_read`):
-# what `live_pod_patch` compares, and what the Quota recount counts (`pod_requests`).
+# What they read of a ShadowPod's `spec.pod` once its Pod is made, or of a large one before
+# (`provider_shadow_pod_as_read`): what `live_pod_patch` compares, and what the Quota recount
+# counts (`pod_requests`).
 _SHADOW_SPEC_READ = ("activeDeadlineSeconds", "tolerations", "resources", "overhead")
 _SHADOW_CONTAINER_FIELDS_READ = ("name", "image", "resources", "restartPolicy")
+# What `pod_requests` (and `pod_spec_problems`) read of a `resources`.
+_RESOURCE_LISTS = ("limits", "requests")
+# A Toleration's fields, as the API server keeps them on a Pod: the empty ones left out.
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
 # The mark of a ShadowPod kept without what only a Pod's creation reads: a Pod made of it again
 # is made of the ShadowPod read afresh.
 CREATION_SPEC_LEFT = "vk.creationSpecLeft"
+# The largest `spec.pod` (its JSON) kept whole until its Pod is made: a pod's is a few KiB, one
+# with a long env or many volumes tens. A larger one costs a read of it when its Pod is made.
+MAX_WHOLE_POD_SPEC_BYTES = 16 * 1024
 
 
 def _containers(spec: dict[str, Any], key: str, fields: tuple[str, ...]) -> list[JSON] | None:
@@ -39,6 +54,30 @@ def _containers(spec: dict[str, Any], key: str, fields: tuple[str, ...]) -> list
         {field: container[field] for field in fields if field in container}
         for container in containers
         if isinstance(container, dict)
+    ]
+
+
+def _resources(resources: Any) -> Any:
+    """A `resources` as read: its limits and requests (not its claims, nor whatever else a
+    consumer put there); one of another shape as it is, for `pod_spec_problems` to tell."""
+    if not isinstance(resources, dict):
+        return resources
+    return {key: resources[key] for key in _RESOURCE_LISTS if key in resources}
+
+
+def _tolerations(tolerations: Any) -> Any:
+    """Tolerations as the API server keeps them on the Pod (`live_pod_patch` compares them
+    with the Pod's): their fields, the empty ones left out. Whole, one with another field or an
+    empty one never equalled the Pod's, and each reconcile added it to the Pod once more (the
+    API server dropping the field), each addition an event of the Pod and another reconcile.
+    What is of another shape is kept as it is, for `pod_spec_problems` to tell."""
+    if not isinstance(tolerations, list):
+        return tolerations
+    return [
+        {field: t[field] for field in _TOLERATION_FIELDS if t.get(field) not in (None, "")}
+        if isinstance(t, dict)
+        else t
+        for t in tolerations
     ]
 
 
@@ -73,21 +112,39 @@ def pod_made(shadow_pod: JSON) -> bool:
     )
 
 
+def _small(pod: JSON) -> bool:
+    """Whether a `spec.pod` is kept whole until its Pod is made (MAX_WHOLE_POD_SPEC_BYTES)."""
+    try:
+        return len(orjson.dumps(pod)) <= MAX_WHOLE_POD_SPEC_BYTES
+    except orjson.JSONEncodeError:  # nested past orjson's limit: no pod spec
+        return False
+
+
 def provider_shadow_pod_as_read(shadow_pod: JSON) -> JSON:
-    """What the cache keeps of a ShadowPod: the whole of it until its Pod is made; from then on,
-    its metadata and status, and of `spec.pod` what keeping the Pod in line with it and counting
-    it in its Quota read (the containers' names, images, resources and restart policies,
-    activeDeadlineSeconds, tolerations, the pod's resources and overhead), marked
+    """What the cache keeps of a ShadowPod: the whole of it until its Pod is made, if its
+    `spec.pod` is small (`_small`); from then on, or if it is not, its metadata and status, and
+    of `spec.pod` what keeping the Pod in line with it and counting it in its Quota read (the
+    containers' names, images, requests and limits and restart policies, activeDeadlineSeconds,
+    tolerations as the Pod keeps them, the pod's requests, limits and overhead), marked
     CREATION_SPEC_LEFT. Its volumes and the rest of its containers (each pod's token volume and
-    mount have names of their own) are read afresh if its Pod is ever made again."""
+    mount have names of their own) are read afresh when its Pod is made, or made again: until
+    then the controllers read nothing else of it (the ShadowPod controller its metadata and
+    status, whether it finished and is in its Quota's ledger; the recount its requests)."""
     spec = shadow_pod.get("spec")
     if not isinstance(spec, dict) or not isinstance(pod := spec.get("pod"), dict):
         return shadow_pod
-    if not pod_made(shadow_pod):
+    if not pod_made(shadow_pod) and _small(pod):
         return shadow_pod
     kept_pod: JSON = {key: pod[key] for key in _SHADOW_SPEC_READ if key in pod}
+    if "tolerations" in kept_pod:
+        kept_pod["tolerations"] = _tolerations(kept_pod["tolerations"])
+    if "resources" in kept_pod:
+        kept_pod["resources"] = _resources(kept_pod["resources"])
     for key in _CONTAINER_LISTS:
         if (containers := _containers(pod, key, _SHADOW_CONTAINER_FIELDS_READ)) is not None:
+            for container in containers:
+                if "resources" in container:
+                    container["resources"] = _resources(container["resources"])
             kept_pod[key] = containers
     return {**shadow_pod, "spec": {**spec, "pod": kept_pod}, CREATION_SPEC_LEFT: True}
 

@@ -34,6 +34,7 @@ from vk.api.constants import (
     resource_slice_user,
     tenant_group,
     tenant_namespace,
+    tenant_of_namespace,
 )
 from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
@@ -266,6 +267,20 @@ def certificate_usable(cert_pem: bytes, csr_pem: bytes, now: datetime.datetime) 
     return now < start + (end - start) * RENEW_AT
 
 
+def quota_path(namespace: str, slice_name: str) -> str | None:
+    """The path of the Quota of the slice `slice_name` in the tenant namespace `namespace`
+    (None: no tenant namespace): named after the identity of that namespace's consumer."""
+    consumer = tenant_of_namespace(namespace)
+    if consumer is None:
+        return None
+    return resource_path(
+        Quota.group_version(),
+        Quota.PLURAL,
+        namespace=namespace,
+        name=resource_slice_user(consumer, slice_name),
+    )
+
+
 class ProviderResourceSlices(Reconciler):
     name = "provider-resourceslices"
 
@@ -324,7 +339,11 @@ class ProviderResourceSlices(Reconciler):
         assert namespace is not None
         resource_slice = self.slices.store.get(key)
         if resource_slice is None or resource_slice["metadata"].get("deletionTimestamp"):
-            # The Quota goes with it (owner reference); a request not yet done goes now.
+            # The Quota goes with it (owner reference), and what was applied of it is
+            # forgotten (kept, each slice created and deleted would stay held); a request not
+            # yet done goes now.
+            if (path := quota_path(namespace, name)) is not None:
+                self.applied.forget(path)
             for request in self.requests.store.objects():
                 labels = request["metadata"].get("labels") or {}
                 if (
@@ -386,8 +405,17 @@ class ProviderResourceSlices(Reconciler):
             )
         granted = status.get("resources")
         accepted = condition_status({"status": status}, RESOURCES) == ACCEPTED
+        path = quota_path(namespace, name)
         # A cordoned or drained tenant's Quota stays, cordoned: it keeps counting what runs.
-        if granted and consumer and (accepted or condition is not TenantCondition.ACTIVE):
+        # Only for the consumer whose tenant namespace the slice is in (`quota_path`): of
+        # another's ID, a Quota would name that consumer's identity, and every Quota naming an
+        # identity must admit its pods.
+        if (
+            granted
+            and path is not None
+            and consumer == tenant_of_namespace(namespace)
+            and (accepted or condition is not TenantCondition.ACTIVE)
+        ):
             quota = forge_quota(
                 resource_slice,
                 resource_slice_user(consumer, name),
@@ -395,15 +423,7 @@ class ProviderResourceSlices(Reconciler):
                 self.settings.limits_enforcement,
                 cordoned=is_cordoned(resource_slice, tenant),
             )
-            await self.applied.apply(
-                resource_path(
-                    Quota.group_version(),
-                    Quota.PLURAL,
-                    namespace=namespace,
-                    name=quota["metadata"]["name"],
-                ),
-                quota,
-            )
+            await self.applied.apply(path, quota)
         return Result(requeue_after=retry)
 
     def _grant_resources(self, spec: JSON, status: JSON, now: datetime.datetime) -> None:

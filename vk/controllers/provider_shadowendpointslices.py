@@ -10,6 +10,12 @@ which the consumer cannot write; without it none is accepted. Loopback, link-loc
 metadata service among them), multicast and unspecified addresses are refused whatever the
 ranges. A slice with one address refused is refused whole (no EndpointSlice, its condition
 says which), and what it made before is removed.
+
+The controller manager is every consumer's: its cache keeps of each ShadowEndpointSlice only
+what the controller reads (`shadow_endpointslice_as_read`), the fields of an EndpointSlice it
+copies, within Kubernetes' bounds. The schema keeps whatever a consumer writes in an endpoint
+or a port: whole, a slice of 1.3 MiB of small objects there was 29 MiB decoded, and a few dozen
+of them took the process past its memory limit.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import datetime
 import ipaddress
+import itertools
+import reprlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -153,6 +161,25 @@ def forge_endpointslice(shadow: Mapping[str, Any]) -> JSON:
 
 ENDPOINT_CONDITIONS = ("ready", "serving", "terminating")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
+ADDRESS_TYPES = ("IPv4", "IPv6", "FQDN")
+
+# Kubernetes' bounds on an EndpointSlice (its API validation, pkg/apis/discovery/validation).
+MAX_ENDPOINTS = 1000
+MAX_ADDRESSES = 100  # of an endpoint
+MAX_PORTS = 100
+DNS_LABEL_MAX = 63  # an endpoint's hostname, a port's name
+QUALIFIED_NAME_MAX = 317  # a port's appProtocol: a 253-character prefix, "/", a 63-character name
+# Longer than any IP address (an IPv6 address with an IPv4 tail has 45 characters), as long as
+# a refusal names of one.
+ADDRESS_MAX = 64
+# What a refusal names of an address that is no string, or of addresses that are no list: a
+# short repr, never a walk of all of it (`str` of a value nested a thousand deep raises).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, ADDRESS_MAX, ADDRESS_MAX
+# What the controller reads of the metadata of a ShadowEndpointSlice or of an EndpointSlice it
+# made, besides one label of each: its key and version, and its uid (the owner of the
+# EndpointSlice made of the one, the precondition of the other's deletion).
+_METADATA_READ = ("name", "namespace", "uid", "resourceVersion")
 
 
 def accepted_endpoint(endpoint: Mapping[str, Any]) -> JSON:
@@ -183,6 +210,104 @@ def accepted_port(port: Mapping[str, Any]) -> JSON:
     return kept
 
 
+def _clipped(text: str, most: int) -> str:
+    """`text`, or its first `most` + 1 characters: still past Kubernetes' bound, so refused
+    as the whole would be, but no more of it held."""
+    return text if len(text) <= most else text[: most + 1]
+
+
+def _shown(value: Any) -> str:
+    """`str(value)` as far as a refusal names it (ADDRESS_MAX characters), without walking
+    all of a large or deeply nested value."""
+    if isinstance(value, str):
+        return value[:ADDRESS_MAX]
+    return _SHOWN.repr(value)[:ADDRESS_MAX]
+
+
+def _endpoint_as_read(endpoint: JSON) -> JSON:
+    """What the controller reads of an endpoint: its addresses (at most one past Kubernetes'
+    bound, each a string; one that is no string as the string a refusal names, which is no IP
+    address either; addresses that are no list as such a string too, still no list), its
+    boolean conditions and its hostname, as `accepted_endpoint` copies them."""
+    kept: JSON = {}
+    if "addresses" in endpoint:
+        addresses = endpoint["addresses"]
+        if isinstance(addresses, list):
+            kept["addresses"] = [
+                _clipped(a, ADDRESS_MAX) if isinstance(a, str) else _shown(a)
+                for a in addresses[: MAX_ADDRESSES + 1]
+            ]
+        else:
+            kept["addresses"] = None if addresses is None else _shown(addresses)
+    conditions = endpoint.get("conditions")
+    if isinstance(conditions, Mapping):
+        kept["conditions"] = {
+            k: conditions[k] for k in ENDPOINT_CONDITIONS if isinstance(conditions.get(k), bool)
+        }
+    if isinstance(endpoint.get("hostname"), str):
+        kept["hostname"] = _clipped(endpoint["hostname"], DNS_LABEL_MAX)
+    return kept
+
+
+def _port_as_read(port: JSON) -> JSON:
+    kept = accepted_port(port)
+    if "name" in kept:
+        kept["name"] = _clipped(kept["name"], DNS_LABEL_MAX)
+    if "appProtocol" in kept:
+        kept["appProtocol"] = _clipped(kept["appProtocol"], QUALIFIED_NAME_MAX)
+    return kept
+
+
+def _metadata_as_read(obj: JSON, label: str) -> JSON:
+    """Of an object's metadata, what the controller reads (`_METADATA_READ`) and `label`."""
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    kept: JSON = {k: metadata[k] for k in _METADATA_READ if k in metadata}
+    labels = metadata.get("labels")
+    if isinstance(labels, dict) and label in labels:
+        kept["labels"] = {label: labels[label]}
+    return kept
+
+
+def shadow_endpointslice_as_read(shadow: JSON) -> JSON:
+    """What the cache keeps of a ShadowEndpointSlice (the informer's `keep`): of its metadata
+    its name, namespace, uid, resourceVersion and Service label; its status (vk's conditions:
+    a consumer cannot write it); of its template the addressType (one of Kubernetes' three), the
+    endpoints (`_endpoint_as_read`) and the ports (name, port, protocol, appProtocol, as
+    `accepted_port` takes them), only objects, at most one past Kubernetes' bounds: a slice
+    past them keeps one too many, so the API server refuses the EndpointSlice made of it as it
+    would the whole one. Everything else a consumer put there is dropped: what the controller
+    checks and forges of what is kept is what it would of the whole. Never raises (it runs in
+    the informer)."""
+    kept_metadata = _metadata_as_read(shadow, SERVICE_NAME_LABEL)
+    spec = shadow.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    template = template if isinstance(template, dict) else {}
+    kept_template: JSON = {}
+    if template.get("addressType") in ADDRESS_TYPES:
+        kept_template["addressType"] = template["addressType"]
+    for key, most, as_read in (
+        ("endpoints", MAX_ENDPOINTS, _endpoint_as_read),
+        ("ports", MAX_PORTS, _port_as_read),
+    ):
+        items = template.get(key)
+        if isinstance(items, list):
+            objects = (item for item in items if isinstance(item, dict))
+            kept_template[key] = [as_read(item) for item in itertools.islice(objects, most + 1)]
+    kept: JSON = {"metadata": kept_metadata, "spec": {"template": kept_template}}
+    status = shadow.get("status")
+    if isinstance(status, dict) and isinstance(status.get("conditions"), list):
+        kept["status"] = {"conditions": status["conditions"]}
+    return kept
+
+
+def endpointslice_as_read(endpointslice: JSON) -> JSON:
+    """What the cache keeps of an EndpointSlice the controller made (the informer's `keep`):
+    that it is one (its managed-by label), its key, version and uid: all the controller reads
+    of it (the rest is its own forge, which it applies, not compares)."""
+    return {"metadata": _metadata_as_read(endpointslice, MANAGED_BY_LABEL)}
+
+
 class ProviderShadowEndpointSlices(Reconciler):
     """Keys are the ShadowEndpointSlices' `namespace/name`, which are their EndpointSlices'."""
 
@@ -193,13 +318,17 @@ class ProviderShadowEndpointSlices(Reconciler):
     ) -> None:
         self.client = client
         self.shadows = shared_informer(
-            client, ShadowEndpointSlice.group_version(), ShadowEndpointSlice.PLURAL
+            client,
+            ShadowEndpointSlice.group_version(),
+            ShadowEndpointSlice.PLURAL,
+            keep=shadow_endpointslice_as_read,
         )
         self.endpointslices = shared_informer(
             client,
             ENDPOINTSLICE_API,
             "endpointslices",
             label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY_SHADOW}",
+            keep=endpointslice_as_read,
         )
         # Twin namespaces (whose consumer a slice is) and tenant namespaces (what it accepts).
         self.consumer_namespaces = shared_informer(
@@ -233,11 +362,15 @@ class ProviderShadowEndpointSlices(Reconciler):
         return str(consumer) if consumer else None
 
     async def reconcile(self, key: str) -> Result:
-        shadow = self.shadows.store.get(key)
-        if shadow is None:
-            return Result()  # its EndpointSlice goes with it: the garbage collector
         namespace, name = split_key(key)
         assert namespace is not None
+        path = resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name)
+        shadow = self.shadows.store.get(key)
+        if shadow is None:
+            # Its EndpointSlice goes with it (the garbage collector), and what was applied of
+            # it is forgotten: kept, each slice created and deleted would stay held.
+            self.applied.forget(path)
+            return Result()
         consumer = self._consumer_of(namespace)
         if consumer is None:
             return await self._refuse(
@@ -275,7 +408,6 @@ class ProviderShadowEndpointSlices(Reconciler):
                 "alone",
             )
         desired = forge_endpointslice(shadow)
-        path = resource_path(ENDPOINTSLICE_API, "endpointslices", namespace=namespace, name=name)
         if existing is None:
             self.applied.forget(path)  # deleted by someone: made again, not taken as applied
         try:

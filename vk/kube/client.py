@@ -8,6 +8,7 @@ list and watch event). Errors come back typed from the API's Status object, so c
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -587,18 +588,24 @@ class KubeClient:
 
 
 class AppliedObjects:
-    """The bodies this process last applied, by path, so that an apply that would change
-    nothing is not sent: reconciles run on every event, most of them our own writes echoing
-    back. After a restart each object is applied once again; drift by someone else is corrected
-    then, or when the desired body changes."""
+    """What this process last applied, by path, so that an apply that would change nothing is
+    not sent: reconciles run on every event, most of them our own writes echoing back. After a
+    restart each object is applied once again; drift by someone else is corrected then, or when
+    the desired body changes. Each body is held as a digest of its JSON (32 bytes), not as its
+    JSON: an EndpointSlice of a thousand endpoints held 63 KiB and more. Its users forget the
+    path of an object that goes, or each one created and deleted stays held."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self._applied: dict[str, str] = {}
+        self._applied: dict[str, bytes] = {}
+
+    @staticmethod
+    def _digest(body: JSON) -> bytes:
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).digest()
 
     async def apply(self, path: str, body: JSON) -> bool:
         """Applies `body` unless it is what was applied last; True when it was sent."""
-        digest = json.dumps(body, sort_keys=True)
+        digest = self._digest(body)
         if self._applied.get(path) == digest:
             return False
         await self.client.apply(path, body)
@@ -607,3 +614,7 @@ class AppliedObjects:
 
     def forget(self, path: str) -> None:
         self._applied.pop(path, None)
+
+    def __contains__(self, path: object) -> bool:
+        """Whether it holds what was applied at `path`."""
+        return path in self._applied
