@@ -509,21 +509,21 @@ def test_a_twin_namespace_bounds_what_the_tenant_reflects(tenancy: Tenancy) -> N
     # The other objects the tenant may write there are counted, by the API server itself.
     for kind in ("ingresses.networking.k8s.io", "shadowendpointslices.offloading.liqo.io"):
         assert f"count/{kind}" in quota["spec"]["hard"]
-    # Its `default`, once counted: the quota controller may first count the namespace before
-    # the ServiceAccount controller made it, and the quota admission adds it when it is made.
+
+    def serviceaccounts_counted() -> int | None:
+        quota_now = tenancy.get("resourcequota", "vk-tenant-objects") or {}
+        counted = ((quota_now.get("status") or {}).get("used") or {}).get("count/serviceaccounts")
+        return None if counted is None else int(counted)
+
+    # Counted by the quota admission as they are made. (Not its `default`: the quota
+    # controller may have counted the namespace before that was made, and its admission not
+    # yet have seen the quota then: counted at its next resync, minutes later.)
+    wait_until(lambda: serviceaccounts_counted() is not None, "the twin's ServiceAccounts counted")
+    before = serviceaccounts_counted() or 0
+    made = tenancy.as_slice("create", "serviceaccount", "counted", "-n", tenancy.namespace)
+    assert made.returncode == 0, made.stderr
     wait_until(
-        lambda: (
-            int(
-                (
-                    (tenancy.get("resourcequota", "vk-tenant-objects").get("status") or {}).get(
-                        "used"
-                    )
-                    or {}
-                ).get("count/serviceaccounts", "0")
-            )
-            >= 1
-        ),
-        "the twin's ServiceAccounts counted",
+        lambda: (serviceaccounts_counted() or 0) > before, "the tenant's ServiceAccount counted"
     )
     # Room for a token Secret per pod the consumer's Quotas grant, beside the default 2000.
     quotas = json.loads(
