@@ -13,6 +13,7 @@ import orjson
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
 from vk.controllers.replication import (
+    RETRY,
     TWIN_BATCH_SECONDS,
     TWIN_MAX_BODY_BYTES,
     TWINS_MAX_BYTES,
@@ -22,6 +23,7 @@ from vk.controllers.replication import (
     Replicator,
     TwinBudget,
 )
+from vk.kube.client import NotFound
 from vk.kube.controller import Result
 from vk.kube.informer import Informer, Store
 
@@ -202,3 +204,66 @@ async def test_each_providers_objects_are_served_in_turn() -> None:
     queue = replicator.controller.queue
     served = [await queue.get() for _ in range(2)]
     assert served[1] == f"{SLICES}|{tenant_namespace('venice')}/v1"
+
+
+def test_a_new_body_under_a_version_already_sent_is_measured_again() -> None:
+    """A provider sent a small twin, then a large body under the same resourceVersion: the
+    size remembered for that version let it in."""
+    budget = TwinBudget("naples", SLICES, max_bytes=10_000)
+    cached = Store()
+    small = twin("a", 100)
+    assert budget(small, cached)
+    cached.upsert(small)
+    assert not budget(twin("a", 50_000), cached)  # same name, same version 1
+
+
+def test_a_twin_that_cannot_be_encoded_is_refused_without_raising() -> None:
+    nested: Any = {}
+    for _ in range(300):  # orjson decodes 1024 levels, and encodes 255
+        nested = {"n": nested}
+    deep = {"metadata": {"name": "deep", "namespace": "t", "resourceVersion": "1"}, "x": nested}
+    assert not TwinBudget("naples", SLICES)(deep, Store())
+
+
+class DeletingProvider(AnsweringProvider):
+    """A provider holding our twin `n1` (past the cache's budget: not cached)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = {"n1"}
+
+    async def delete(self, path: str, **_: Any) -> Any:
+        self.writes += 1
+        name = path.rsplit("/", 1)[1]
+        if name not in self.held:
+            raise NotFound(404, "NotFound", path)
+        self.held.discard(name)
+        return {}
+
+
+class Finalizers(Home):
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+
+    async def set_finalizer(self, path: str, obj: Any, finalizer: str, *, present: bool) -> bool:
+        if not present:
+            self.removed.append(obj["metadata"]["name"])
+        return True
+
+
+async def test_a_twin_the_cache_does_not_hold_is_deleted_with_its_local_object() -> None:
+    """A twin kept out of the cache (past its budget) was left on the provider when its local
+    object was deleted: its finalizer was removed at once."""
+    home = Finalizers()
+    replicator = Replicator(home, CONSUMER)  # type: ignore[arg-type]
+    provider = DeletingProvider()
+    linked(replicator, "naples", provider)
+    deleting = local_slice("n1", "naples")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-29T18:00:00Z"
+    replicator.local[SLICES].store.upsert(deleting)
+    key = f"{SLICES}|{tenant_namespace('naples')}/n1"
+    assert await replicator.reconcile(key) == Result(requeue_after=RETRY)
+    assert provider.held == set()
+    assert home.removed == []
+    assert await replicator.reconcile(key) == Result()  # gone there: let go here
+    assert home.removed == ["n1"]

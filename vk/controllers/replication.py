@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,12 +46,12 @@ from vk.kube.informer import (
     Informer,
     Store,
     object_key,
-    resource_version,
     shared_informer,
     split_key,
 )
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
 from vk.kube.supervision import BackgroundTasks
+from vk.kube.transport import BodyTooLarge
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
@@ -146,27 +145,31 @@ def replacement_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> JSON:
 
 class TwinBudget:
     """The admission of a provider's twins into a cache (Informer's `admit`): while they come
-    to at most `max_bytes` of JSON all together. Sizes are remembered by resourceVersion, so an
-    event costs the encoding of its own object only."""
+    to at most `max_bytes` of JSON all together. The size of each twin admitted is remembered,
+    so an event costs the encoding of its own object only."""
 
     def __init__(self, provider: str, plural: str, max_bytes: int = TWINS_MAX_BYTES) -> None:
         self.provider = provider
         self.plural = plural
         self.max_bytes = max_bytes
-        self._sizes: dict[str, tuple[str, int]] = {}  # key -> (resourceVersion, bytes)
+        self._sizes: dict[str, int] = {}  # key -> bytes of the version admitted last
         self._refusing = False  # said once, until a twin is taken again
 
     def __call__(self, obj: JSON, cached: Store) -> bool:
         key = object_key(obj)
+        # Always measured: a provider may send a new body under the version it sent before.
+        size = self._json_size(obj)
         held = cached.keys()
-        total = self._size(key, obj)
+        total = size
         for other in held:
             if other != key and (other_obj := cached.get(other)) is not None:
-                total += self._size(other, other_obj)
+                known = self._sizes.get(other)
+                total += known if known is not None else self._json_size(other_obj)
         if len(self._sizes) > 2 * len(held) + 16:  # sizes of twins gone
             still_held = set(held)
             self._sizes = {k: v for k, v in self._sizes.items() if k in still_held}
         if total <= self.max_bytes:
+            self._sizes[key] = size
             self._refusing = False
             return True
         self._sizes.pop(key, None)
@@ -181,14 +184,13 @@ class TwinBudget:
             )
         return False
 
-    def _size(self, key: str, obj: JSON) -> int:
-        version = resource_version(obj)
-        known = self._sizes.get(key)
-        if known is not None and known[0] == version:
-            return known[1]
-        size = len(orjson.dumps(obj))
-        self._sizes[key] = (version, size)
-        return size
+    def _json_size(self, obj: JSON) -> int:
+        """Its JSON's bytes; past the budget if it cannot be encoded (orjson decodes objects
+        nested 1024 deep, and encodes 255 at most): an admission must never raise."""
+        try:
+            return len(orjson.dumps(obj))
+        except orjson.JSONEncodeError:
+            return self.max_bytes + 1
 
 
 class ProviderLink:
@@ -367,16 +369,19 @@ class Replicator(Reconciler):
         )
         twin = link.informers[plural].store.get(f"{tenant_namespace(self.consumer)}/{name}")
         if local["metadata"].get("deletionTimestamp"):
-            if twin is not None:
-                if not twin["metadata"].get("deletionTimestamp"):
-                    try:
-                        with contextlib.suppress(NotFound):
-                            await link.client.delete(twin_path)
-                    except (TimeoutError, OSError) as error:
-                        return self._unanswered(link, error)
-                return Result(requeue_after=RETRY)  # until the provider has let it go
-            await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
-            return Result()
+            if twin is None or not twin["metadata"].get("deletionTimestamp"):
+                # Asked even when the cache has none: one past its budget is not cached.
+                try:
+                    await link.client.delete(twin_path)
+                except NotFound:
+                    if twin is None:
+                        await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
+                        return Result()
+                except BodyTooLarge:
+                    raise  # it answered, too much: this object's error, not the provider's
+                except (TimeoutError, OSError) as error:
+                    return self._unanswered(link, error)
+            return Result(requeue_after=RETRY)  # until the provider has let it go
         await self.client.set_finalizer(local_path, local, FINALIZER, present=True)
         desired = without_empty_maps(forge_twin(local, kind, self.consumer))
         if (
@@ -389,6 +394,8 @@ class Replicator(Reconciler):
         ):
             try:
                 await link.client.apply(twin_path, desired)
+            except BodyTooLarge:
+                raise  # it answered, too much: this object's error, not the provider's
             except (TimeoutError, OSError) as error:
                 return self._unanswered(link, error)
         status = (twin or {}).get("status")
