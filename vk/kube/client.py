@@ -362,7 +362,7 @@ class KubeClient:
         # One deadline for the whole call, retries and their sleeps included: a server that
         # answers 429 just before each attempt's end would otherwise hold the caller (a worker
         # shared with every other provider) for minutes.
-        async with asyncio.timeout(self._timeout):
+        async with asyncio.timeout(self._timeout) as deadline:
             while True:
                 answer, raw = await self._endpoint_or_new().request(
                     method,
@@ -375,14 +375,21 @@ class KubeClient:
                 retry_after = answer.headers.get("retry-after", "1")
                 # 429 (priority and fairness, or a watch cache still initializing, as right
                 # after a CRD is created) asks the client to come back: client-go does, after
-                # Retry-After (a sleep past the deadline is cut short by it).
+                # Retry-After, within the deadline.
                 if status == 429 and attempt < TOO_MANY_REQUESTS_RETRIES:
                     attempt += 1
-                    seconds = (
-                        float(retry_after) if retry_after.isascii() and retry_after.isdigit() else 1
+                    seconds = min(
+                        float(retry_after)
+                        if retry_after.isascii() and retry_after.isdigit()
+                        else 1,
+                        5.0,
                     )
-                    await asyncio.sleep(min(seconds, 5.0))
-                    continue
+                    ends = deadline.when()
+                    # One that would end past the deadline is not waited for: the caller gets
+                    # the 429 (an eviction a PodDisruptionBudget holds back), not a timeout.
+                    if ends is None or asyncio.get_running_loop().time() + seconds < ends:
+                        await asyncio.sleep(seconds)
+                        continue
                 if status == 401 and self.connection.renewable and not refreshed:
                     # The credential was revoked, or expired early, or its file was rotated
                     # since it was read: taken afresh, once.
