@@ -6,7 +6,13 @@ import asyncio
 
 import pytest
 
-from vk.kube.workqueue import ShutDown, TokenBucket, WorkQueue, exponential_backoff
+from vk.kube.workqueue import (
+    MAX_BUCKETS,
+    ShutDown,
+    TokenBucket,
+    WorkQueue,
+    exponential_backoff,
+)
 
 
 async def test_an_item_added_twice_is_handed_out_once() -> None:
@@ -223,4 +229,13 @@ async def test_one_groups_failures_do_not_spend_anothers_retry_budget() -> None:
     while len(queue):
         served.append(await queue.get())
     assert "florence/x" in served
+    queue.shutdown()
+
+
+async def test_the_buckets_of_groups_that_failed_long_ago_are_forgotten() -> None:
+    queue: WorkQueue[str] = WorkQueue("buckets", base_delay=0.001, rate=1000, burst=1, group=tenant)
+    for i in range(MAX_BUCKETS + 10):
+        queue.add_rate_limited(f"ns-{i}/pod")
+        await asyncio.sleep(0.002)  # refilled: each bucket of a burst of one is full again
+    assert len(queue._buckets) <= MAX_BUCKETS
     queue.shutdown()

@@ -95,9 +95,13 @@ class OffloadedPodAvailability(Reconciler):
                     *(
                         self._patch(pod, patch)
                         for pod, patch in patches[start : start + PATCHES_AT_ONCE]
-                    )
+                    ),
+                    return_exceptions=True,  # each one's outcome taken, the first error raised
                 )
-                changed += sum(done)
+                for outcome in done:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                changed += sum(done)  # type: ignore[arg-type]
         if changed:
             log.info(
                 "offloaded pods marked" if not ready else "offloaded pods unmarked",

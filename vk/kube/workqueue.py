@@ -2,8 +2,9 @@
 
 An item is queued at most once however often it is added (the dirty set), is never handed to
 two workers at once (the processing set: an item added while being processed is queued again
-when `done`), and is retried with per-item exponential back-off capped by an overall token
-bucket, so a broken object backs off while a storm of them cannot flood the API server. An item
+when `done`), and is retried with per-item exponential back-off capped by a token bucket (one
+per group, below), so a broken object backs off while a storm of them cannot flood the API
+server (ten retries a second, bursts of a hundred, for each group). An item
 queued wakes one idle worker, as client-go's Signal does: waking them all (an Event) would cost
 every idle worker a wake-up per item, most of a reconcile's CPU when items come one at a time.
 
@@ -33,6 +34,11 @@ QUEUE_RETRIES = Counter(
 )
 
 
+# Token buckets kept at most (one per group that failed lately), past which those refilled
+# are forgotten: groups come and go (a consumer's namespaces).
+MAX_BUCKETS = 1024
+
+
 class ShutDown(Exception):
     """The queue was shut down and has nothing left to hand out."""
 
@@ -46,6 +52,10 @@ class TokenBucket:
         self.burst = burst
         self._tokens = float(burst)
         self._last = time.monotonic()
+
+    def full(self) -> bool:
+        """Whether it has refilled to its burst: forgotten, it would be made again as it is."""
+        return self._tokens + (time.monotonic() - self._last) * self.rate >= self.burst
 
     def reserve(self) -> float:
         now = time.monotonic()
@@ -146,6 +156,8 @@ class WorkQueue(Generic[T]):
         group = self._group_of(item)
         bucket = self._buckets.get(group)
         if bucket is None:
+            if len(self._buckets) >= MAX_BUCKETS:  # those full again hold nothing
+                self._buckets = {g: b for g, b in self._buckets.items() if not b.full()}
             bucket = self._buckets[group] = TokenBucket(self._rate, self._burst)
         delay = max(
             exponential_backoff(failures, self._base_delay, self._max_delay),

@@ -164,8 +164,9 @@ def caller_name(peer_certificate: Mapping[str, Any] | None) -> str | None:
 
 class ByteBudget:
     """At most `limit` bytes taken at once, in the order asked (so that a large taker is not
-    passed for ever by smaller ones that fit), but for the small that fit (`small`): they pass
-    those waiting; one taking more than `limit` is let in alone."""
+    passed by smaller ones that fit), but for the small that fit (`small`): they pass those
+    waiting, so a steady stream of them may hold a large one back until its deadline; one
+    taking more than `limit` is let in alone."""
 
     def __init__(self, limit: int, small: int = 0) -> None:
         self.limit = limit
