@@ -9,6 +9,7 @@ import contextlib
 from typing import Any
 
 import orjson
+import pytest
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
@@ -267,3 +268,20 @@ async def test_a_twin_the_cache_does_not_hold_is_deleted_with_its_local_object()
     assert home.removed == []
     assert await replicator.reconcile(key) == Result()  # gone there: let go here
     assert home.removed == ["n1"]
+
+
+class ResettingProvider(FrozenProvider):
+    async def apply(self, path: str, body: Any, **_: Any) -> Any:
+        self.writes += 1
+        raise ConnectionResetError("a pooled connection the server had closed")
+
+
+async def test_a_connection_reset_is_an_error_of_the_moment_not_a_pause_of_the_provider() -> None:
+    """A reset fails at once, holding no worker: retried with the queue's back-off, not after
+    30 s (a stale pooled connection would have held the provider's objects that long)."""
+    replicator = Replicator(Home(), CONSUMER)  # type: ignore[arg-type]
+    link = linked(replicator, "naples", ResettingProvider())
+    replicator.local[SLICES].store.upsert(local_slice("n1", "naples"))
+    with pytest.raises(ConnectionResetError):
+        await replicator.reconcile(f"{SLICES}|{tenant_namespace('naples')}/n1")
+    assert link.unanswered_until == 0.0

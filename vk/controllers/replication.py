@@ -51,7 +51,6 @@ from vk.kube.informer import (
 )
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
 from vk.kube.supervision import BackgroundTasks
-from vk.kube.transport import BodyTooLarge
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
@@ -73,9 +72,10 @@ RETRY = 2.0
 TWIN_MAX_BODY_BYTES = 1024 * 1024
 TWINS_MAX_OBJECTS = 1000
 TWINS_MAX_BYTES = 2 * 1024 * 1024
-# A provider that did not answer (timed out, or could not be reached) is not asked again for
-# this long: the workers are shared by every provider, and each request to a frozen one holds
-# a worker for the client's whole timeout, so its keys alone would hold them all.
+# A provider that did not answer within the client's timeout is not asked again for this long:
+# the workers are shared by every provider, and each request to a frozen one holds a worker for
+# that whole timeout, so its keys alone would hold them all. (One that refuses or resets the
+# connection fails at once, holding nobody: retried with the queue's back-off, as any error.)
 UNANSWERED_PAUSE = 30.0
 # How often at most a provider's changes to one twin are read (`_enqueue_twin`).
 TWIN_BATCH_SECONDS = 1.0
@@ -377,9 +377,7 @@ class Replicator(Reconciler):
                     if twin is None:
                         await self.client.set_finalizer(local_path, local, FINALIZER, present=False)
                         return Result()
-                except BodyTooLarge:
-                    raise  # it answered, too much: this object's error, not the provider's
-                except (TimeoutError, OSError) as error:
+                except TimeoutError as error:
                     return self._unanswered(link, error)
             return Result(requeue_after=RETRY)  # until the provider has let it go
         await self.client.set_finalizer(local_path, local, FINALIZER, present=True)
@@ -394,9 +392,7 @@ class Replicator(Reconciler):
         ):
             try:
                 await link.client.apply(twin_path, desired)
-            except BodyTooLarge:
-                raise  # it answered, too much: this object's error, not the provider's
-            except (TimeoutError, OSError) as error:
+            except TimeoutError as error:
                 return self._unanswered(link, error)
         status = (twin or {}).get("status")
         if status and kind.kind == NamespaceMap.KIND:
