@@ -15,7 +15,6 @@ from vk.api.authentication import ResourceSlice
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
 from vk.controllers.replication import (
     RETRY,
-    TWIN_BATCH_SECONDS,
     TWIN_MAX_BODY_BYTES,
     TWINS_MAX_BYTES,
     TWINS_MAX_OBJECTS,
@@ -181,20 +180,6 @@ async def test_a_provider_that_does_not_answer_is_not_asked_again_for_a_while() 
     # Another provider's keys go on.
     assert await replicator.reconcile(f"{SLICES}|{tenant_namespace('venice')}/v1") == Result()
     assert answering.writes == 1
-
-
-async def test_a_providers_changes_to_a_twin_are_read_once_a_batch() -> None:
-    """A provider rewriting a twin's status in a loop made a write at home for each change."""
-    replicator = Replicator(Home(), CONSUMER)  # type: ignore[arg-type]
-    link = linked(replicator, "naples", AnsweringProvider())
-    handler = replicator._enqueue_twin(SLICES, "naples")
-    for version in range(50):
-        handler("MODIFIED", twin("n1", 10, version), None)
-    queue = replicator.controller.queue
-    assert len(queue) == 0  # none at once
-    await asyncio.sleep(TWIN_BATCH_SECONDS + 0.2)
-    assert len(queue) == 1
-    assert link.client.writes == 0
 
 
 async def test_each_providers_objects_are_served_in_turn() -> None:

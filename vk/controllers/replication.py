@@ -77,8 +77,6 @@ TWINS_MAX_BYTES = 2 * 1024 * 1024
 # that whole timeout, so its keys alone would hold them all. (One that refuses or resets the
 # connection fails at once, holding nobody: retried with the queue's back-off, as any error.)
 UNANSWERED_PAUSE = 30.0
-# How often at most a provider's changes to one twin are read (`_enqueue_twin`).
-TWIN_BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -279,12 +277,8 @@ class Replicator(Reconciler):
 
     def _enqueue_twin(self, plural: str, provider: str) -> EventHandler:
         def enqueue(_: str, twin: JSON, __: JSON | None) -> None:
-            # Once for the changes of a TWIN_BATCH_SECONDS: each change the provider makes is
-            # a write at home (the status copied), and the NamespaceOffloadings looked at
-            # again, however fast it makes them.
-            self.controller.queue.add_after(
-                f"{plural}|{tenant_namespace(provider)}/{twin['metadata']['name']}",
-                TWIN_BATCH_SECONDS,
+            self.controller.enqueue(
+                f"{plural}|{tenant_namespace(provider)}/{twin['metadata']['name']}"
             )
 
         return enqueue
