@@ -336,6 +336,12 @@ class Takers:
         self.leave[key] = asyncio.Event()
         return asyncio.create_task(self._take(key, size))
 
+    async def arrive(self, key: int, size: int) -> asyncio.Task[None]:
+        """`start`, the loop let run until it has its share or waits for it."""
+        task = self.start(key, size)
+        await settle()
+        return task
+
     async def _take(self, key: int, size: int) -> None:
         async with self.budget.take(size):
             self.inside.append(size)
@@ -369,12 +375,9 @@ async def test_a_byte_budget_lets_in_no_more_bytes_than_its_limit_at_once() -> N
 async def test_a_byte_budget_lets_a_larger_taker_in_alone_and_in_its_turn() -> None:
     budget = ByteBudget(100)
     takers = Takers(budget)
-    small = takers.start(0, 30)
-    await settle()
-    large = takers.start(1, 250)
-    await settle()
-    after = takers.start(2, 10)  # would fit, but comes after the large one
-    await settle()
+    small = await takers.arrive(0, 30)
+    large = await takers.arrive(1, 250)
+    after = await takers.arrive(2, 10)  # would fit, but comes after the large one
     assert takers.inside == [30]
     takers.leave[0].set()
     await settle()
@@ -390,11 +393,9 @@ async def test_a_byte_budget_lets_a_larger_taker_in_alone_and_in_its_turn() -> N
 async def test_a_byte_budget_forgets_a_taker_cancelled_while_waiting() -> None:
     budget = ByteBudget(100)
     takers = Takers(budget)
-    first = takers.start(0, 60)
-    await settle()
+    first = await takers.arrive(0, 60)
     blocked = takers.start(1, 80)
-    behind = takers.start(2, 40)
-    await settle()
+    behind = await takers.arrive(2, 40)
     assert takers.inside == [60]
     blocked.cancel()  # the one holding the others back goes: the next fits now
     await settle()
@@ -427,8 +428,7 @@ async def test_small_takers_pass_a_waiting_large_one_but_are_counted_too() -> No
     count against the same limit."""
     budget = ByteBudget(100, small=10)
     takers = Takers(budget)
-    first = takers.start(0, 60)
-    await settle()
+    first = await takers.arrive(0, 60)
     large = takers.start(1, 80)  # waits for the first
     smalls = [takers.start(2 + i, 10) for i in range(5)]
     await settle()
