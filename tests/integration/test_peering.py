@@ -21,12 +21,17 @@ from vk.api.constants import (
     IDENTITY_CONTROL_PLANE,
     IDENTITY_TYPE_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
+    REPLICATED_LABEL,
     control_plane_secret_name,
     resource_slice_user,
     tenant_group,
 )
 from vk.cli.peering import forge_resource_slice
 from vk.controllers.namespaceoffloading import forge_namespace_map
+from vk.controllers.provider_namespacemaps import (
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
+    managed_by,
+)
 from vk.kube.kubeconfig import load_kubeconfig_file
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
@@ -114,9 +119,14 @@ def secret_kubeconfig(clusters: Clusters, name: str, path: Path) -> Path:
     return path
 
 
-def kubectl_as(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def kubectl_as(
+    kubeconfig: Path, *args: str, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["kubectl", f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True
+        ["kubectl", f"--kubeconfig={kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        input=input,
     )
 
 
@@ -210,6 +220,95 @@ def test_identities_can_touch_nothing_beyond_their_tenant_namespace(
         assert kubectl_as(control_plane, "auth", "can-i", *check).stdout.strip() == "yes", check
     for check in refused:
         assert kubectl_as(control_plane, "auth", "can-i", *check).stdout.strip() == "no", check
+
+
+def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: the consumer's control-plane identity writes, in its tenant namespace on the
+    provider, a NamespaceMap asking for more twin namespaces than the provider makes for it.
+    The provider makes what its count allows, refuses the rest entry by entry, saying why on
+    the map, and makes them once its administrator allows more."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+    held = [
+        ns
+        for ns in get_json(peered, PROVIDER, "namespaces", "-l", REMOTE_CLUSTER_ID_LABEL)["items"]
+        if (managed_by(ns) or "").startswith(f"{PROVIDER_TENANT}/")
+    ]
+    flood = {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceMap",
+        "metadata": {
+            "name": "flood",
+            "namespace": PROVIDER_TENANT,
+            "labels": {REMOTE_CLUSTER_ID_LABEL: CONSUMER, REPLICATED_LABEL: "true"},
+        },
+        "spec": {"desiredMapping": {"flood-a": "flood-a-venice", "flood-b": "flood-b-venice"}},
+    }
+    label = f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}={len(held) + 1}"
+    peered.kubectl(PROVIDER, "label", "namespace", PROVIDER_TENANT, label, "--overwrite")
+
+    def phases() -> dict[str, str]:
+        found = get_json(
+            peered, PROVIDER, "namespacemaps.offloading.liqo.io", "flood", "-n", PROVIDER_TENANT
+        )
+        mapping = ((found or {}).get("status") or {}).get("currentMapping") or {}
+        return {local: entry.get("phase") for local, entry in mapping.items()}
+
+    try:
+        created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(flood))
+        assert created.returncode == 0, created.stderr
+        wait_until(
+            lambda: phases() == {"flood-a": "Accepted", "flood-b": "CreationLoopBackOff"},
+            "one entry made and the one past the count refused",
+            timeout=60,
+            explain=lambda: str(phases()),
+        )
+        assert get_json(peered, PROVIDER, "namespace", "flood-b-venice") is None
+        events = get_json(
+            peered,
+            PROVIDER,
+            "events",
+            "-n",
+            PROVIDER_TENANT,
+            "--field-selector",
+            "involvedObject.name=flood,reason=CreationLoopBackOff",
+        )["items"]
+        assert any(
+            f"venice has the {len(held) + 1} twin namespaces this provider makes for it"
+            in event["message"]
+            for event in events
+        ), events
+        # The provider allows more: the entry refused is made, without waiting for a retry.
+        peered.kubectl(
+            PROVIDER, "label", "namespace", PROVIDER_TENANT, f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}-"
+        )
+        wait_until(
+            lambda: phases() == {"flood-a": "Accepted", "flood-b": "Accepted"},
+            "the refused entry made once allowed",
+            timeout=30,
+            explain=lambda: str(phases()),
+        )
+    finally:
+        peered.kubectl(
+            PROVIDER,
+            "label",
+            "namespace",
+            PROVIDER_TENANT,
+            f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}-",
+            check=False,
+        )
+        peered.kubectl(
+            PROVIDER,
+            "delete",
+            "namespacemaps.offloading.liqo.io",
+            "flood",
+            "-n",
+            PROVIDER_TENANT,
+            "--ignore-not-found",
+            "--timeout=120s",
+            check=False,
+        )
 
 
 def test_bad_quantities_are_refused_with_the_reason(peered: Clusters) -> None:

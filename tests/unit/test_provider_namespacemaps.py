@@ -17,6 +17,7 @@ from tests.plain_manifests import (
 )
 from vk.api.constants import tenant_group, tenant_of_namespace
 from vk.controllers.provider_namespacemaps import (
+    DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
     FINALIZER,
     MAX_API_MESSAGE,
@@ -24,6 +25,7 @@ from vk.controllers.provider_namespacemaps import (
     REFUSED_RETRY,
     RESERVED_NAMESPACES,
     RETRY,
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     ProviderNamespaceMaps,
@@ -34,6 +36,7 @@ from vk.controllers.provider_namespacemaps import (
     managed_by,
     refuses_entry,
     reserved_by,
+    tenant_max_twin_namespaces,
     tenant_pod_security,
     twin_quota_hard,
 )
@@ -217,6 +220,7 @@ class ProviderApi:
         self.applied: dict[str, JSON] = {}
         self.statuses: list[JSON] = []
         self.events: list[JSON] = []
+        self.lists = 0
 
     async def set_finalizer(self, *_: Any, **__: Any) -> bool:
         return False  # the map has it
@@ -240,6 +244,15 @@ class ProviderApi:
         if path.startswith("/api/v1/namespaces/") and name in self.namespaces:
             return self.namespaces[name]
         raise NotFound(404, "NotFound", f"{path} not found")
+
+    async def list_all(
+        self, path: str, params: dict[str, str] | None = None
+    ) -> tuple[list[JSON], str]:
+        assert path == "/api/v1/namespaces"
+        key, value = (params or {})["labelSelector"].split("=")
+        self.lists += 1
+        held = self.namespaces.values()
+        return [n for n in held if (n["metadata"].get("labels") or {}).get(key) == value], "1"
 
     async def apply(self, path: str, body: JSON, *, force: bool = True) -> JSON:
         self.applied[path] = body
@@ -404,3 +417,109 @@ def test_only_a_tenant_namespace_has_a_tenant() -> None:
     assert tenant_of_namespace("liqo-tenant-venice") == "venice"
     assert tenant_of_namespace("liqo-tenant-") is None
     assert tenant_of_namespace("shop") is None
+
+
+# --- How many twin namespaces a consumer may have ---------------------------------------------
+
+
+def test_a_tenant_namespace_may_set_its_consumers_twin_count_and_nothing_else() -> None:
+    def labelled(value: str) -> JSON:
+        return {"metadata": {"labels": {TENANT_MAX_TWIN_NAMESPACES_LABEL: value}}}
+
+    assert tenant_max_twin_namespaces(None, 256) == (256, None)
+    assert tenant_max_twin_namespaces({"metadata": {}}, 256) == (256, None)
+    assert tenant_max_twin_namespaces(labelled("3"), 256) == (3, None)
+    assert tenant_max_twin_namespaces(labelled("0"), 256) == (0, None)
+    for bad in ("-1", "lots", "1e9", "²", "9999999999", ""):
+        allowed, problem = tenant_max_twin_namespaces(labelled(bad), 256)
+        assert allowed == 256
+        assert problem is not None, bad
+        assert "the provider's default 256 applies" in problem, bad
+
+
+def twins_of_venice(count: int, first: int = 0) -> list[JSON]:
+    """Twin namespaces another map of venice's made (not in the controller's cache)."""
+    return [
+        forge_twin_namespace(f"other{i}-venice", "venice", "liqo-tenant-venice/old", f"other{i}")
+        for i in range(first, first + count)
+    ]
+
+
+async def test_past_its_twin_count_a_consumers_new_entries_are_refused_and_its_twins_kept() -> None:
+    """The attack: a tenant asks for more twin namespaces than the provider makes for it (each
+    a namespace, a quota and a binding here, and a dozen watches of its virtual kubelets). Its
+    twins, counted from the API server (those of its other maps, not cached yet, too), fill
+    the room: the twin it has stays Accepted, new entries are refused and told why, and the
+    count is listed once for the whole map."""
+    own = forge_twin_namespace("blog-venice", "venice", MAP_KEY, "blog")
+    florences = forge_twin_namespace("web-florence", "florence", "liqo-tenant-florence/f", "web")
+    api = ProviderApi([own, florences, *twins_of_venice(DEFAULT_MAX_TWIN_NAMESPACES - 2)])
+    desired = {"blog": "blog-venice", "shop": "shop-venice", "web": "web-venice"}
+    controller = controller_of(api, namespace_map(desired), cached=[own])
+    result = await controller.reconcile(MAP_KEY)
+    assert api.created == ["shop-venice"]  # the last room
+    assert api.statuses[-1] == {
+        "blog": {"remoteNamespace": "blog-venice", "phase": "Accepted"},
+        "shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"},
+        "web": {"remoteNamespace": "web-venice", "phase": "CreationLoopBackOff"},
+    }
+    (refusal,) = event_messages(api, "CreationLoopBackOff")
+    assert refusal.startswith(f"venice has the {DEFAULT_MAX_TWIN_NAMESPACES} twin namespaces")
+    assert TENANT_MAX_TWIN_NAMESPACES_LABEL in refusal
+    assert api.lists == 1
+    assert result.requeue_after == REFUSED_RETRY
+    # Nothing new to make: nothing listed.
+    api.lists = 0
+    settled = namespace_map({"blog": "blog-venice"})
+    await controller_of(api, settled, cached=[own]).reconcile(MAP_KEY)
+    assert api.lists == 0
+
+
+async def test_the_tenant_namespaces_label_sets_the_count_and_a_bad_one_is_told() -> None:
+    tenant = {
+        "metadata": {
+            "name": "liqo-tenant-venice",
+            "labels": {TENANT_MAX_TWIN_NAMESPACES_LABEL: "1"},
+        }
+    }
+    api = ProviderApi()
+    desired = {"shop": "shop-venice", "web": "web-venice"}
+    await controller_of(api, namespace_map(desired), cached=[tenant]).reconcile(MAP_KEY)
+    assert api.created == ["shop-venice"]
+    assert api.statuses[-1]["web"]["phase"] == "CreationLoopBackOff"
+    tenant["metadata"]["labels"][TENANT_MAX_TWIN_NAMESPACES_LABEL] = "many"
+    api = ProviderApi()
+    await controller_of(api, namespace_map(desired), cached=[tenant]).reconcile(MAP_KEY)
+    assert api.created == ["shop-venice", "web-venice"]  # the provider's default
+    (problem,) = event_messages(api, "InvalidMaxTwinNamespaces")
+    assert "'many' is no count of namespaces" in problem
+
+
+async def test_a_name_found_taken_on_creation_gives_its_room_back() -> None:
+    """The cache is behind: the twin was made by this map since. Found, it is counted once."""
+    made_since = forge_twin_namespace("shop-venice", "venice", MAP_KEY, "shop")
+    tenant = {
+        "metadata": {
+            "name": "liqo-tenant-venice",
+            "labels": {TENANT_MAX_TWIN_NAMESPACES_LABEL: "2"},
+        }
+    }
+    api = ProviderApi([made_since])
+    desired = {"shop": "shop-venice", "web": "web-venice"}
+    await controller_of(api, namespace_map(desired), cached=[tenant]).reconcile(MAP_KEY)
+    assert api.created == ["shop-venice", "web-venice"]
+    assert {e["phase"] for e in api.statuses[-1].values()} == {"Accepted"}
+
+
+def test_a_twin_gone_brings_back_every_map_of_its_consumer() -> None:
+    """Room made by unoffloading one namespace: the consumer's maps waiting for room are looked
+    at again at once, not after REFUSED_RETRY; another consumer's are not."""
+    controller = controller_of(ProviderApi(), namespace_map({"web": "web-venice"}))
+    florences = namespace_map({})
+    florences["metadata"].update(namespace="liqo-tenant-florence", name="f")
+    controller.maps.store.upsert(florences)
+    (gone,) = twins_of_venice(1)
+    controller._on_namespace(MODIFIED, gone, None)
+    assert len(controller.controller.queue) == 1  # its own map alone
+    controller._on_namespace(DELETED, gone, gone)
+    assert len(controller.controller.queue) == 2  # and venice's other map, not florence's

@@ -23,8 +23,8 @@ from vk.cli import peer
 from vk.cli.peer import describe_remaining, left_on_provider
 from vk.cli.peering import another_cluster, forge_tenant, forge_tenant_namespace
 from vk.cli.vkctl import vkctl
-from vk.controllers.provider_namespacemaps import MANAGED_BY_ANNOTATION
-from vk.controllers.tenants import forge_control_plane_rbac, tenant_consumer, twin_namespaces_of
+from vk.controllers.provider_namespacemaps import MANAGED_BY_ANNOTATION, twin_namespaces_of
+from vk.controllers.tenants import forge_control_plane_rbac, tenant_consumer
 from vk.kube.kubeconfig import ClusterConnection
 
 TENANT_CRD = next(m for m in crd_manifests() if m["spec"]["names"]["kind"] == "Tenant")

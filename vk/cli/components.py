@@ -21,7 +21,11 @@ from vk.api.constants import (
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
 from vk.cli.options import go_bool_option, go_duration
-from vk.controllers.provider_namespacemaps import DEFAULT_TWIN_NAMESPACE_QUOTA
+from vk.controllers.provider_namespacemaps import (
+    DEFAULT_MAX_TWIN_NAMESPACES,
+    DEFAULT_TWIN_NAMESPACE_QUOTA,
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
+)
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
@@ -425,6 +429,14 @@ def kubelet(
     "grows by the pods the consumer's Quotas grant (one token Secret per offloaded pod).",
 )
 @click.option(
+    "--max-twin-namespaces-per-consumer",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_TWIN_NAMESPACES,
+    show_default=True,
+    help="The namespaces one consumer may offload here, all its NamespaceMaps together (label "
+    f"{TENANT_MAX_TWIN_NAMESPACES_LABEL} on its tenant namespace sets another number for it).",
+)
+@click.option(
     "--load-balancer-classes",
     default="",
     metavar="CLASS,...",
@@ -506,6 +518,7 @@ def controller_manager(
     tenant_pod_security: str,
     reserved_namespaces: str,
     tenant_namespace_quota: str,
+    max_twin_namespaces_per_consumer: int,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -573,6 +586,7 @@ def controller_manager(
         tenant_pod_security=tenant_pod_security,
         reserved_namespaces=tuple(sorted(_names(reserved_namespaces))),
         tenant_namespace_quota=namespace_quota,
+        max_twin_namespaces=max_twin_namespaces_per_consumer,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
         shadow_pod_workers=shadow_pod_ctrl_workers,

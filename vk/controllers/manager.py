@@ -38,7 +38,7 @@ from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.namespaceoffloading import NamespaceOffloadings
 from vk.controllers.offloaded_pod_availability import OffloadedPodAvailability
-from vk.controllers.provider_namespacemaps import ProviderNamespaceMaps
+from vk.controllers.provider_namespacemaps import DEFAULT_MAX_TWIN_NAMESPACES, ProviderNamespaceMaps
 from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
@@ -76,6 +76,8 @@ class ManagerOptions:
     reserved_namespaces: tuple[str, ...] = ()
     # The core ResourceQuota of every twin namespace (None: the defaults; empty: none).
     tenant_namespace_quota: dict[str, str] | None = None
+    # The twin namespaces one consumer may have (provider; its tenant namespace may say more).
+    max_twin_namespaces: int = DEFAULT_MAX_TWIN_NAMESPACES
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
     # The loadBalancerClasses offered to consumers (provider), the first the default.
@@ -130,6 +132,7 @@ async def run_manager(options: ManagerOptions) -> int:
                     options.tenant_pod_security,
                     options.reserved_namespaces,
                     options.tenant_namespace_quota,
+                    options.max_twin_namespaces,
                 ).run(),
                 ProviderShadowPods(
                     client, quota_usage.quotas, workers=options.shadow_pod_workers

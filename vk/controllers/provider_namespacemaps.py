@@ -10,15 +10,19 @@ map is never touched (nor one found on creating it, made since the cache listed)
 that is no namespace name, or one the provider reserves (its own system namespaces, vk's, tenant
 namespaces, and a list of its choosing), is never created: the mapping stays in
 CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
-remote name the first already holds, and one the API server refuses (with its message): each
-entry fails alone, the rest of the map goes on. A mapping removed deletes its namespace
-(Terminating until it is gone); the map's deletion waits for all of them.
+remote name the first already holds, one the API server refuses (with its message), and one past
+the twin namespaces a consumer may have here, all its maps together (the provider's default, or
+its tenant namespace's label): each entry fails alone, the rest of the map goes on. A mapping
+removed deletes its namespace (Terminating until it is gone); the map's deletion waits for all
+of them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -80,6 +84,14 @@ MAX_API_MESSAGE = 1024
 # On a provider's tenant namespace: the Pod Security level of this consumer's twin namespaces,
 # instead of the provider's default. The consumer cannot write it (it may not touch namespaces).
 TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
+# The twin namespaces one consumer may have on this provider, all its NamespaceMaps together:
+# each is a namespace, a ResourceQuota and a RoleBinding in the provider's etcd, and a dozen
+# watches of each of the consumer's virtual kubelets on the provider's API server. Past it, a
+# new entry stays CreationLoopBackOff, saying so, until the consumer unoffloads a namespace; the
+# twins it has are kept. On its tenant namespace, the provider may set another number for one
+# consumer (a label the consumer cannot write either).
+DEFAULT_MAX_TWIN_NAMESPACES = 256
+TENANT_MAX_TWIN_NAMESPACES_LABEL = "vk.io/max-twin-namespaces"
 # The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
 # of the provider's API server.
 TWIN_QUOTA = "vk-tenant-objects"
@@ -260,11 +272,43 @@ def tenant_pod_security(
     return chosen, None
 
 
+def tenant_max_twin_namespaces(
+    tenant_namespace: Mapping[str, Any] | None, default: int
+) -> tuple[int, str | None]:
+    """How many twin namespaces a consumer may have: its tenant namespace's label if it is a
+    count, else `default`; and what is wrong with the label, if anything."""
+    labels = ((tenant_namespace or {}).get("metadata") or {}).get("labels") or {}
+    chosen = labels.get(TENANT_MAX_TWIN_NAMESPACES_LABEL)
+    if chosen is None:
+        return default, None
+    if not (isinstance(chosen, str) and chosen.isascii() and chosen.isdigit() and len(chosen) < 10):
+        return default, (
+            f"label {TENANT_MAX_TWIN_NAMESPACES_LABEL}={chosen!r} is no count of namespaces "
+            f"(0 to 999999999): the provider's default {default} applies"
+        )
+    return int(chosen), None
+
+
 def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
     if namespace is None:
         return None
     value = (namespace["metadata"].get("annotations") or {}).get(MANAGED_BY_ANNOTATION)
     return str(value) if value else None
+
+
+def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
+    """The namespaces made for the NamespaceMaps of the tenant namespace `tenant`."""
+    return [ns for ns in namespaces if (managed_by(ns) or "").startswith(f"{tenant}/")]
+
+
+@dataclass
+class TwinRoom:
+    """How many more twin namespaces one reconcile may make for its consumer: counted when the
+    first is about to be made (listed from the API server: one made by the reconcile before
+    may not be cached yet), then taken one by one."""
+
+    allowed: int
+    left: int | None = None
 
 
 class ProviderNamespaceMaps(Reconciler):
@@ -276,9 +320,11 @@ class ProviderNamespaceMaps(Reconciler):
         pod_security: str = DEFAULT_TENANT_POD_SECURITY,
         reserved_namespaces: tuple[str, ...] = (),
         namespace_quota: Mapping[str, str] | None = None,
+        max_twin_namespaces: int = DEFAULT_MAX_TWIN_NAMESPACES,
     ) -> None:
         self.client = client
         self.pod_security = pod_security
+        self.max_twin_namespaces = max_twin_namespaces
         self.namespace_quota = dict(
             DEFAULT_TWIN_NAMESPACE_QUOTA if namespace_quota is None else namespace_quota
         )
@@ -296,6 +342,9 @@ class ProviderNamespaceMaps(Reconciler):
         # Keys are maps' `namespace/name`: each tenant's maps served in turn.
         self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
         self._refused: dict[tuple[str, str], str] = {}
+        # By tenant namespace: held while a reconcile counts and makes its consumer's twins,
+        # so that two of its maps reconciled at once do not both take the last room.
+        self._making: dict[str, asyncio.Lock] = {}
 
     def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:
         owner = managed_by(namespace)
@@ -303,6 +352,11 @@ class ProviderNamespaceMaps(Reconciler):
             self.controller.enqueue(owner)
             if event != DELETED:
                 return
+            # A twin gone leaves room: the consumer's other maps may wait for it.
+            tenant = split_key(owner)[0]
+            for namespace_map in self.maps.store.objects():
+                if namespace_map["metadata"].get("namespace") == tenant:
+                    self.controller.enqueue(object_key(namespace_map))
         # One in the way may have gone (another map's too): look again at the maps that want
         # that name, whose entries were refused for it; or a tenant namespace's Pod Security
         # level changed: look again at the maps in it.
@@ -364,13 +418,15 @@ class ProviderNamespaceMaps(Reconciler):
             key=lambda item: (current.get(item[0]) or {}).get("phase") != MappingPhase.ACCEPTED,
         )
         claimed: dict[str, str] = {}  # remote -> the local namespace it is made for
-        for local, remote in accepted_first:
-            phase, retry = await self._make_entry(
-                namespace_map, key, consumer, local, remote, claimed
-            )
-            status[local] = {"remoteNamespace": remote, "phase": phase}
-            if retry is not None:
-                retries.append(retry)
+        room = TwinRoom(await self._max_twin_namespaces(namespace_map, namespace))
+        async with self._making.setdefault(namespace, asyncio.Lock()):
+            for local, remote in accepted_first:
+                phase, retry = await self._make_entry(
+                    namespace_map, key, consumer, local, remote, claimed, room
+                )
+                status[local] = {"remoteNamespace": remote, "phase": phase}
+                if retry is not None:
+                    retries.append(retry)
         status = {local: status[local] for local in desired}
         for local, entry in current.items():
             remote = entry.get("remoteNamespace", "")
@@ -404,11 +460,14 @@ class ProviderNamespaceMaps(Reconciler):
         local: str,
         remote: str,
         claimed: dict[str, str],
+        room: TwinRoom,
     ) -> tuple[str, float | None]:
         """One desired mapping made, kept or refused, whatever the others: its phase, and when
         to look at it again (None: done)."""
         try:
-            phase = await self._ensure_twin(namespace_map, key, consumer, local, remote, claimed)
+            phase = await self._ensure_twin(
+                namespace_map, key, consumer, local, remote, claimed, room
+            )
         except MappingRefused as refusal:
             # Looked at again when what refused it changes (the map, or the namespace in the
             # way: `_on_namespace`), not every few seconds: a map of thousands of refused
@@ -460,6 +519,34 @@ class ProviderNamespaceMaps(Reconciler):
             self._refused[(key, local)] = message
             await self.events.record(namespace_map, WARNING, reason, message)
 
+    async def _max_twin_namespaces(self, namespace_map: JSON, tenant: str) -> int:
+        """The twin namespaces the consumer of tenant namespace `tenant` may have; a label
+        there that says no count is told once, on the map."""
+        allowed, problem = tenant_max_twin_namespaces(
+            self.namespaces.store.get(tenant), self.max_twin_namespaces
+        )
+        key = object_key(namespace_map)
+        if problem and self._refused.get((key, "max")) != problem:
+            self._refused[(key, "max")] = problem
+            await self.events.record(namespace_map, WARNING, "InvalidMaxTwinNamespaces", problem)
+        return allowed
+
+    async def _take_room(self, room: TwinRoom, tenant: str, consumer: str) -> None:
+        """Takes room for one more twin namespace of the consumer, or raises MappingRefused."""
+        if room.left is None:
+            held, _ = await self.client.list_all(
+                resource_path("v1", "namespaces"),
+                {"labelSelector": f"{REMOTE_CLUSTER_ID_LABEL}={consumer}"},
+            )
+            room.left = room.allowed - len(twin_namespaces_of(held, tenant))
+        if room.left <= 0:
+            raise MappingRefused(
+                f"{consumer} has the {room.allowed} twin namespaces this provider makes for it: "
+                "unoffload a namespace first, or ask the provider's administrator for more "
+                f"(label {TENANT_MAX_TWIN_NAMESPACES_LABEL} on {tenant})"
+            )
+        room.left -= 1
+
     async def _ensure_twin(
         self,
         namespace_map: JSON,
@@ -468,6 +555,7 @@ class ProviderNamespaceMaps(Reconciler):
         local: str,
         remote: str,
         claimed: dict[str, str],
+        room: TwinRoom,
     ) -> str:
         """Makes (or keeps) the twin namespace of `local` and the tenant's rights in it: its
         phase, or MappingRefused."""
@@ -480,6 +568,7 @@ class ProviderNamespaceMaps(Reconciler):
             await self.events.record(namespace_map, WARNING, "InvalidPodSecurityLevel", problem)
         wanted_labels = pod_security_labels(level)
         if existing is None:
+            await self._take_room(room, split_key(key)[0] or "", consumer)
             try:
                 await self.client.create(
                     resource_path("v1", "namespaces"),
@@ -487,7 +576,10 @@ class ProviderNamespaceMaps(Reconciler):
                 )
             except AlreadyExists:
                 # The cache is behind: someone made it since, not necessarily vk for this map
-                # (the provider's administrator, another consumer's twin). Judged as found.
+                # (the provider's administrator, another consumer's twin). Judged as found;
+                # the room taken is given back (one of this map's was counted already).
+                assert room.left is not None
+                room.left += 1
                 existing = await self.client.get(resource_path("v1", "namespaces", name=remote))
                 self._check_claim(key, consumer, local, remote, existing, claimed)
         claimed[remote] = local

@@ -47,7 +47,7 @@ from vk.api.core import ForeignCluster
 from vk.api.meta import KubeObject
 from vk.api.offloading import NamespaceMap, Quota, ShadowPod
 from vk.controllers.csr import CSR_API
-from vk.controllers.provider_namespacemaps import managed_by
+from vk.controllers.provider_namespacemaps import twin_namespaces_of
 from vk.controllers.provider_resourceslices import tenant_condition
 from vk.controllers.replication import FINALIZER as REPLICATION_FINALIZER
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
@@ -131,11 +131,6 @@ def forge_control_plane_rbac(consumer_id: str, *, revoked: bool = False) -> list
             ],
         },
     ]
-
-
-def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
-    """The namespaces made for the NamespaceMaps of the tenant namespace `tenant`."""
-    return [ns for ns in namespaces if (managed_by(ns) or "").startswith(f"{tenant}/")]
 
 
 def in_namespace(objects: Iterable[JSON], namespace: str) -> list[JSON]:
