@@ -22,16 +22,15 @@ from vk.api.constants import (
     IDENTITY_TYPE_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
+    TENANT_MAX_RESOURCE_SLICES_LABEL,
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
     control_plane_secret_name,
     resource_slice_user,
     tenant_group,
 )
 from vk.cli.peering import forge_resource_slice
 from vk.controllers.namespaceoffloading import forge_namespace_map
-from vk.controllers.provider_namespacemaps import (
-    TENANT_MAX_TWIN_NAMESPACES_LABEL,
-    managed_by,
-)
+from vk.controllers.provider_namespacemaps import managed_by
 from vk.kube.kubeconfig import load_kubeconfig_file
 
 VKCTL = str(Path(sys.executable).parent / "vkctl")
@@ -222,6 +221,17 @@ def test_identities_can_touch_nothing_beyond_their_tenant_namespace(
         assert kubectl_as(control_plane, "auth", "can-i", *check).stdout.strip() == "no", check
 
 
+def set_tenant_limit(
+    clusters: Clusters, label: str, count: int | None, *, check: bool = True
+) -> None:
+    """The provider's administrator sets a limit label on venice's tenant namespace (None:
+    removes it, the provider's default applying again)."""
+    value = f"{label}-" if count is None else f"{label}={count}"
+    clusters.kubectl(
+        PROVIDER, "label", "namespace", PROVIDER_TENANT, value, "--overwrite", check=check
+    )
+
+
 def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -245,8 +255,7 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
         },
         "spec": {"desiredMapping": {"flood-a": "flood-a-venice", "flood-b": "flood-b-venice"}},
     }
-    label = f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}={len(held) + 1}"
-    peered.kubectl(PROVIDER, "label", "namespace", PROVIDER_TENANT, label, "--overwrite")
+    set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, len(held) + 1)
 
     def phases() -> dict[str, str]:
         found = get_json(
@@ -280,9 +289,7 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
             for event in events
         ), events
         # The provider allows more: the entry refused is made, without waiting for a retry.
-        peered.kubectl(
-            PROVIDER, "label", "namespace", PROVIDER_TENANT, f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}-"
-        )
+        set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, None)
         wait_until(
             lambda: phases() == {"flood-a": "Accepted", "flood-b": "Accepted"},
             "the refused entry made once allowed",
@@ -290,14 +297,7 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
             explain=lambda: str(phases()),
         )
     finally:
-        peered.kubectl(
-            PROVIDER,
-            "label",
-            "namespace",
-            PROVIDER_TENANT,
-            f"{TENANT_MAX_TWIN_NAMESPACES_LABEL}-",
-            check=False,
-        )
+        set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, None, check=False)
         peered.kubectl(
             PROVIDER,
             "delete",
@@ -305,6 +305,71 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
             "flood",
             "-n",
             PROVIDER_TENANT,
+            "--ignore-not-found",
+            "--timeout=120s",
+            check=False,
+        )
+
+
+def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(
+    peered: Clusters,
+) -> None:
+    """A consumer's slices past the count its provider answers for it (each an identity signed
+    there and a Quota) are denied, saying why where the consumer reads it, and answered once
+    the provider's administrator allows more."""
+    held = [
+        s
+        for s in get_json(peered, PROVIDER, RSLICE, "-n", PROVIDER_TENANT)["items"]
+        if not s["metadata"].get("deletionTimestamp")
+    ]
+    set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(held))
+
+    def capped() -> Any:
+        return get_json(peered, CONSUMER, RSLICE, "capped", "-n", CONSUMER_TENANT)
+
+    try:
+        apply(peered, CONSUMER, forge_resource_slice("capped", PROVIDER))
+        denied = wait_until(
+            lambda: conditions(capped()).get("Authentication") == "Denied" and capped(),
+            "the slice past the count denied",
+            timeout=60,
+            explain=lambda: str(capped()),
+        )
+        assert conditions(denied) == {"Authentication": "Denied", "Resources": "Denied"}
+        message = next(
+            c["message"] for c in denied["status"]["conditions"] if c["type"] == "Authentication"
+        )
+        assert message.startswith(
+            f"venice has the {len(held)} ResourceSlices this provider answers for it"
+        )
+        assert (
+            get_json(
+                peered,
+                PROVIDER,
+                "quotas.offloading.liqo.io",
+                resource_slice_user(CONSUMER, "capped"),
+                "-n",
+                PROVIDER_TENANT,
+            )
+            is None
+        )
+        # Allowed more: answered at once.
+        set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None)
+        wait_until(
+            lambda: conditions(capped()) == {"Authentication": "Accepted", "Resources": "Accepted"},
+            "the slice answered once allowed",
+            timeout=60,
+            explain=lambda: str(capped()),
+        )
+    finally:
+        set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
+        peered.kubectl(
+            CONSUMER,
+            "delete",
+            RSLICE,
+            "capped",
+            "-n",
+            CONSUMER_TENANT,
             "--ignore-not-found",
             "--timeout=120s",
             check=False,

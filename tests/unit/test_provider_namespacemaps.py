@@ -15,7 +15,12 @@ from tests.plain_manifests import (
     may_bind,
     plain_manifests,
 )
-from vk.api.constants import tenant_group, tenant_of_namespace
+from vk.api.constants import (
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
+    tenant_group,
+    tenant_limit,
+    tenant_of_namespace,
+)
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
@@ -25,7 +30,6 @@ from vk.controllers.provider_namespacemaps import (
     REFUSED_RETRY,
     RESERVED_NAMESPACES,
     RETRY,
-    TENANT_MAX_TWIN_NAMESPACES_LABEL,
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     ProviderNamespaceMaps,
@@ -36,7 +40,6 @@ from vk.controllers.provider_namespacemaps import (
     managed_by,
     refuses_entry,
     reserved_by,
-    tenant_max_twin_namespaces,
     tenant_pod_security,
     twin_quota_hard,
 )
@@ -426,12 +429,15 @@ def test_a_tenant_namespace_may_set_its_consumers_twin_count_and_nothing_else() 
     def labelled(value: str) -> JSON:
         return {"metadata": {"labels": {TENANT_MAX_TWIN_NAMESPACES_LABEL: value}}}
 
-    assert tenant_max_twin_namespaces(None, 256) == (256, None)
-    assert tenant_max_twin_namespaces({"metadata": {}}, 256) == (256, None)
-    assert tenant_max_twin_namespaces(labelled("3"), 256) == (3, None)
-    assert tenant_max_twin_namespaces(labelled("0"), 256) == (0, None)
+    def limit(tenant: JSON | None) -> tuple[int, str | None]:
+        return tenant_limit(tenant, TENANT_MAX_TWIN_NAMESPACES_LABEL, 256)
+
+    assert limit(None) == (256, None)
+    assert limit({"metadata": {}}) == (256, None)
+    assert limit(labelled("3")) == (3, None)
+    assert limit(labelled("0")) == (0, None)
     for bad in ("-1", "lots", "1e9", "²", "9999999999", ""):
-        allowed, problem = tenant_max_twin_namespaces(labelled(bad), 256)
+        allowed, problem = limit(labelled(bad))
         assert allowed == 256
         assert problem is not None, bad
         assert "the provider's default 256 applies" in problem, bad
@@ -492,7 +498,7 @@ async def test_the_tenant_namespaces_label_sets_the_count_and_a_bad_one_is_told(
     await controller_of(api, namespace_map(desired), cached=[tenant]).reconcile(MAP_KEY)
     assert api.created == ["shop-venice", "web-venice"]  # the provider's default
     (problem,) = event_messages(api, "InvalidMaxTwinNamespaces")
-    assert "'many' is no count of namespaces" in problem
+    assert "'many' is no count" in problem
 
 
 async def test_a_name_found_taken_on_creation_gives_its_room_back() -> None:

@@ -148,6 +148,30 @@ def tenant_of_namespace(namespace: str) -> str | None:
     return cluster_id if cluster_id and cluster_id != namespace else None
 
 
+# On a provider's tenant namespace, set by its administrator (a consumer cannot write
+# namespaces): how many twin namespaces, and ResourceSlices, that one consumer may have there,
+# instead of the provider's defaults.
+TENANT_MAX_TWIN_NAMESPACES_LABEL = "vk.io/max-twin-namespaces"
+TENANT_MAX_RESOURCE_SLICES_LABEL = "vk.io/max-resource-slices"
+
+
+def tenant_limit(
+    tenant_namespace: Mapping[str, Any] | None, label: str, default: int
+) -> tuple[int, str | None]:
+    """A count a consumer may have: its tenant namespace's `label` if it is a count, else
+    `default`; and what is wrong with the label, if anything."""
+    labels = ((tenant_namespace or {}).get("metadata") or {}).get("labels") or {}
+    chosen = labels.get(label)
+    if chosen is None:
+        return default, None
+    if not (isinstance(chosen, str) and chosen.isascii() and chosen.isdigit() and len(chosen) < 10):
+        return default, (
+            f"label {label}={chosen!r} is no count (0 to 999999999): the provider's default "
+            f"{default} applies"
+        )
+    return int(chosen), None
+
+
 def kubeconfig_secret_name(resource_slice_name: str) -> str:
     """The Secret holding the kubeconfig of the identity issued for a ResourceSlice."""
     return f"{KUBECONFIG_SECRET_PREFIX}{resource_slice_name}"

@@ -17,6 +17,8 @@ from vk.api.constants import (
     DEFAULT_SHADOW_POD_WORKERS,
     DEFAULT_TENANT_POD_SECURITY,
     POD_SECURITY_LEVELS,
+    TENANT_MAX_RESOURCE_SLICES_LABEL,
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
 )
 from vk.api.labels import InvalidKeyValues, parse_key_values
 from vk.api.offloading import LimitsEnforcement
@@ -24,8 +26,8 @@ from vk.cli.options import go_bool_option, go_duration
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
-    TENANT_MAX_TWIN_NAMESPACES_LABEL,
 )
+from vk.controllers.provider_resourceslices import DEFAULT_MAX_RESOURCE_SLICES
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
@@ -437,6 +439,15 @@ def kubelet(
     f"{TENANT_MAX_TWIN_NAMESPACES_LABEL} on its tenant namespace sets another number for it).",
 )
 @click.option(
+    "--max-resource-slices-per-consumer",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_RESOURCE_SLICES,
+    show_default=True,
+    help="The ResourceSlices of one consumer this cluster answers (each an identity signed "
+    f"here and a Quota); label {TENANT_MAX_RESOURCE_SLICES_LABEL} on its tenant namespace sets "
+    "another number for it.",
+)
+@click.option(
     "--load-balancer-classes",
     default="",
     metavar="CLASS,...",
@@ -519,6 +530,7 @@ def controller_manager(
     reserved_namespaces: str,
     tenant_namespace_quota: str,
     max_twin_namespaces_per_consumer: int,
+    max_resource_slices_per_consumer: int,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -587,6 +599,7 @@ def controller_manager(
         reserved_namespaces=tuple(sorted(_names(reserved_namespaces))),
         tenant_namespace_quota=namespace_quota,
         max_twin_namespaces=max_twin_namespaces_per_consumer,
+        max_resource_slices=max_resource_slices_per_consumer,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
         shadow_pod_workers=shadow_pod_ctrl_workers,

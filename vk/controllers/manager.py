@@ -42,6 +42,7 @@ from vk.controllers.provider_namespacemaps import DEFAULT_MAX_TWIN_NAMESPACES, P
 from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
+    DEFAULT_MAX_RESOURCE_SLICES,
     DEFAULT_RESOURCES,
     ProviderResourceSlices,
     ProviderSettings,
@@ -78,6 +79,8 @@ class ManagerOptions:
     tenant_namespace_quota: dict[str, str] | None = None
     # The twin namespaces one consumer may have (provider; its tenant namespace may say more).
     max_twin_namespaces: int = DEFAULT_MAX_TWIN_NAMESPACES
+    # The ResourceSlices of one consumer answered (provider; its tenant namespace may say more).
+    max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
     # The loadBalancerClasses offered to consumers (provider), the first the default.
@@ -116,6 +119,7 @@ async def run_manager(options: ManagerOptions) -> int:
             default_resources=dict(options.default_node_resources),
             limits_enforcement=options.default_limits_enforcement,
             load_balancer_classes=options.load_balancer_classes,
+            max_resource_slices=options.max_resource_slices,
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()

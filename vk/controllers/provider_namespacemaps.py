@@ -36,9 +36,11 @@ from vk.api.constants import (
     POD_SECURITY_WARN_VERSION_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
+    TENANT_MAX_TWIN_NAMESPACES_LABEL,
     TENANT_NAMESPACE_PREFIX,
     VK_NAMESPACE,
     tenant_group,
+    tenant_limit,
     tenant_of_namespace,
 )
 from vk.api.offloading import (
@@ -89,9 +91,8 @@ TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
 # watches of each of the consumer's virtual kubelets on the provider's API server. Past it, a
 # new entry stays CreationLoopBackOff, saying so, until the consumer unoffloads a namespace; the
 # twins it has are kept. On its tenant namespace, the provider may set another number for one
-# consumer (a label the consumer cannot write either).
+# consumer (TENANT_MAX_TWIN_NAMESPACES_LABEL).
 DEFAULT_MAX_TWIN_NAMESPACES = 256
-TENANT_MAX_TWIN_NAMESPACES_LABEL = "vk.io/max-twin-namespaces"
 # The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
 # of the provider's API server.
 TWIN_QUOTA = "vk-tenant-objects"
@@ -270,23 +271,6 @@ def tenant_pod_security(
             f"{', '.join(POD_SECURITY_LEVELS)}): the provider's default {default} applies"
         )
     return chosen, None
-
-
-def tenant_max_twin_namespaces(
-    tenant_namespace: Mapping[str, Any] | None, default: int
-) -> tuple[int, str | None]:
-    """How many twin namespaces a consumer may have: its tenant namespace's label if it is a
-    count, else `default`; and what is wrong with the label, if anything."""
-    labels = ((tenant_namespace or {}).get("metadata") or {}).get("labels") or {}
-    chosen = labels.get(TENANT_MAX_TWIN_NAMESPACES_LABEL)
-    if chosen is None:
-        return default, None
-    if not (isinstance(chosen, str) and chosen.isascii() and chosen.isdigit() and len(chosen) < 10):
-        return default, (
-            f"label {TENANT_MAX_TWIN_NAMESPACES_LABEL}={chosen!r} is no count of namespaces "
-            f"(0 to 999999999): the provider's default {default} applies"
-        )
-    return int(chosen), None
 
 
 def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
@@ -522,8 +506,10 @@ class ProviderNamespaceMaps(Reconciler):
     async def _max_twin_namespaces(self, namespace_map: JSON, tenant: str) -> int:
         """The twin namespaces the consumer of tenant namespace `tenant` may have; a label
         there that says no count is told once, on the map."""
-        allowed, problem = tenant_max_twin_namespaces(
-            self.namespaces.store.get(tenant), self.max_twin_namespaces
+        allowed, problem = tenant_limit(
+            self.namespaces.store.get(tenant),
+            TENANT_MAX_TWIN_NAMESPACES_LABEL,
+            self.max_twin_namespaces,
         )
         key = object_key(namespace_map)
         if problem and self._refused.get((key, "max")) != problem:

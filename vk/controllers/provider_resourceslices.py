@@ -5,6 +5,8 @@ cluster's labels for the virtual node, and a Quota limiting what that identity m
 Authentication is answered for every class; resources only for the `default` class (or none):
 another class belongs to a custom controller, and the Quota then follows whatever resources it
 writes. The provider may grant more than it has: no check against its own capacity, as in Liqo.
+It answers a bounded number of one consumer's slices, the oldest first: a slice past them is
+denied, saying why, and answered once one goes; one answered already stays so.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from vk.api.constants import (
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
     RESOURCE_SLICE_NAME_LABEL,
+    TENANT_MAX_RESOURCE_SLICES_LABEL,
     resource_slice_user,
     tenant_group,
+    tenant_limit,
     tenant_namespace,
     tenant_of_namespace,
 )
@@ -42,7 +46,7 @@ from vk.controllers.csr import CSR_API, decided, forge_approval
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, object_key, shared_informer, split_key
 from vk.kube.pki import csr_subject
 from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
@@ -55,6 +59,11 @@ RENEW_AT = 0.8  # of a certificate's life, as the kubelet renews its own
 
 AUTHENTICATION, RESOURCES = "Authentication", "Resources"
 ACCEPTED, DENIED = "Accepted", "Denied"
+# The ResourceSlices of one consumer answered: each is an identity signed through this
+# cluster's CSR API, valid a year, and a Quota. Past it, a new slice is denied, the oldest
+# answered first, until one goes; a consumer gets another number from its tenant namespace's
+# TENANT_MAX_RESOURCE_SLICES_LABEL.
+DEFAULT_MAX_RESOURCE_SLICES = 64
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,7 @@ class ProviderSettings:
     # The loadBalancerClasses this provider's Services may use (no API object lists them);
     # the first is the default.
     load_balancer_classes: tuple[str, ...] = ()
+    max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
 
 
 # The annotations that make a StorageClass or an IngressClass its cluster's default.
@@ -176,6 +186,37 @@ def condition_status(resource_slice: Mapping[str, Any], kind: str) -> str | None
             status: str = condition.get("status", "")
             return status
     return None
+
+
+def is_answered(resource_slice: Mapping[str, Any]) -> bool:
+    """Whether the provider answered the slice already: its identity signed. (Its resources
+    alone say nothing: a slice's first version, before the consumer writes its ID, has them
+    granted, and is denied its identity.)"""
+    return condition_status(resource_slice, AUTHENTICATION) == ACCEPTED
+
+
+def past_slice_count(
+    resource_slice: Mapping[str, Any], consumers_slices: list[JSON], allowed: int
+) -> bool:
+    """Whether `resource_slice` is past the `allowed` slices the provider answers for its
+    consumer, whose slices (this one among them, or not yet cached) are `consumers_slices`:
+    those answered already keep their place, and the others take what room is left, the
+    oldest first (by creation, then name)."""
+    if is_answered(resource_slice):
+        return False
+    name = resource_slice["metadata"]["name"]
+    others = [
+        s
+        for s in consumers_slices
+        if s["metadata"]["name"] != name and not s["metadata"].get("deletionTimestamp")
+    ]
+    answered = sum(1 for s in others if is_answered(s))
+
+    def age(s: Mapping[str, Any]) -> tuple[str, str]:
+        return str(s["metadata"].get("creationTimestamp") or ""), s["metadata"]["name"]
+
+    older = sum(1 for s in others if not is_answered(s) and age(s) < age(resource_slice))
+    return answered + older >= allowed
 
 
 def is_cordoned(resource_slice: Mapping[str, Any], tenant: Mapping[str, Any] | None) -> bool:
@@ -304,8 +345,14 @@ class ProviderResourceSlices(Reconciler):
         # What this cluster offers besides resources: a change is told to every slice.
         self.storage_classes = shared_informer(client, "storage.k8s.io/v1", "storageclasses")
         self.ingress_classes = shared_informer(client, "networking.k8s.io/v1", "ingressclasses")
+        # Tenant namespaces (and twin namespaces) carry the consumer's ID: a tenant namespace
+        # may set how many slices its consumer gets.
+        self.namespaces = shared_informer(
+            client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
+        )
         self.controller = Controller(self, workers=4)
         self.applied = AppliedObjects(client)
+        self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
         labels = csr["metadata"].get("labels") or {}
@@ -316,9 +363,29 @@ class ProviderResourceSlices(Reconciler):
         if consumer and slice_name:
             self.controller.enqueue(f"{tenant_namespace(consumer)}/{slice_name}")
 
+    def _on_slice(self, event: str, resource_slice: JSON, _: JSON | None) -> None:
+        self.controller.enqueue(object_key(resource_slice))
+        if event == DELETED:
+            # Room for the consumer's slices past its count, waiting for one to go.
+            self._enqueue_slices_in(resource_slice["metadata"].get("namespace"))
+
+    def _on_namespace(self, event: str, namespace: JSON, old: JSON | None) -> None:
+        labels = namespace["metadata"].get("labels") or {}
+        was = ((old or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(TENANT_MAX_RESOURCE_SLICES_LABEL) != was.get(
+            TENANT_MAX_RESOURCE_SLICES_LABEL
+        ):
+            self._enqueue_slices_in(namespace["metadata"]["name"])
+
+    def _enqueue_slices_in(self, namespace: str | None) -> None:
+        for resource_slice in self.slices.store.objects():
+            if resource_slice["metadata"].get("namespace") == namespace:
+                self.controller.enqueue(object_key(resource_slice))
+
     async def run(self) -> None:
-        self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
+        self.slices.add_handler(self._on_slice)
         self.requests.add_handler(self._on_request)
+        self.namespaces.add_handler(self._on_namespace)
         for classes in (self.storage_classes, self.ingress_classes, self.tenants):
             classes.add_handler(self._on_classes)
         await run_with_informers(
@@ -328,6 +395,28 @@ class ProviderResourceSlices(Reconciler):
             self.storage_classes,
             self.ingress_classes,
             self.tenants,
+            self.namespaces,
+        )
+
+    def _past_count(self, resource_slice: JSON, namespace: str, consumer: str) -> str | None:
+        """Why the slice is past what its consumer gets answered, or None."""
+        allowed, problem = tenant_limit(
+            self.namespaces.store.get(namespace),
+            TENANT_MAX_RESOURCE_SLICES_LABEL,
+            self.settings.max_resource_slices,
+        )
+        if problem is not None and self._said.get(namespace) != problem:
+            self._said[namespace] = problem
+            log.warning("tenant namespace label ignored", namespace=namespace, problem=problem)
+        consumers = [
+            s for s in self.slices.store.objects() if s["metadata"].get("namespace") == namespace
+        ]
+        if not past_slice_count(resource_slice, consumers, allowed):
+            return None
+        return (
+            f"{consumer} has the {allowed} ResourceSlices this provider answers for it: delete "
+            "one first, or ask the provider's administrator for more (label "
+            f"{TENANT_MAX_RESOURCE_SLICES_LABEL} on {namespace})"
         )
 
     def _on_classes(self, *_: Any) -> None:
@@ -361,6 +450,7 @@ class ProviderResourceSlices(Reconciler):
         status: JSON = dict(resource_slice.get("status") or {})
         consumer = spec.get("consumerClusterID") or ""
         retry: float | None = None
+        past_count = None
         if namespace != tenant_namespace(consumer):
             status["conditions"] = set_condition(
                 status.get("conditions"),
@@ -370,6 +460,16 @@ class ProviderResourceSlices(Reconciler):
                 f"spec.consumerClusterID {consumer!r} is not the consumer of namespace {namespace}",
                 now,
             )
+        elif past_count := self._past_count(resource_slice, namespace, consumer):
+            for kind in (AUTHENTICATION, RESOURCES):
+                status["conditions"] = set_condition(
+                    status.get("conditions"),
+                    kind,
+                    DENIED,
+                    f"ResourceSlice{kind}Denied",
+                    past_count,
+                    now,
+                )
         elif spec.get("csr"):
             retry = await self._authenticate(resource_slice, consumer, status, now)
         tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
@@ -389,7 +489,7 @@ class ProviderResourceSlices(Reconciler):
                 "no resources until the tenant is uncordoned",
                 now,
             )
-        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS:
+        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS and not past_count:
             self._grant_resources(spec, status, now)
         current = resource_slice.get("status") or {}
         if {k: v for k, v in status.items() if v is not None} != current:
