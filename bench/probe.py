@@ -226,15 +226,18 @@ def time_garbage_collection(stages: StageTimes) -> None:
     """Times the cyclic garbage collector's runs, by generation: they run inside the other
     stages (an allocation past the threshold starts one), so their CPU is counted there too."""
     started = [0.0]
+    names = [f"(within the above) garbage collection, generation {g}" for g in range(3)]
+    # Made now: a collection in the reporting thread must not add a stage while the report
+    # copies them.
+    for name in names:
+        stages.add(name, 0.0)
+        stages.totals[name][0] = 0
 
     def on_collection(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             started[0] = time.thread_time()
         else:
-            stages.add(
-                f"(within the above) garbage collection, generation {info['generation']}",
-                time.thread_time() - started[0],
-            )
+            stages.add(names[info["generation"]], time.thread_time() - started[0])
 
     gc.callbacks.append(on_collection)
 

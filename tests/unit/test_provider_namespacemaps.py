@@ -223,7 +223,6 @@ class ProviderApi:
         self.applied: dict[str, JSON] = {}
         self.statuses: list[JSON] = []
         self.events: list[JSON] = []
-        self.lists = 0
 
     async def set_finalizer(self, *_: Any, **__: Any) -> bool:
         return False  # the map has it
@@ -248,21 +247,12 @@ class ProviderApi:
             return self.namespaces[name]
         raise NotFound(404, "NotFound", f"{path} not found")
 
-    async def list_all(
-        self, path: str, params: dict[str, str] | None = None
-    ) -> tuple[list[JSON], str]:
-        assert path == "/api/v1/namespaces"
-        key, value = (params or {})["labelSelector"].split("=")
-        self.lists += 1
-        held = self.namespaces.values()
-        return [n for n in held if (n["metadata"].get("labels") or {}).get(key) == value], "1"
-
     async def apply(self, path: str, body: JSON, *, force: bool = True) -> JSON:
         self.applied[path] = body
         return body
 
     async def merge_patch(self, path: str, patch: JSON) -> JSON:
-        assert path.endswith("/namespacemaps/venice/status")
+        assert path.endswith("/status")
         self.statuses.append(patch["status"]["currentMapping"])
         return patch
 
@@ -454,14 +444,14 @@ def twins_of_venice(count: int, first: int = 0) -> list[JSON]:
 async def test_past_its_twin_count_a_consumers_new_entries_are_refused_and_its_twins_kept() -> None:
     """The attack: a tenant asks for more twin namespaces than the provider makes for it (each
     a namespace, a quota and a binding here, and a dozen watches of its virtual kubelets). Its
-    twins, counted from the API server (those of its other maps, not cached yet, too), fill
-    the room: the twin it has stays Accepted, new entries are refused and told why, and the
-    count is listed once for the whole map."""
+    twins (those of its other maps too) fill the room: the twin it has stays Accepted, new
+    entries are refused and told why; another consumer's twins count for nothing."""
     own = forge_twin_namespace("blog-venice", "venice", MAP_KEY, "blog")
     florences = forge_twin_namespace("web-florence", "florence", "liqo-tenant-florence/f", "web")
-    api = ProviderApi([own, florences, *twins_of_venice(DEFAULT_MAX_TWIN_NAMESPACES - 2)])
+    cached = [own, florences, *twins_of_venice(DEFAULT_MAX_TWIN_NAMESPACES - 2)]
+    api = ProviderApi(cached)
     desired = {"blog": "blog-venice", "shop": "shop-venice", "web": "web-venice"}
-    controller = controller_of(api, namespace_map(desired), cached=[own])
+    controller = controller_of(api, namespace_map(desired), cached=cached)
     result = await controller.reconcile(MAP_KEY)
     assert api.created == ["shop-venice"]  # the last room
     assert api.statuses[-1] == {
@@ -472,13 +462,36 @@ async def test_past_its_twin_count_a_consumers_new_entries_are_refused_and_its_t
     (refusal,) = event_messages(api, "CreationLoopBackOff")
     assert refusal.startswith(f"venice has the {DEFAULT_MAX_TWIN_NAMESPACES} twin namespaces")
     assert TENANT_MAX_TWIN_NAMESPACES_LABEL in refusal
-    assert api.lists == 1
     assert result.requeue_after == REFUSED_RETRY
-    # Nothing new to make: nothing listed.
-    api.lists = 0
-    settled = namespace_map({"blog": "blog-venice"})
-    await controller_of(api, settled, cached=[own]).reconcile(MAP_KEY)
-    assert api.lists == 0
+
+
+LIMITED_TO_ONE = {
+    "metadata": {"name": "liqo-tenant-venice", "labels": {TENANT_MAX_TWIN_NAMESPACES_LABEL: "1"}}
+}
+
+
+async def test_a_twin_made_counts_before_the_cache_shows_it() -> None:
+    """Two maps of one consumer reconciled one after the other, the first's twin not cached yet:
+    the second finds no room."""
+    api = ProviderApi()
+    controller = controller_of(api, namespace_map({"shop": "shop-venice"}), [LIMITED_TO_ONE])
+    await controller.reconcile(MAP_KEY)
+    other = namespace_map({"web": "web-venice"})
+    other["metadata"]["name"] = "other"
+    controller.maps.store.upsert(other)
+    await controller.reconcile("liqo-tenant-venice/other")
+    assert api.created == ["shop-venice"]
+    assert api.statuses[-1]["web"]["phase"] == "CreationLoopBackOff"
+
+
+async def test_a_creation_refused_takes_no_room() -> None:
+    api = ProviderApi(refused={"shop-venice": ApiError(403, "Forbidden", "a policy says no")})
+    desired = {"shop": "shop-venice", "web": "web-venice"}
+    await controller_of(api, namespace_map(desired), [LIMITED_TO_ONE]).reconcile(MAP_KEY)
+    assert api.statuses[-1] == {
+        "shop": {"remoteNamespace": "shop-venice", "phase": "CreationLoopBackOff"},
+        "web": {"remoteNamespace": "web-venice", "phase": "Accepted"},
+    }
 
 
 async def test_the_tenant_namespaces_label_sets_the_count_and_a_bad_one_is_told() -> None:

@@ -5,17 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from vk.api.constants import TENANT_MAX_RESOURCE_SLICES_LABEL
+import pytest
+
+from vk.api.constants import TENANT_MAX_RESOURCE_SLICES_LABEL, resource_slice_user
+from vk.cli.peering import PeeringError
+from vk.cli.progress import Progress
+from vk.cli.waiting import Deadline, wait_for_resource_slice
 from vk.controllers.provider_resourceslices import (
     ACCEPTED,
     AUTHENTICATION,
     DEFAULT_MAX_RESOURCE_SLICES,
     DENIED,
+    REASON_COUNT_EXCEEDED,
     RESOURCES,
     ProviderResourceSlices,
     ProviderSettings,
-    past_slice_count,
+    is_answered,
     quota_path,
+    slices_waiting,
 )
 from vk.kube.client import JSON
 from vk.kube.informer import DELETED, MODIFIED
@@ -41,20 +48,23 @@ def resource_slice(
     return {"metadata": metadata, "spec": {"consumerClusterID": "venice"}, "status": status}
 
 
+def waiting(slices: list[JSON], allowed: int) -> list[str]:
+    return [s["metadata"]["name"] for s in slices_waiting(slices, allowed, is_answered)]
+
+
 def test_the_oldest_slices_get_the_room_and_those_answered_keep_theirs() -> None:
     first = resource_slice("a", "2026-11-29T10:00:00Z")
     second = resource_slice("b", "2026-11-29T10:00:01Z")
     same_second = resource_slice("c", "2026-11-29T10:00:01Z")
-    slices = [first, second, same_second]
-    assert [past_slice_count(s, slices, 2) for s in slices] == [False, False, True]
+    slices = [same_second, first, second]
+    assert waiting(slices, 2) == ["c"]
     # One answered before the count was lowered stays answered; the others wait behind it.
     newest_answered = resource_slice("d", "2026-11-29T11:00:00Z", answered=True)
     slices.append(newest_answered)
-    assert [past_slice_count(s, slices, 2) for s in slices] == [False, True, True, False]
+    assert waiting(slices, 2) == ["b", "c"]
     # One being deleted leaves its room.
-    slices[0] = resource_slice("a", "2026-11-29T10:00:00Z", deleting=True)
-    assert past_slice_count(second, slices, 2) is False
-    assert past_slice_count(same_second, slices, 2) is True
+    slices[1] = resource_slice("a", "2026-11-29T10:00:00Z", deleting=True)
+    assert waiting(slices, 2) == ["c"]
     # Resources granted alone (its first version, before the consumer wrote its ID) keep
     # no place.
     granted_only = resource_slice("e", "2026-11-29T12:00:00Z")
@@ -62,10 +72,10 @@ def test_the_oldest_slices_get_the_room_and_those_answered_keep_theirs() -> None
         {"type": AUTHENTICATION, "status": DENIED},
         {"type": RESOURCES, "status": ACCEPTED},
     ]
-    assert past_slice_count(granted_only, [*slices, granted_only], 2) is True
-    # None at all, for a count of 0; a slice not cached yet is judged with the others.
-    assert past_slice_count(first, [], 0) is True
-    assert past_slice_count(first, [], 1) is False
+    assert waiting([*slices, granted_only], 2) == ["c", "e"]
+    # None at all, for a count of 0.
+    assert waiting([first], 0) == ["a"]
+    assert waiting([first], 1) == []
 
 
 class ProviderApi:
@@ -74,6 +84,7 @@ class ProviderApi:
     def __init__(self) -> None:
         self.statuses: dict[str, JSON] = {}
         self.applied: dict[str, JSON] = {}
+        self.deleted: list[str] = []
 
     async def merge_patch(self, path: str, patch: JSON) -> JSON:
         self.statuses[path.split("/")[-2]] = patch["status"]
@@ -82,6 +93,10 @@ class ProviderApi:
     async def apply(self, path: str, body: JSON, *, force: bool = True) -> JSON:
         self.applied[path] = body
         return body
+
+    async def delete(self, path: str, *, body: JSON | None = None) -> JSON:
+        self.deleted.append(path)
+        return {}
 
 
 def controller_of(api: ProviderApi, slices: list[JSON], tenant_labels: dict[str, str]) -> Any:
@@ -104,6 +119,8 @@ async def test_a_tenant_asking_past_its_slices_is_denied_and_told_and_gets_no_qu
     of which would be an identity signed here, valid a year, and a Quota. The oldest are
     answered; the one past the count is denied both, saying why, and gets no Quota."""
     slices = [resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in enumerate("abc")]
+    # What its first version was granted, before the consumer wrote its ID.
+    slices[2]["status"]["resources"] = {"cpu": "4"}
     api = ProviderApi()
     controller = controller_of(api, slices, {})
     for name in "abc":
@@ -113,11 +130,11 @@ async def test_a_tenant_asking_past_its_slices_is_denied_and_told_and_gets_no_qu
     denied = api.statuses["c"]
     for kind in (AUTHENTICATION, RESOURCES):
         assert condition(denied, kind)["status"] == DENIED
-        assert condition(denied, kind)["reason"] == f"ResourceSlice{kind}Denied"
+        assert condition(denied, kind)["reason"] == REASON_COUNT_EXCEEDED
         assert condition(denied, kind)["message"].startswith(
-            "venice has the 2 ResourceSlices this provider answers for it"
+            "venice has the 2 ResourceSlices this provider answers for it at once"
         )
-    assert "resources" not in denied
+    assert denied["resources"] is None  # removed by the merge patch
     assert set(api.applied) == {quota_path(TENANT, "a"), quota_path(TENANT, "b")}
 
 
@@ -136,7 +153,7 @@ async def test_the_tenant_namespaces_label_sets_the_count_and_a_bad_one_is_ignor
     assert DEFAULT_MAX_RESOURCE_SLICES == 64
 
 
-def test_a_slice_gone_or_the_count_changed_brings_back_the_consumers_slices() -> None:
+def test_a_slice_going_or_the_count_changed_brings_back_the_slices_waiting() -> None:
     slices = [resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in enumerate("abc")]
     florences = resource_slice("f", "2026-11-29T10:00:00Z")
     florences["metadata"]["namespace"] = "liqo-tenant-florence"
@@ -144,7 +161,11 @@ def test_a_slice_gone_or_the_count_changed_brings_back_the_consumers_slices() ->
     controller._on_slice(MODIFIED, slices[0], slices[0])
     assert len(controller.controller.queue) == 1
     controller._on_slice(DELETED, slices[0], slices[0])
-    assert len(controller.controller.queue) == 3  # venice's, not florence's
+    assert len(controller.controller.queue) == 2  # and the first of venice's waiting, c
+    controller = controller_of(ProviderApi(), [*slices, florences], {})
+    going = resource_slice("a", "2026-11-29T10:00:00Z", deleting=True)
+    controller._on_slice(MODIFIED, going, slices[0])
+    assert len(controller.controller.queue) == 2  # a deletion begun makes room too
     controller = controller_of(ProviderApi(), [*slices, florences], {})
     tenant = {"metadata": {"name": TENANT, "labels": {}}}
     relabelled = {"metadata": {"name": TENANT, "labels": {TENANT_MAX_RESOURCE_SLICES_LABEL: "5"}}}
@@ -152,3 +173,88 @@ def test_a_slice_gone_or_the_count_changed_brings_back_the_consumers_slices() ->
     assert len(controller.controller.queue) == 0
     controller._on_namespace(MODIFIED, relabelled, tenant)
     assert len(controller.controller.queue) == 3
+
+
+async def test_a_slice_whose_identity_is_being_signed_keeps_its_place() -> None:
+    """The newer slice of the same second, by name older, does not take the place of one whose
+    request is made already: that one would flip from being signed to Denied (and vkctl stop
+    on it)."""
+    slices = [
+        resource_slice("a", "2026-11-29T10:00:00Z", answered=True),
+        resource_slice("c", "2026-11-29T10:00:01Z"),
+        resource_slice("b", "2026-11-29T10:00:01Z"),
+    ]
+    api = ProviderApi()
+    controller = controller_of(api, slices, {})
+    request = resource_slice_user("venice", "c")
+    controller.requests.store.upsert({"metadata": {"name": request}, "spec": {}})
+    await controller.reconcile(f"{TENANT}/b")
+    assert condition(api.statuses["b"], AUTHENTICATION)["status"] == DENIED
+
+
+async def test_a_slice_out_of_view_or_being_deleted_loses_its_quota_at_once() -> None:
+    """The attack: at its count, a tenant removes the replica label of an answered slice (or
+    holds its deletion with a finalizer of its own) to make room for one more. Out of the
+    provider's view, or being deleted, the slice's Quota goes at once, so it is room for
+    nothing."""
+    api = ProviderApi()
+    controller = controller_of(api, [], {})
+    await controller.reconcile(f"{TENANT}/hidden")
+    going = resource_slice("going", "2026-11-29T10:00:00Z", answered=True, deleting=True)
+    controller.slices.store.upsert(going)
+    await controller.reconcile(f"{TENANT}/going")
+    assert api.deleted == [quota_path(TENANT, "hidden"), quota_path(TENANT, "going")]
+
+
+async def test_past_the_count_another_class_keeps_its_resources_and_gets_no_quota() -> None:
+    """Resources of another class are its controller's: denied only the identity, and no
+    Quota made of what that controller grants, while past the count."""
+    slices = [resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in enumerate("abc")]
+    custom = slices[2]
+    custom["spec"]["class"] = "gpu-class"
+    custom["status"] = {
+        "resources": {"nvidia.com/gpu": "1"},
+        "conditions": [{"type": RESOURCES, "status": ACCEPTED, "reason": "Granted"}],
+    }
+    api = ProviderApi()
+    await controller_of(api, slices, {}).reconcile(f"{TENANT}/c")
+    status = api.statuses["c"]
+    assert condition(status, AUTHENTICATION)["status"] == DENIED
+    assert condition(status, RESOURCES) == {
+        "type": RESOURCES,
+        "status": ACCEPTED,
+        "reason": "Granted",
+    }
+    assert status["resources"] == {"nvidia.com/gpu": "1"}
+    assert api.applied == {}
+
+
+async def test_vkctl_says_a_slice_past_the_count_is_answered_once_there_is_room() -> None:
+    """Not "delete it and create it again": that would put it last in the line."""
+
+    class Consumer:
+        async def get(self, path: str) -> JSON:
+            return {
+                "metadata": {"name": "capped"},
+                "status": {
+                    "conditions": [
+                        {
+                            "type": AUTHENTICATION,
+                            "status": DENIED,
+                            "reason": REASON_COUNT_EXCEEDED,
+                            "message": "venice has the 2 ResourceSlices ...",
+                        }
+                    ]
+                },
+            }
+
+    with pytest.raises(PeeringError) as raised:
+        await wait_for_resource_slice(
+            Consumer(),  # type: ignore[arg-type]
+            "liqo-tenant-naples",
+            "capped",
+            deadline=Deadline.after(5),
+            progress=Progress(quiet=True),
+        )
+    assert str(raised.value).endswith("it is answered on its own once there is room")
+    assert "create it again" not in str(raised.value)

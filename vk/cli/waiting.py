@@ -15,7 +15,13 @@ from vk.api.authentication import ResourceSlice
 from vk.api.offloading import VirtualNode
 from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
-from vk.controllers.provider_resourceslices import ACCEPTED, AUTHENTICATION, DENIED, RESOURCES
+from vk.controllers.provider_resourceslices import (
+    ACCEPTED,
+    AUTHENTICATION,
+    DENIED,
+    REASON_COUNT_EXCEEDED,
+    RESOURCES,
+)
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 
 POLL_SECONDS = 1.0
@@ -120,9 +126,13 @@ async def wait_for_resource_slice(
         current = await client.get(slice_path(namespace, name))
         why = denial(current)
         if why:
+            advice = (
+                "it is answered on its own once there is room"
+                if REASON_COUNT_EXCEEDED in why
+                else "ask its administrator, then delete the slice and create it again"
+            )
             raise PeeringError(
-                f"the provider denied the ResourceSlice {namespace}/{name} ({why}): ask its "
-                "administrator, then delete the slice and create it again"
+                f"the provider denied the ResourceSlice {namespace}/{name} ({why}): {advice}"
             )
         statuses = condition_statuses(current)
         if statuses.get(AUTHENTICATION) == ACCEPTED and (

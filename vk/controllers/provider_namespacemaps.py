@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,6 +94,9 @@ TENANT_POD_SECURITY_LABEL = "pod-security.vk.io/tenant-level"
 # twins it has are kept. On its tenant namespace, the provider may set another number for one
 # consumer (TENANT_MAX_TWIN_NAMESPACES_LABEL).
 DEFAULT_MAX_TWIN_NAMESPACES = 256
+# A twin made is counted, until the cache shows it, for this long at most (one deleted before
+# the cache saw it would otherwise be counted for ever).
+MADE_UNSEEN_SECONDS = 60.0
 # The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
 # of the provider's API server.
 TWIN_QUOTA = "vk-tenant-objects"
@@ -287,12 +291,11 @@ def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
 
 @dataclass
 class TwinRoom:
-    """How many more twin namespaces one reconcile may make for its consumer: counted when the
-    first is about to be made (listed from the API server: one made by the reconcile before
-    may not be cached yet), then taken one by one."""
+    """The twin namespaces one reconcile may have for its consumer, and whether it found them
+    all taken (the rest of its entries are then refused without counting again)."""
 
     allowed: int
-    left: int | None = None
+    full: bool = False
 
 
 class ProviderNamespaceMaps(Reconciler):
@@ -326,9 +329,11 @@ class ProviderNamespaceMaps(Reconciler):
         # Keys are maps' `namespace/name`: each tenant's maps served in turn.
         self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
         self._refused: dict[tuple[str, str], str] = {}
-        # By tenant namespace: held while a reconcile counts and makes its consumer's twins,
-        # so that two of its maps reconciled at once do not both take the last room.
+        # By tenant namespace: held while one twin of its consumer's is counted and made, so
+        # that two of its maps reconciled at once do not both take the last room; and the
+        # twins made and not in the cache yet, with when, counted too.
         self._making: dict[str, asyncio.Lock] = {}
+        self._made_unseen: dict[str, dict[str, float]] = {}
 
     def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:
         owner = managed_by(namespace)
@@ -403,14 +408,13 @@ class ProviderNamespaceMaps(Reconciler):
         )
         claimed: dict[str, str] = {}  # remote -> the local namespace it is made for
         room = TwinRoom(await self._max_twin_namespaces(namespace_map, namespace))
-        async with self._making.setdefault(namespace, asyncio.Lock()):
-            for local, remote in accepted_first:
-                phase, retry = await self._make_entry(
-                    namespace_map, key, consumer, local, remote, claimed, room
-                )
-                status[local] = {"remoteNamespace": remote, "phase": phase}
-                if retry is not None:
-                    retries.append(retry)
+        for local, remote in accepted_first:
+            phase, retry = await self._make_entry(
+                namespace_map, key, consumer, local, remote, claimed, room
+            )
+            status[local] = {"remoteNamespace": remote, "phase": phase}
+            if retry is not None:
+                retries.append(retry)
         status = {local: status[local] for local in desired}
         for local, entry in current.items():
             remote = entry.get("remoteNamespace", "")
@@ -511,27 +515,44 @@ class ProviderNamespaceMaps(Reconciler):
             TENANT_MAX_TWIN_NAMESPACES_LABEL,
             self.max_twin_namespaces,
         )
+        # Keyed apart from the entries (" " is in no namespace name).
         key = object_key(namespace_map)
-        if problem and self._refused.get((key, "max")) != problem:
-            self._refused[(key, "max")] = problem
+        if problem and self._refused.get((key, " max")) != problem:
+            self._refused[(key, " max")] = problem
             await self.events.record(namespace_map, WARNING, "InvalidMaxTwinNamespaces", problem)
         return allowed
 
-    async def _take_room(self, room: TwinRoom, tenant: str, consumer: str) -> None:
-        """Takes room for one more twin namespace of the consumer, or raises MappingRefused."""
-        if room.left is None:
-            held, _ = await self.client.list_all(
-                resource_path("v1", "namespaces"),
-                {"labelSelector": f"{REMOTE_CLUSTER_ID_LABEL}={consumer}"},
-            )
-            room.left = room.allowed - len(twin_namespaces_of(held, tenant))
-        if room.left <= 0:
-            raise MappingRefused(
-                f"{consumer} has the {room.allowed} twin namespaces this provider makes for it: "
-                "unoffload a namespace first, or ask the provider's administrator for more "
-                f"(label {TENANT_MAX_TWIN_NAMESPACES_LABEL} on {tenant})"
-            )
-        room.left -= 1
+    def _held_twins(self, tenant: str) -> int:
+        """The twin namespaces of the consumer of tenant namespace `tenant`: those cached, and
+        those made and not cached yet (forgotten past MADE_UNSEEN_SECONDS: one deleted before
+        the cache saw it)."""
+        cached = {
+            ns["metadata"]["name"]
+            for ns in twin_namespaces_of(self.namespaces.store.objects(), tenant)
+        }
+        made = self._made_unseen.setdefault(tenant, {})
+        now = time.monotonic()
+        for name in [
+            n for n, when in made.items() if n in cached or now - when > MADE_UNSEEN_SECONDS
+        ]:
+            del made[name]
+        return len(cached) + len(made)
+
+    async def _create_twin(self, room: TwinRoom, tenant: str, consumer: str, twin: JSON) -> None:
+        """Creates a twin namespace if its consumer has room for one more, else raises
+        MappingRefused (and the reconcile's other new entries are refused without counting)."""
+        if not room.full:
+            async with self._making.setdefault(tenant, asyncio.Lock()):
+                room.full = self._held_twins(tenant) >= room.allowed
+                if not room.full:
+                    await self.client.create(resource_path("v1", "namespaces"), twin)
+                    self._made_unseen[tenant][twin["metadata"]["name"]] = time.monotonic()
+                    return
+        raise MappingRefused(
+            f"{consumer} has the {room.allowed} twin namespaces this provider makes for it: "
+            "unoffload a namespace first, or ask the provider's administrator for more "
+            f"(label {TENANT_MAX_TWIN_NAMESPACES_LABEL} on {tenant})"
+        )
 
     async def _ensure_twin(
         self,
@@ -554,18 +575,16 @@ class ProviderNamespaceMaps(Reconciler):
             await self.events.record(namespace_map, WARNING, "InvalidPodSecurityLevel", problem)
         wanted_labels = pod_security_labels(level)
         if existing is None:
-            await self._take_room(room, split_key(key)[0] or "", consumer)
             try:
-                await self.client.create(
-                    resource_path("v1", "namespaces"),
+                await self._create_twin(
+                    room,
+                    split_key(key)[0] or "",
+                    consumer,
                     forge_twin_namespace(remote, consumer, key, local, level),
                 )
             except AlreadyExists:
                 # The cache is behind: someone made it since, not necessarily vk for this map
-                # (the provider's administrator, another consumer's twin). Judged as found;
-                # the room taken is given back (one of this map's was counted already).
-                assert room.left is not None
-                room.left += 1
+                # (the provider's administrator, another consumer's twin). Judged as found.
                 existing = await self.client.get(resource_path("v1", "namespaces", name=remote))
                 self._check_claim(key, consumer, local, remote, existing, claimed)
         claimed[remote] = local

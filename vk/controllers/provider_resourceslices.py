@@ -5,8 +5,10 @@ cluster's labels for the virtual node, and a Quota limiting what that identity m
 Authentication is answered for every class; resources only for the `default` class (or none):
 another class belongs to a custom controller, and the Quota then follows whatever resources it
 writes. The provider may grant more than it has: no check against its own capacity, as in Liqo.
-It answers a bounded number of one consumer's slices, the oldest first: a slice past them is
-denied, saying why, and answered once one goes; one answered already stays so.
+It answers a bounded number of one consumer's slices at once, the oldest first: a slice past
+them is denied, saying why, and answered once one goes; one answered, or whose identity is
+being signed, keeps its place. A slice that leaves the provider's view (deleted, or its
+replica label removed) loses its Quota at once, so that hiding slices makes no room.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +48,7 @@ from vk.controllers.csr import CSR_API, decided, forge_approval
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import DELETED, object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, namespace_index, object_key, shared_informer, split_key
 from vk.kube.pki import csr_subject
 from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
@@ -64,6 +66,9 @@ ACCEPTED, DENIED = "Accepted", "Denied"
 # answered first, until one goes; a consumer gets another number from its tenant namespace's
 # TENANT_MAX_RESOURCE_SLICES_LABEL.
 DEFAULT_MAX_RESOURCE_SLICES = 64
+# The reason of both conditions of a slice past that count: not the slice's fault, and answered
+# on its own once there is room (vkctl says so, instead of asking to make it again).
+REASON_COUNT_EXCEEDED = "ResourceSliceCountExceeded"
 
 
 @dataclass(frozen=True)
@@ -195,28 +200,23 @@ def is_answered(resource_slice: Mapping[str, Any]) -> bool:
     return condition_status(resource_slice, AUTHENTICATION) == ACCEPTED
 
 
-def past_slice_count(
-    resource_slice: Mapping[str, Any], consumers_slices: list[JSON], allowed: int
-) -> bool:
-    """Whether `resource_slice` is past the `allowed` slices the provider answers for its
-    consumer, whose slices (this one among them, or not yet cached) are `consumers_slices`:
-    those answered already keep their place, and the others take what room is left, the
-    oldest first (by creation, then name)."""
-    if is_answered(resource_slice):
-        return False
-    name = resource_slice["metadata"]["name"]
-    others = [
-        s
-        for s in consumers_slices
-        if s["metadata"]["name"] != name and not s["metadata"].get("deletionTimestamp")
-    ]
-    answered = sum(1 for s in others if is_answered(s))
+def _age(resource_slice: Mapping[str, Any]) -> tuple[str, str]:
+    return str(resource_slice["metadata"].get("creationTimestamp") or ""), resource_slice[
+        "metadata"
+    ]["name"]
 
-    def age(s: Mapping[str, Any]) -> tuple[str, str]:
-        return str(s["metadata"].get("creationTimestamp") or ""), s["metadata"]["name"]
 
-    older = sum(1 for s in others if not is_answered(s) and age(s) < age(resource_slice))
-    return answered + older >= allowed
+def slices_waiting(
+    consumers_slices: list[JSON], allowed: int, holds_place: Callable[[JSON], bool]
+) -> list[JSON]:
+    """Of a consumer's slices, those past the `allowed` the provider answers at once: those
+    that hold a place already (`holds_place`: answered, or their identity being signed) keep
+    it, and the others take what room is left, the oldest first (by creation, then name); a
+    slice being deleted takes none."""
+    live = [s for s in consumers_slices if not s["metadata"].get("deletionTimestamp")]
+    placed = [s for s in live if holds_place(s)]
+    others = sorted((s for s in live if not holds_place(s)), key=_age)
+    return others[max(0, allowed - len(placed)) :]
 
 
 def is_cordoned(resource_slice: Mapping[str, Any], tenant: Mapping[str, Any] | None) -> bool:
@@ -345,6 +345,7 @@ class ProviderResourceSlices(Reconciler):
         # What this cluster offers besides resources: a change is told to every slice.
         self.storage_classes = shared_informer(client, "storage.k8s.io/v1", "storageclasses")
         self.ingress_classes = shared_informer(client, "networking.k8s.io/v1", "ingressclasses")
+        self.slices.store.add_indexers({"namespace": namespace_index})
         # Tenant namespaces (and twin namespaces) carry the consumer's ID: a tenant namespace
         # may set how many slices its consumer gets.
         self.namespaces = shared_informer(
@@ -363,11 +364,18 @@ class ProviderResourceSlices(Reconciler):
         if consumer and slice_name:
             self.controller.enqueue(f"{tenant_namespace(consumer)}/{slice_name}")
 
-    def _on_slice(self, event: str, resource_slice: JSON, _: JSON | None) -> None:
+    def _on_slice(self, event: str, resource_slice: JSON, old: JSON | None) -> None:
         self.controller.enqueue(object_key(resource_slice))
-        if event == DELETED:
-            # Room for the consumer's slices past its count, waiting for one to go.
-            self._enqueue_slices_in(resource_slice["metadata"].get("namespace"))
+        going = event == DELETED or (
+            resource_slice["metadata"].get("deletionTimestamp")
+            and not ((old or {}).get("metadata") or {}).get("deletionTimestamp")
+        )
+        if going:
+            # Room for the consumer's slices past its count, waiting for one to go: the
+            # first of them (all of them, thousands, would be looked at for each one gone).
+            namespace = resource_slice["metadata"].get("namespace") or ""
+            for waiting in self._waiting(namespace)[:1]:
+                self.controller.enqueue(object_key(waiting))
 
     def _on_namespace(self, event: str, namespace: JSON, old: JSON | None) -> None:
         labels = namespace["metadata"].get("labels") or {}
@@ -375,11 +383,9 @@ class ProviderResourceSlices(Reconciler):
         if labels.get(TENANT_MAX_RESOURCE_SLICES_LABEL) != was.get(
             TENANT_MAX_RESOURCE_SLICES_LABEL
         ):
-            self._enqueue_slices_in(namespace["metadata"]["name"])
-
-    def _enqueue_slices_in(self, namespace: str | None) -> None:
-        for resource_slice in self.slices.store.objects():
-            if resource_slice["metadata"].get("namespace") == namespace:
+            for resource_slice in self.slices.store.by_index(
+                "namespace", namespace["metadata"]["name"]
+            ):
                 self.controller.enqueue(object_key(resource_slice))
 
     async def run(self) -> None:
@@ -398,8 +404,8 @@ class ProviderResourceSlices(Reconciler):
             self.namespaces,
         )
 
-    def _past_count(self, resource_slice: JSON, namespace: str, consumer: str) -> str | None:
-        """Why the slice is past what its consumer gets answered, or None."""
+    def _allowed(self, namespace: str) -> int:
+        """How many of its slices the consumer of tenant namespace `namespace` gets answered."""
         allowed, problem = tenant_limit(
             self.namespaces.store.get(namespace),
             TENANT_MAX_RESOURCE_SLICES_LABEL,
@@ -408,15 +414,32 @@ class ProviderResourceSlices(Reconciler):
         if problem is not None and self._said.get(namespace) != problem:
             self._said[namespace] = problem
             log.warning("tenant namespace label ignored", namespace=namespace, problem=problem)
-        consumers = [
-            s for s in self.slices.store.objects() if s["metadata"].get("namespace") == namespace
-        ]
-        if not past_slice_count(resource_slice, consumers, allowed):
+        return allowed
+
+    def _holds_place(self, resource_slice: JSON) -> bool:
+        """Answered, or its identity being signed (its request made)."""
+        if is_answered(resource_slice):
+            return True
+        consumer = (resource_slice.get("spec") or {}).get("consumerClusterID") or ""
+        request = resource_slice_user(consumer, resource_slice["metadata"]["name"])
+        return self.requests.store.get(request) is not None
+
+    def _waiting(self, namespace: str) -> list[JSON]:
+        return slices_waiting(
+            self.slices.store.by_index("namespace", namespace),
+            self._allowed(namespace),
+            self._holds_place,
+        )
+
+    def _past_count(self, resource_slice: JSON, namespace: str, consumer: str) -> str | None:
+        """Why the slice is past what its consumer gets answered at once, or None."""
+        name = resource_slice["metadata"]["name"]
+        if all(s["metadata"]["name"] != name for s in self._waiting(namespace)):
             return None
         return (
-            f"{consumer} has the {allowed} ResourceSlices this provider answers for it: delete "
-            "one first, or ask the provider's administrator for more (label "
-            f"{TENANT_MAX_RESOURCE_SLICES_LABEL} on {namespace})"
+            f"{consumer} has the {self._allowed(namespace)} ResourceSlices this provider "
+            "answers for it at once: delete one first, or ask the provider's administrator "
+            f"for more (label {TENANT_MAX_RESOURCE_SLICES_LABEL} on {namespace})"
         )
 
     def _on_classes(self, *_: Any) -> None:
@@ -428,11 +451,15 @@ class ProviderResourceSlices(Reconciler):
         assert namespace is not None
         resource_slice = self.slices.store.get(key)
         if resource_slice is None or resource_slice["metadata"].get("deletionTimestamp"):
-            # The Quota goes with it (owner reference), and what was applied of it is
-            # forgotten (kept, each slice created and deleted would stay held); a request not
-            # yet done goes now.
+            # Its Quota goes now, not when the slice is gone (owner reference): a slice
+            # kept by a finalizer of the consumer's, or out of view with its replica label
+            # removed, would keep its Quota and leave room for one more. What was applied of
+            # it is forgotten (kept, each slice created and deleted would stay held); a
+            # request not yet done goes too.
             if (path := quota_path(namespace, name)) is not None:
                 self.applied.forget(path)
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(path)
             for request in self.requests.store.objects():
                 labels = request["metadata"].get("labels") or {}
                 if (
@@ -461,15 +488,24 @@ class ProviderResourceSlices(Reconciler):
                 now,
             )
         elif past_count := self._past_count(resource_slice, namespace, consumer):
-            for kind in (AUTHENTICATION, RESOURCES):
+            # Resources are denied only of the default class: another's are its controller's
+            # to write (no Quota is made of them meanwhile, below).
+            granted_here = (spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS) == (
+                DEFAULT_RESOURCE_SLICE_CLASS
+            )
+            for kind in (AUTHENTICATION, RESOURCES) if granted_here else (AUTHENTICATION,):
                 status["conditions"] = set_condition(
                     status.get("conditions"),
                     kind,
                     DENIED,
-                    f"ResourceSlice{kind}Denied",
+                    REASON_COUNT_EXCEEDED,
                     past_count,
                     now,
                 )
+            if granted_here:
+                # What its first version was granted (before the consumer wrote its ID).
+                for key in ("resources", "nodeLabels", *CLASS_FIELDS):
+                    status[key] = None
         elif spec.get("csr"):
             retry = await self._authenticate(resource_slice, consumer, status, now)
         tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
@@ -513,6 +549,7 @@ class ProviderResourceSlices(Reconciler):
         if (
             granted
             and path is not None
+            and not past_count
             and consumer == tenant_of_namespace(namespace)
             and (accepted or condition is not TenantCondition.ACTIVE)
         ):
