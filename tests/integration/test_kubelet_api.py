@@ -326,7 +326,9 @@ def test_kubectl_exec_with_a_terminal_follows_its_resizes(offloaded: Offloaded) 
             "--",
             "sh",
             "-c",
-            "stty size; sleep 2; stty size",
+            # The first size comes on its own stream, after the command starts (as with a
+            # kubelet's exec): waited for, then the resize.
+            'while [ "$(stty size)" = "0 0" ]; do sleep 0.1; done; stty size; sleep 2; stty size',
         ],
         stdin=terminal,
         stdout=terminal,

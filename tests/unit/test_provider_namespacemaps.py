@@ -484,6 +484,21 @@ async def test_a_twin_made_counts_before_the_cache_shows_it() -> None:
     assert api.statuses[-1]["web"]["phase"] == "CreationLoopBackOff"
 
 
+async def test_a_twin_made_and_gone_before_the_cache_held_it_leaves_its_room() -> None:
+    """Its events seen (created, then deleted at once): not counted for a minute more."""
+    api = ProviderApi()
+    controller = controller_of(api, namespace_map({"shop": "shop-venice"}), [LIMITED_TO_ONE])
+    await controller.reconcile(MAP_KEY)
+    made = api.namespaces["shop-venice"]
+    controller._on_namespace(ADDED, made, None)
+    controller._on_namespace(DELETED, made, made)
+    other = namespace_map({"web": "web-venice"})
+    other["metadata"]["name"] = "other"
+    controller.maps.store.upsert(other)
+    await controller.reconcile("liqo-tenant-venice/other")
+    assert api.created == ["shop-venice", "web-venice"]
+
+
 async def test_a_creation_refused_takes_no_room() -> None:
     api = ProviderApi(refused={"shop-venice": ApiError(403, "Forbidden", "a policy says no")})
     desired = {"shop": "shop-venice", "web": "web-venice"}

@@ -338,6 +338,10 @@ class ProviderNamespaceMaps(Reconciler):
     def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:
         owner = managed_by(namespace)
         if owner:
+            # Seen (made, or gone already): counted from the cache from now on.
+            made = self._made_unseen.get(split_key(owner)[0] or "")
+            if made is not None:
+                made.pop(namespace["metadata"]["name"], None)
             self.controller.enqueue(owner)
             if event != DELETED:
                 return
