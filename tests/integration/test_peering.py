@@ -232,6 +232,21 @@ def set_tenant_limit(
     )
 
 
+def delete_consumer_slice(clusters: Clusters, name: str) -> None:
+    """A test's slice of venice gone (its replica on naples first), if it was made."""
+    clusters.kubectl(
+        CONSUMER,
+        "delete",
+        RSLICE,
+        name,
+        "-n",
+        CONSUMER_TENANT,
+        "--ignore-not-found",
+        "--timeout=120s",
+        check=False,
+    )
+
+
 def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -379,17 +394,140 @@ def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_t
         )
     finally:
         set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
-        peered.kubectl(
-            CONSUMER,
-            "delete",
-            RSLICE,
-            "capped",
-            "-n",
-            CONSUMER_TENANT,
-            "--ignore-not-found",
-            "--timeout=120s",
-            check=False,
+        delete_consumer_slice(peered, "capped")
+
+
+def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_provider_allows(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: the consumer's control-plane identity fills its tenant namespace on the
+    provider with ResourceSlices (none of them for the provider to answer: each is still
+    stored in its etcd, and read by its controllers), or writes a ResourceSlice or a
+    NamespaceMap as large as etcd takes. The provider's webhook refuses slices past twice those
+    it answers for that consumer, and objects past their size, saying why."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+
+    def settled() -> list[list[Any]]:
+        found = get_json(peered, PROVIDER, RSLICE, "-n", PROVIDER_TENANT)["items"]
+        going = [s for s in found if s["metadata"].get("deletionTimestamp")]
+        return [] if going else [found]
+
+    # Counted once none is going (an earlier test's): one gone meanwhile would make room.
+    there = wait_until(settled, "the tenant namespace's slices settled", timeout=120)[0]
+    answered = [s for s in there if s["metadata"].get("labels", {}).get(REPLICATED_LABEL)]
+    set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(answered))
+    kept = 2 * len(answered)
+
+    def slice_named(name: str, **annotations: str) -> str:
+        return json.dumps(
+            {
+                "apiVersion": "authentication.liqo.io/v1beta1",
+                "kind": "ResourceSlice",
+                "metadata": {
+                    "name": name,
+                    "namespace": PROVIDER_TENANT,
+                    "annotations": annotations,
+                },
+                "spec": {},
+            }
         )
+
+    made: list[str] = []
+    try:
+        for n in range(kept + 1):
+            name = f"filler-{n}"
+            created = kubectl_as(control_plane, "create", "-f", "-", input=slice_named(name))
+            if created.returncode != 0:
+                break
+            made.append(name)
+        else:
+            pytest.fail(f"the control plane kept {kept + 1} ResourceSlices, past {kept}")
+        # Counted whatever their labels (these have none), and refused at the count exactly.
+        assert len(made) == kept - len(there), created.stderr
+        assert f"venice has the {kept} resourceslices this provider keeps for it" in (
+            created.stderr
+        )
+        assert TENANT_MAX_RESOURCE_SLICES_LABEL in created.stderr
+        # The consumer's own slice past the count, as a user makes it: vkctl says the
+        # provider's refusal, which the replicator recorded on the slice, and waits no more.
+        refused_here = subprocess.run(
+            [
+                VKCTL,
+                "create",
+                "resourceslice",
+                "refused",
+                f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
+                "--remote-cluster-id",
+                PROVIDER,
+                "--timeout=100s",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert refused_here.returncode != 0
+        assert (
+            f"the ResourceSlice {CONSUMER_TENANT}/refused is not answered: cluster naples "
+            "refused to store this ResourceSlice: admission webhook "
+            '"resourceslice.validate.vk.io" denied the request: venice has the '
+            f"{kept} resourceslices this provider keeps for it"
+        ) in refused_here.stderr, refused_here.stderr
+        # (Gone before room is made: its replicator would take that room.)
+        peered.kubectl(CONSUMER, "delete", RSLICE, "refused", "-n", CONSUMER_TENANT)
+        # One gone makes room.
+        peered.kubectl(PROVIDER, "delete", RSLICE, made.pop(), "-n", PROVIDER_TENANT)
+        retried = wait_until(
+            lambda: (
+                kubectl_as(
+                    control_plane, "create", "-f", "-", input=slice_named("retried")
+                ).returncode
+                == 0
+            ),
+            "room made by a slice deleted",
+            timeout=30,
+        )
+        assert retried
+        made.append("retried")
+        # As large as etcd takes: refused whatever the count.
+        set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None)
+        large = kubectl_as(
+            control_plane, "create", "-f", "-", input=slice_named("large", pad="x" * 70_000)
+        )
+        assert large.returncode != 0
+        assert "a ResourceSlice of 70" in large.stderr
+        assert "this provider keeps its consumers' up to 65536 bytes each" in large.stderr
+        large_map = {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "NamespaceMap",
+            "metadata": {"name": "large", "namespace": PROVIDER_TENANT},
+            # 5000 mappings of over 120 bytes: past 512 KiB.
+            "spec": {"desiredMapping": {f"{n:060}": f"{n:056}-fit" for n in range(5000)}},
+        }
+        refused = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(large_map))
+        assert refused.returncode != 0
+        assert "a NamespaceMap of " in refused.stderr
+        assert "bytes: this provider keeps its consumers' up to 524288 bytes each" in (
+            refused.stderr
+        )
+        # The provider's own writes there are not judged by this webhook.
+        peered.kubectl(
+            PROVIDER, "create", "-f", "-", input=slice_named("providers-own", pad="x" * 70_000)
+        )
+        made.append("providers-own")
+    finally:
+        set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
+        delete_consumer_slice(peered, "refused")
+        if made:
+            peered.kubectl(
+                PROVIDER,
+                "delete",
+                RSLICE,
+                *made,
+                "-n",
+                PROVIDER_TENANT,
+                "--ignore-not-found",
+                check=False,
+            )
 
 
 def test_bad_quantities_are_refused_with_the_reason(peered: Clusters) -> None:

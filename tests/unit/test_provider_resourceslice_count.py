@@ -7,14 +7,17 @@ from typing import Any
 
 import pytest
 
-from vk.api.constants import TENANT_MAX_RESOURCE_SLICES_LABEL, resource_slice_user
+from vk.api.constants import (
+    DEFAULT_MAX_RESOURCE_SLICES,
+    TENANT_MAX_RESOURCE_SLICES_LABEL,
+    resource_slice_user,
+)
 from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_for_resource_slice
 from vk.controllers.provider_resourceslices import (
     ACCEPTED,
     AUTHENTICATION,
-    DEFAULT_MAX_RESOURCE_SLICES,
     DENIED,
     REASON_COUNT_EXCEEDED,
     RESOURCES,
@@ -258,3 +261,56 @@ async def test_vkctl_says_a_slice_past_the_count_is_answered_once_there_is_room(
         )
     assert str(raised.value).endswith("it is answered on its own once there is room")
     assert "create it again" not in str(raised.value)
+
+
+async def test_vkctl_says_why_the_provider_refused_to_store_a_slice() -> None:
+    """Refused by the provider's webhook, a slice has no answer to wait for: vkctl says the
+    refusal the replicator recorded on it, and waits for nothing (not its whole timeout)."""
+    refusal = (
+        "cluster naples refused to store this ResourceSlice: admission webhook "
+        '"resourceslice.validate.vk.io" denied the request: venice has the 128 resourceslices '
+        "this provider keeps for it (at most 128): delete one first"
+    )
+    asked: list[tuple[str, Any]] = []
+
+    class Consumer:
+        def __init__(self, said: list[JSON]) -> None:
+            self.said = said
+
+        async def get(self, path: str, params: Any = None) -> JSON:
+            asked.append((path, params))
+            if "/events" in path:
+                return {"items": self.said}
+            return {"metadata": {"name": "extra", "namespace": "liqo-tenant-naples", "uid": "u1"}}
+
+    with pytest.raises(PeeringError) as raised:
+        await wait_for_resource_slice(
+            Consumer(
+                [
+                    {"message": "older", "lastTimestamp": "2026-11-29T10:00:00Z"},
+                    {"message": refusal, "lastTimestamp": "2026-11-29T10:00:30Z"},
+                ]
+            ),  # type: ignore[arg-type]
+            "liqo-tenant-naples",
+            "extra",
+            deadline=Deadline.after(5),
+            progress=Progress(quiet=True),
+        )
+    assert str(raised.value) == (
+        f"the ResourceSlice liqo-tenant-naples/extra is not answered: {refusal} (vk asks the "
+        "provider again on its own)"
+    )
+    assert asked[-1] == (
+        "/api/v1/namespaces/liqo-tenant-naples/events",
+        {"fieldSelector": "involvedObject.uid=u1,reason=ReplicationRefused"},
+    )
+    # Nothing refused: it waits for the answer, until its deadline.
+    with pytest.raises(PeeringError) as raised:
+        await wait_for_resource_slice(
+            Consumer([]),  # type: ignore[arg-type]
+            "liqo-tenant-naples",
+            "extra",
+            deadline=Deadline.after(0),
+            progress=Progress(quiet=True),
+        )
+    assert "was not accepted within 0s" in str(raised.value)

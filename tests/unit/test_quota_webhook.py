@@ -47,13 +47,15 @@ from vk.api.usage import (
 from vk.cli.components import webhook as webhook_command
 from vk.controllers.local_processes import free_port
 from vk.kube.client import Conflict, NotFound
-from vk.kube.informer import Store
+from vk.kube.informer import Store, namespace_index
 from vk.playground.pki import build_ca, issue
 from vk.webhooks.admission import (
+    BY_NAMESPACE,
     USER_INDEX,
     Answer,
     OffloadingAdmission,
     ShadowPodAdmission,
+    TenantObjectAdmission,
     forge_review_response,
     quota_as_read,
     quota_informer,
@@ -63,13 +65,16 @@ from vk.webhooks.admission import (
 from vk.webhooks.configuration import (
     CONFIGURATION_NAME,
     MUTATE_PATH,
+    NAMESPACE_MAP_WEBHOOK,
     OFFLOADING_WEBHOOK,
     PLACE_POD_PATH,
     PLACE_POD_WEBHOOK,
+    RESOURCE_SLICE_WEBHOOK,
     SHADOW_POD_WEBHOOK,
     STAMP_WEBHOOK,
     VALIDATE_OFFLOADING_PATH,
     VALIDATE_PATH,
+    VALIDATE_TENANT_OBJECT_PATH,
 )
 from vk.webhooks.quota import (
     Decision,
@@ -81,6 +86,7 @@ from vk.webhooks.quota import (
 )
 from vk.webhooks.server import WebhookServer, serving_ssl_context
 from vk.webhooks.shadowpods import TenantPodPolicy
+from vk.webhooks.tenancy import CONTROL_PLANE_USER_PREFIX, TENANT_OBJECT_KINDS
 
 JSON = dict[str, Any]
 D = Decimal
@@ -1270,12 +1276,14 @@ def test_the_configurations_fail_closed_and_shadow_pods_reserve_nothing_on_dry_r
         assert hook["failurePolicy"] == "Fail"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 5
-    stamp, place, shadow_pods, offloading = webhooks
-    assert [stamp["name"], place["name"], shadow_pods["name"], offloading["name"]] == [
+    stamp, place, shadow_pods, offloading, slices, maps = webhooks
+    assert [hook["name"] for hook in webhooks] == [
         STAMP_WEBHOOK,
         PLACE_POD_WEBHOOK,
         SHADOW_POD_WEBHOOK,
         OFFLOADING_WEBHOOK,
+        RESOURCE_SLICE_WEBHOOK,
+        NAMESPACE_MAP_WEBHOOK,
     ]
     # The offloading webhooks: pods of offloaded namespaces, and NamespaceOffloadings.
     assert place["rules"][0]["resources"] == ["pods"]
@@ -1295,10 +1303,37 @@ def test_the_configurations_fail_closed_and_shadow_pods_reserve_nothing_on_dry_r
         assert "objectSelector" not in hook
     assert stamp["rules"][0]["operations"] == ["CREATE"]
     assert shadow_pods["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    # What consumers' control planes keep in their tenant namespaces: their writes alone.
+    assert [hook["rules"][0]["resources"] for hook in (slices, maps)] == [
+        ["resourceslices"],
+        ["namespacemaps"],
+    ]
+    assert {r for hook in (slices, maps) for r in hook["rules"][0]["resources"]} == set(
+        TENANT_OBJECT_KINDS
+    )
+    assert slices["rules"][0]["apiGroups"] == ["authentication.liqo.io"]
+    assert maps["rules"][0]["apiGroups"] == ["offloading.liqo.io"]
+    for hook in (slices, maps):
+        assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+        assert hook["sideEffects"] == "None"
+        assert hook["matchConditions"] == [
+            {
+                "name": "consumer-control-plane",
+                "expression": "request.userInfo.username.startsWith("
+                f"'{CONTROL_PLANE_USER_PREFIX}')",
+            }
+        ]
 
 
 def test_the_configurations_call_the_webhooks_service_at_the_paths_the_server_answers() -> None:
-    paths = [MUTATE_PATH, PLACE_POD_PATH, VALIDATE_PATH, VALIDATE_OFFLOADING_PATH]
+    paths = [
+        MUTATE_PATH,
+        PLACE_POD_PATH,
+        VALIDATE_PATH,
+        VALIDATE_OFFLOADING_PATH,
+        VALIDATE_TENANT_OBJECT_PATH,
+        VALIDATE_TENANT_OBJECT_PATH,
+    ]
     for hook, path in zip(chart_webhooks(), paths, strict=True):
         # No caBundle: the webhook writes its own CA (its localProcesses values give one).
         assert hook["clientConfig"] == {
@@ -1306,9 +1341,10 @@ def test_the_configurations_call_the_webhooks_service_at_the_paths_the_server_an
         }
 
 
-def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_only() -> None:
-    """And, for the metrics agent, reads pods, nodes and the kubelets' metrics: never
-    nodes/proxy (which reaches every kubelet endpoint, exec included)."""
+def test_the_webhook_reads_what_it_judges_by_and_writes_ledgers_only() -> None:
+    """Quotas, namespaces, NamespaceOffloadings, and what consumers' control planes keep in
+    their tenant namespaces; and, for the metrics agent, pods, nodes and the kubelets'
+    metrics: never nodes/proxy (which reaches every kubelet endpoint, exec included)."""
     rules = installed("ClusterRole", "vk-webhook")["rules"]
     assert {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]} == {
         ("quotas", "get"),
@@ -1319,6 +1355,10 @@ def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_
         ("namespaces", "watch"),
         ("namespaceoffloadings", "list"),
         ("namespaceoffloadings", "watch"),
+        ("resourceslices", "list"),
+        ("resourceslices", "watch"),
+        ("namespacemaps", "list"),
+        ("namespacemaps", "watch"),
         ("pods", "list"),
         ("nodes", "get"),
         ("nodes/metrics", "get"),
@@ -1326,6 +1366,16 @@ def test_the_webhook_reads_quotas_namespaces_and_offloadings_and_writes_ledgers_
 
 
 # --- Over real HTTPS ------------------------------------------------------------------------
+
+
+def no_tenant_objects() -> TenantObjectAdmission:
+    """The tenant-object admission of a provider whose tenants keep nothing yet."""
+    return TenantObjectAdmission(
+        {plural: Store({BY_NAMESPACE: namespace_index}) for plural in TENANT_OBJECT_KINDS},
+        Store(),
+        synced=lambda: True,
+        max_resource_slices=1,
+    )
 
 
 @pytest.fixture
@@ -1342,6 +1392,7 @@ async def test_the_server_answers_admission_reviews_over_https(
     server = WebhookServer(
         webhook.admission,
         OffloadingAdmission(Store(), synced=lambda: True),
+        no_tenant_objects(),
         f"127.0.0.1:{port}",
         serving_ssl_context(cert, key),
         healthy=lambda: webhook.synced,
@@ -1376,6 +1427,25 @@ async def test_the_server_answers_admission_reviews_over_https(
                 answer = await response.json()
             assert answer["response"]["allowed"] is False
             assert "no NamespaceOffloading" in answer["response"]["status"]["message"]
+
+            # A consumer's control plane writing a ResourceSlice outside its tenant namespace.
+            astray = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "3f6c1f0e-0000-4000-8000-000000000001",
+                    "operation": "CREATE",
+                    "resource": {"resource": "resourceslices"},
+                    "namespace": "default",
+                    "name": "astray",
+                    "userInfo": {"username": f"{CONTROL_PLANE_USER_PREFIX}venice"},
+                    "object": {"metadata": {"name": "astray"}},
+                },
+            }
+            async with session.post(base + VALIDATE_TENANT_OBJECT_PATH, json=astray) as response:
+                answer = await response.json()
+            assert answer["response"]["allowed"] is False
+            assert "not in default" in answer["response"]["status"]["message"]
 
             async with session.post(base + MUTATE_PATH, json={"nothing": 1}) as response:
                 assert response.status == 400
@@ -1415,6 +1485,7 @@ async def test_only_the_api_servers_certificate_may_send_reviews(tmp_path: Path)
     server = WebhookServer(
         webhook.admission,
         OffloadingAdmission(Store(), synced=lambda: True),
+        no_tenant_objects(),
         f"127.0.0.1:{port}",
         serving_ssl_context(tmp_path / "tls.crt", tmp_path / "tls.key", tmp_path / "ca.crt"),
         healthy=lambda: True,

@@ -14,6 +14,8 @@ import pytest
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
 from vk.controllers.replication import (
+    REASON_REFUSED,
+    REFUSED_RETRY,
     RETRY,
     TWIN_MAX_BODY_BYTES,
     TWINS_MAX_BYTES,
@@ -23,7 +25,7 @@ from vk.controllers.replication import (
     Replicator,
     TwinBudget,
 )
-from vk.kube.client import NotFound
+from vk.kube.client import ApiError, NotFound
 from vk.kube.controller import Result
 from vk.kube.informer import Informer, Store
 
@@ -270,3 +272,85 @@ async def test_a_connection_reset_is_an_error_of_the_moment_not_a_pause_of_the_p
     with pytest.raises(ConnectionResetError):
         await replicator.reconcile(f"{SLICES}|{tenant_namespace('naples')}/n1")
     assert link.unanswered_until == 0.0
+
+
+class RefusingProvider(AnsweringProvider):
+    """A provider whose admission refuses our twins while `refusal` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refusal: ApiError | None = ApiError(
+            403,
+            "Forbidden",
+            'admission webhook "resourceslice.validate.vk.io" denied the request: rome has the '
+            "128 resourceslices this provider keeps for it (at most 128): delete one first",
+        )
+
+    async def apply(self, path: str, body: Any, **_: Any) -> Any:
+        self.writes += 1
+        if self.refusal is not None:
+            raise self.refusal
+        return body
+
+
+class Said:
+    """The Events the replicator records."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    async def record(self, obj: Any, event_type: str, reason: str, message: str) -> None:
+        self.events.append((obj["metadata"]["name"], event_type, reason, message))
+
+
+async def test_a_twin_the_provider_refuses_to_store_is_said_once_and_asked_again_later() -> None:
+    replicator = Replicator(Home(), CONSUMER)  # type: ignore[arg-type]
+    said = Said()
+    replicator.events = said  # type: ignore[assignment]
+    provider = RefusingProvider()
+    linked(replicator, "naples", provider)
+    replicator.local[SLICES].store.upsert(local_slice("n1", "naples"))
+    key = f"{SLICES}|{tenant_namespace('naples')}/n1"
+    for _ in range(3):
+        assert await replicator.reconcile(key) == Result(requeue_after=REFUSED_RETRY)
+    assert said.events == [
+        (
+            "n1",
+            "Warning",
+            REASON_REFUSED,
+            "cluster naples refused to store this ResourceSlice: admission webhook "
+            '"resourceslice.validate.vk.io" denied the request: rome has the 128 resourceslices '
+            "this provider keeps for it (at most 128): delete one first",
+        )
+    ]
+    # Let in once there is room; refused again later, said again.
+    provider.refusal, refusal = None, provider.refusal
+    assert await replicator.reconcile(key) == Result()
+    provider.refusal = refusal
+    replicator.local[SLICES].store.upsert(
+        {**local_slice("n1", "naples"), "spec": {"class": "other"}}
+    )
+    assert await replicator.reconcile(key) == Result(requeue_after=REFUSED_RETRY)
+    assert len(said.events) == 2
+    # An error of the provider's own is no refusal, nor a binding not seen yet: retried at
+    # the queue's pace.
+    for error in (
+        ApiError(500, "InternalError", "etcd is down"),
+        ApiError(
+            403,
+            "Forbidden",
+            'resourceslices.authentication.liqo.io "n1" is forbidden: User '
+            '"vk-control-plane:rome" cannot patch resource "resourceslices"',
+        ),
+    ):
+        provider.refusal = error
+        with pytest.raises(ApiError):
+            await replicator.reconcile(key)
+    assert len(said.events) == 2
+    # Its schema's refusal is one.
+    provider.refusal = ApiError(422, "Invalid", 'ResourceSlice "n1" is invalid: spec.class')
+    assert await replicator.reconcile(key) == Result(requeue_after=REFUSED_RETRY)
+    assert said.events[-1][3] == (
+        'cluster naples refused to store this ResourceSlice: ResourceSlice "n1" is invalid: '
+        "spec.class"
+    )

@@ -84,6 +84,7 @@ async def webhook(
     server = WebhookServer(
         None,  # type: ignore[arg-type]  # no ShadowPod review here
         offloadings,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]  # nor of a tenant object
         f"127.0.0.1:{port}",
         serving_ssl_context(cert, key),
         healthy=lambda: True,

@@ -153,6 +153,10 @@ def tenant_of_namespace(namespace: str) -> str | None:
 # instead of the provider's defaults.
 TENANT_MAX_TWIN_NAMESPACES_LABEL = "vk.io/max-twin-namespaces"
 TENANT_MAX_RESOURCE_SLICES_LABEL = "vk.io/max-resource-slices"
+# The ResourceSlices of one consumer a provider answers at once unless told otherwise (its
+# controller manager's and its webhook's `--max-resource-slices-per-consumer`): each is an
+# identity signed through its CSR API, valid a year, and a Quota.
+DEFAULT_MAX_RESOURCE_SLICES = 64
 
 
 def tenant_limit(

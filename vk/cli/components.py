@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from vk.api.constants import (
+    DEFAULT_MAX_RESOURCE_SLICES,
     DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
     DEFAULT_SHADOW_POD_WORKERS,
     DEFAULT_TENANT_POD_SECURITY,
@@ -27,7 +28,6 @@ from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
 )
-from vk.controllers.provider_resourceslices import DEFAULT_MAX_RESOURCE_SLICES
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
@@ -44,6 +44,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 @click.version_option(package_name="vk", prog_name="vk")
 def vk() -> None:
     """vk's components. Each subcommand runs one of them as a long-lived process."""
+
+
+# The controller manager answers this many of a consumer's ResourceSlices at once; the webhook
+# lets its control plane keep twice as many: both read the one figure.
+max_resource_slices_option = click.option(
+    "--max-resource-slices-per-consumer",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_RESOURCE_SLICES,
+    show_default=True,
+    help="The ResourceSlices of one consumer this cluster answers at once (each an identity "
+    f"signed here and a Quota); label {TENANT_MAX_RESOURCE_SLICES_LABEL} on its tenant namespace "
+    "sets another number for it. The webhook refuses a new one past twice that number.",
+)
 
 
 def _key_values(_: click.Context, __: click.Parameter, value: str) -> dict[str, str]:
@@ -438,15 +451,7 @@ def kubelet(
     help="The namespaces one consumer may offload here, all its NamespaceMaps together (label "
     f"{TENANT_MAX_TWIN_NAMESPACES_LABEL} on its tenant namespace sets another number for it).",
 )
-@click.option(
-    "--max-resource-slices-per-consumer",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_RESOURCE_SLICES,
-    show_default=True,
-    help="The ResourceSlices of one consumer this cluster answers (each an identity signed "
-    f"here and a Quota); label {TENANT_MAX_RESOURCE_SLICES_LABEL} on its tenant namespace sets "
-    "another number for it.",
-)
+@max_resource_slices_option
 @click.option(
     "--load-balancer-classes",
     default="",
@@ -717,6 +722,7 @@ def controller_manager(
     help="The CA of the kubelets' serving certificates the metrics agent reads (default: the "
     "cluster's CA, that of its kubeconfig or ServiceAccount).",
 )
+@max_resource_slices_option
 @click.option("--log-level", default="info", type=click.Choice(["debug", "info", "warning"]))
 def webhook(
     kubeconfig: str | None,
@@ -736,6 +742,7 @@ def webhook(
     tenant_tolerations: str,
     metrics_agent_address: str,
     kubelet_certificate_authority: Path | None,
+    max_resource_slices_per_consumer: int,
     log_level: str,
 ) -> None:
     """vk's admission webhook. Provider: stamps the ShadowPods a consumer's identity creates
@@ -779,6 +786,7 @@ def webhook(
         ),
         metrics_agent_address=metrics_agent_address or None,
         kubelet_ca_file=kubelet_certificate_authority,
+        max_resource_slices=max_resource_slices_per_consumer,
         log_level=log_level,
     )
     try:

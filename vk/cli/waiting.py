@@ -22,6 +22,7 @@ from vk.controllers.provider_resourceslices import (
     REASON_COUNT_EXCEEDED,
     RESOURCES,
 )
+from vk.controllers.replication import REASON_REFUSED
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 
 POLL_SECONDS = 1.0
@@ -96,6 +97,23 @@ def denial(resource_slice: Mapping[str, Any]) -> str | None:
     return None
 
 
+async def refusal(client: KubeClient, obj: Mapping[str, Any]) -> str | None:
+    """Why the provider refused to store `obj` (a replicated object not answered yet), as the
+    replicator said on it in an Event; None if it did not."""
+    metadata = obj.get("metadata") or {}
+    selector = f"involvedObject.uid={metadata.get('uid', '')},reason={REASON_REFUSED}"
+    said = await client.get(
+        resource_path("v1", "events", namespace=metadata.get("namespace")),
+        {"fieldSelector": selector},
+    )
+    latest = max(
+        said.get("items") or [],
+        key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
+        default=None,
+    )
+    return None if latest is None else str(latest.get("message") or "")
+
+
 def slice_path(namespace: str, name: str) -> str:
     return resource_path(
         ResourceSlice.group_version(), ResourceSlice.PLURAL, namespace=namespace, name=name
@@ -135,6 +153,11 @@ async def wait_for_resource_slice(
                 f"the provider denied the ResourceSlice {namespace}/{name} ({why}): {advice}"
             )
         statuses = condition_statuses(current)
+        if not statuses and (refused := await refusal(client, current)):
+            raise PeeringError(
+                f"the ResourceSlice {namespace}/{name} is not answered: {refused} (vk asks the "
+                "provider again on its own)"
+            )
         if statuses.get(AUTHENTICATION) == ACCEPTED and (
             statuses.get(RESOURCES) == ACCEPTED or not granted_by_vk(current)
         ):

@@ -26,6 +26,7 @@ import structlog
 from vk.api.constants import (
     CLUSTER_IDENTITY_CONFIGMAP,
     CONTROLLER_MANAGER,
+    DEFAULT_MAX_RESOURCE_SLICES,
     DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
     DEFAULT_SHADOW_POD_WORKERS,
     DEFAULT_TENANT_POD_SECURITY,
@@ -42,7 +43,6 @@ from vk.controllers.provider_namespacemaps import DEFAULT_MAX_TWIN_NAMESPACES, P
 from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
-    DEFAULT_MAX_RESOURCE_SLICES,
     DEFAULT_RESOURCES,
     ProviderResourceSlices,
     ProviderSettings,

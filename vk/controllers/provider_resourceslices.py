@@ -32,6 +32,7 @@ from vk.api.authentication import (
 )
 from vk.api.constants import (
     CORDON_ANNOTATION,
+    DEFAULT_MAX_RESOURCE_SLICES,
     REMOTE_CLUSTER_ID_LABEL,
     REPLICATED_LABEL,
     RESOURCE_SLICE_NAME_LABEL,
@@ -61,11 +62,9 @@ RENEW_AT = 0.8  # of a certificate's life, as the kubelet renews its own
 
 AUTHENTICATION, RESOURCES = "Authentication", "Resources"
 ACCEPTED, DENIED = "Accepted", "Denied"
-# The ResourceSlices of one consumer answered: each is an identity signed through this
-# cluster's CSR API, valid a year, and a Quota. Past it, a new slice is denied, the oldest
-# answered first, until one goes; a consumer gets another number from its tenant namespace's
-# TENANT_MAX_RESOURCE_SLICES_LABEL.
-DEFAULT_MAX_RESOURCE_SLICES = 64
+# Past DEFAULT_MAX_RESOURCE_SLICES of a consumer's slices (or its tenant namespace's
+# TENANT_MAX_RESOURCE_SLICES_LABEL), a new slice is denied, the oldest answered first, until
+# one goes.
 # The reason of both conditions of a slice past that count: not the slice's fault, and answered
 # on its own once there is room (vkctl says so, instead of asking to make it again).
 REASON_COUNT_EXCEEDED = "ResourceSliceCountExceeded"

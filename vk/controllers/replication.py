@@ -35,6 +35,7 @@ from vk.api.constants import (
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import (
     JSON,
+    ApiError,
     KubeClient,
     NotFound,
     resource_path,
@@ -63,6 +64,10 @@ UNTRUSTED_MAPPINGS = Counter(
     ["provider"],
 )
 RETRY = 2.0
+# A twin the provider refuses to store (`is_refusal`) is asked again this often: it may be let
+# in once room is made there, but never by asking faster.
+REFUSED_RETRY = 30.0
+REASON_REFUSED = "ReplicationRefused"
 # What the provider may make this process hold of our twins there, for each kind: their
 # answers and watch lines (a twin is a few KiB: a NamespaceMap of ten thousand namespaces is
 # about 1 MiB), how many of them, and their bytes as JSON all together. The provider is not
@@ -90,6 +95,15 @@ REPLICATED_KINDS = (
     Replicated(ResourceSlice.group_version(), ResourceSlice.PLURAL, ResourceSlice.KIND),
     Replicated(NamespaceMap.group_version(), NamespaceMap.PLURAL, NamespaceMap.KIND),
 )
+
+
+def is_refusal(error: ApiError) -> bool:
+    """Whether the provider refuses to store a twin as it is: its schema (400, 422) or one of
+    its admission webhooks (403, said so by the API server) says no. A 403 of its RBAC is no
+    refusal: a binding just made may not be seen yet, and is retried at the queue's pace."""
+    if error.status in (400, 422):
+        return True
+    return error.status == 403 and error.message.startswith("admission webhook ")
 
 
 def provider_of(obj: Mapping[str, Any]) -> str:
@@ -257,6 +271,7 @@ class Replicator(Reconciler):
         self.events = EventRecorder(client, "crdreplicator")
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
         self._untrusted: dict[str, tuple[str, str]] = {}  # likewise, by the map's uid
+        self._refused: dict[str, tuple[str, str]] = {}  # likewise, by the object's uid
         self._impostors: set[str] = set()  # uids of Secrets labelled as identities, said once
 
     async def run(self) -> None:
@@ -339,6 +354,7 @@ class Replicator(Reconciler):
         local = self.local[plural].store.get(object_ref)
         if local is None:
             self._not_peered.pop(key, None)
+            self._refused.pop(key, None)
             return Result()
         provider = provider_of(local)
         link = self.links.get(provider)
@@ -388,6 +404,11 @@ class Replicator(Reconciler):
                 await link.client.apply(twin_path, desired)
             except TimeoutError as error:
                 return self._unanswered(link, error)
+            except ApiError as error:
+                if not is_refusal(error):
+                    raise
+                return await self._refused_by(key, local, kind, provider, error)
+            self._refused.pop(key, None)
         status = (twin or {}).get("status")
         if status and kind.kind == NamespaceMap.KIND:
             status = await self._trusted_status(key, local, status, provider)
@@ -399,6 +420,19 @@ class Replicator(Reconciler):
                 {"status": replacement_patch(local.get("status") or {}, status)},
             )
         return Result()
+
+    async def _refused_by(
+        self, key: str, local: JSON, kind: Replicated, provider: str, error: ApiError
+    ) -> Result:
+        """The provider will not store the twin as it is: said once on the local object, as
+        its answer (`vkctl` reads it there), and asked again in a while."""
+        message = f"cluster {provider} refused to store this {kind.kind}: {error.message}"
+        said = (local["metadata"].get("uid", ""), message)
+        if self._refused.get(key) != said:
+            self._refused[key] = said
+            log.warning("twin refused", provider=provider, key=key, error=error.message)
+            await self.events.record(local, WARNING, REASON_REFUSED, message)
+        return Result(requeue_after=REFUSED_RETRY)
 
     @staticmethod
     def _unanswered(link: ProviderLink, error: Exception) -> Result:

@@ -19,26 +19,32 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import orjson
 import structlog
 from pydantic import ValidationError
 
+from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
     NAMESPACE_OFFLOADING_NAME,
     POD_SECURITY_ENFORCE_LABEL,
     SHADOW_POD_FINALIZER,
+    TENANT_MAX_RESOURCE_SLICES_LABEL,
     VK_NAMESPACE,
+    tenant_limit,
 )
-from vk.api.offloading import Quota, system_namespace_problem
+from vk.api.offloading import NamespaceMap, Quota, system_namespace_problem
 from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.quantity import InvalidQuantity
 from vk.api.usage import Ledger, Resources, pod_usage
 from vk.kube.client import Conflict, KubeClient, NotFound, resource_path
-from vk.kube.informer import Informer, Store
+from vk.kube.informer import EventHandler, Informer, Store, namespace_index
 from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
 from vk.webhooks.podsecurity import parse_level, pod_security_message, pod_security_violations
@@ -55,6 +61,15 @@ from vk.webhooks.quota import (
     review_tenant_update,
 )
 from vk.webhooks.shadowpods import TenantPodPolicy, review_namespace, review_scheduling
+from vk.webhooks.tenancy import (
+    MAX_NAMESPACE_MAPS,
+    RESOURCE_SLICES,
+    TENANT_OBJECT_KINDS,
+    TenantObjectKind,
+    control_plane_consumer,
+    held_resource_slices,
+    review_tenant_object,
+)
 
 log = structlog.get_logger("vk.webhooks.admission")
 
@@ -471,3 +486,141 @@ class OffloadingAdmission:
             request, self.home_cluster_id, self.vk_namespace
         )
         return Answer(decision, warnings=tuple(warnings))
+
+
+NOT_READY_TENANT_OBJECTS = (
+    "the provider's webhook is starting and has not read its tenants' ResourceSlices and "
+    "NamespaceMaps yet: retry in a few seconds"
+)
+# How long an admitted creation holds its place before the cache shows the object: the watch
+# brings it within a second; one that the API server did not make after all (another webhook
+# refused it) gives its place back then.
+RESERVATION_SECONDS = 30.0
+BY_NAMESPACE = "namespace"
+
+
+def name_only(obj: JSON) -> JSON:
+    """What the caches of tenant objects keep: which object it is (all that is counted)."""
+    metadata = obj["metadata"]
+    return {"metadata": {key: metadata[key] for key in ("name", "namespace") if key in metadata}}
+
+
+def json_size(obj: object) -> int:
+    """The bytes of `obj` as compact JSON; of one that cannot be written so (nested past the
+    encoder's depth), more than any bound."""
+    try:
+        return len(orjson.dumps(obj))
+    except (orjson.JSONEncodeError, RecursionError):
+        return sys.maxsize
+
+
+def tenant_object_informers(client: KubeClient) -> dict[str, Informer]:
+    """The caches `TenantObjectAdmission` counts in: every ResourceSlice and NamespaceMap of
+    the cluster, by namespace, each kept as its name alone."""
+    return {
+        api.PLURAL: Informer(
+            client,
+            api.group_version(),
+            api.PLURAL,
+            indexers={BY_NAMESPACE: namespace_index},
+            keep=name_only,
+        )
+        for api in (ResourceSlice, NamespaceMap)
+    }
+
+
+class TenantObjectAdmission:
+    """The provider's bounds on its consumers' control-plane identities in their tenant
+    namespaces (`vk.webhooks.tenancy`), over the caches of ResourceSlices, NamespaceMaps (both
+    indexed by namespace) and the tenant namespaces (their limit labels). Counting and taking a
+    place are one step of the event loop, so a burst of creations, each admitted before the
+    cache shows the ones before it, is counted whole: each admitted creation is held as a
+    reservation until the cache shows its object (`shown`) or RESERVATION_SECONDS pass (a dry
+    run's holds none: the webhook declares no side effects). Each webhook replica counts its
+    own admissions: N replicas keep at most N times the bound."""
+
+    def __init__(
+        self,
+        caches: Mapping[str, Store],
+        namespaces: Store,
+        *,
+        synced: Callable[[], bool],
+        max_resource_slices: int,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`caches`: by plural (TENANT_OBJECT_KINDS); `max_resource_slices`: the ResourceSlices
+        of a consumer answered at once, unless its tenant namespace's label says otherwise."""
+        self.caches = caches
+        self.namespaces = namespaces
+        self.synced = synced
+        self.max_resource_slices = max_resource_slices
+        self.now = now
+        # (plural, namespace) -> name -> until when its admitted creation holds a place
+        self._reserved: dict[tuple[str, str], dict[str, float]] = {}
+
+    def validate(self, request: Mapping[str, Any]) -> Answer:
+        consumer = control_plane_consumer(str((request.get("userInfo") or {}).get("username", "")))
+        kind = TENANT_OBJECT_KINDS.get(str((request.get("resource") or {}).get("resource", "")))
+        operation = request.get("operation")
+        if consumer is None or kind is None or operation not in ("CREATE", "UPDATE"):
+            return Answer(ALLOWED)  # not a control plane's write of a kind bounded here
+        creating = operation == "CREATE"
+        if creating and not self.synced():
+            return Answer(deny(NOT_READY_TENANT_OBJECTS))
+        namespace = str(request.get("namespace") or "")
+        obj = request.get("object") or {}
+        name = str(request.get("name") or (obj.get("metadata") or {}).get("name") or "")
+        old = request.get("oldObject")
+        decision = review_tenant_object(
+            kind,
+            consumer=consumer,
+            namespace=namespace,
+            creating=creating,
+            size=json_size(obj),
+            old_size=None if old is None else json_size(old),
+            held=self._held(kind.plural, namespace) if creating else 0,
+            limit=self._limit(kind, namespace),
+        )
+        if decision.allowed and creating and not request.get("dryRun"):
+            reserved = self._reserved.setdefault((kind.plural, namespace), {})
+            reserved[name or str(request.get("uid"))] = self.now() + RESERVATION_SECONDS
+        return Answer(decision)
+
+    def shown(self, plural: str) -> EventHandler:
+        """The handler of the cache of `plural`: an object it shows (made, changed or gone) is
+        counted by the cache from then on, no longer by its reservation (one made and deleted
+        between two creations would otherwise be counted until its reservation ends)."""
+
+        def drop_reservation(_: str, obj: JSON, __: JSON | None) -> None:
+            key = (plural, obj["metadata"].get("namespace") or "")
+            reserved = self._reserved.get(key)
+            if reserved is not None:
+                reserved.pop(obj["metadata"]["name"], None)
+                if not reserved:
+                    del self._reserved[key]
+
+        return drop_reservation
+
+    def _held(self, plural: str, namespace: str) -> int:
+        """The objects of `plural` in `namespace`: in the cache, and admitted since."""
+        cached = {
+            obj["metadata"]["name"] for obj in self.caches[plural].by_index(BY_NAMESPACE, namespace)
+        }
+        reserved = self._reserved.get((plural, namespace), {})
+        now = self.now()
+        # Past its time, never made; or reserved after the cache showed it (an AlreadyExists).
+        for name in [n for n, until in reserved.items() if until <= now or n in cached]:
+            del reserved[name]
+        if not reserved:
+            self._reserved.pop((plural, namespace), None)
+        return len(cached) + len(reserved)
+
+    def _limit(self, kind: TenantObjectKind, namespace: str) -> int:
+        if kind is not RESOURCE_SLICES:
+            return MAX_NAMESPACE_MAPS
+        answered, _ = tenant_limit(
+            self.namespaces.get(namespace),
+            TENANT_MAX_RESOURCE_SLICES_LABEL,
+            self.max_resource_slices,
+        )
+        return held_resource_slices(answered)

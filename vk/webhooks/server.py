@@ -1,9 +1,8 @@
 """`vk webhook`: vk's admission webhook process, in every cluster. HTTPS (aiohttp) serving the
-AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas and
-the namespaces made for consumers (provider) and of the NamespaceOffloadings (consumer), with
-`/healthz`,
-`/readyz` and `/metrics` on the same port (and, if asked, on a plain-HTTP metrics port as the
-other daemons have).
+AdmissionReview v1 endpoints of `vk.webhooks.admission` over informer caches of the Quotas, the
+namespaces made for consumers, and the ResourceSlices and NamespaceMaps (provider) and of the
+NamespaceOffloadings (consumer), with `/healthz`, `/readyz` and `/metrics` on the same port
+(and, if asked, on a plain-HTTP metrics port as the other daemons have).
 
 Every replica answers on its own (no leader election): the one thing admissions write, a Quota's
 ledger, is written in the API server with a resourceVersion precondition, so any number of
@@ -37,7 +36,11 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
-from vk.api.constants import CLUSTER_IDENTITY_CONFIGMAP, REMOTE_CLUSTER_ID_LABEL
+from vk.api.constants import (
+    CLUSTER_IDENTITY_CONFIGMAP,
+    DEFAULT_MAX_RESOURCE_SLICES,
+    REMOTE_CLUSTER_ID_LABEL,
+)
 from vk.api.identity import InvalidClusterIdentity, parse_cluster_identity
 from vk.api.offloading import NamespaceOffloading
 from vk.kube import daemon
@@ -51,8 +54,10 @@ from vk.webhooks.admission import (
     Answer,
     OffloadingAdmission,
     ShadowPodAdmission,
+    TenantObjectAdmission,
     forge_review_response,
     quota_informer,
+    tenant_object_informers,
 )
 from vk.webhooks.certificates import (
     CertificateError,
@@ -66,6 +71,7 @@ from vk.webhooks.configuration import (
     PLACE_POD_PATH,
     VALIDATE_OFFLOADING_PATH,
     VALIDATE_PATH,
+    VALIDATE_TENANT_OBJECT_PATH,
 )
 from vk.webhooks.metrics_agent import (
     MetricsAgent,
@@ -227,6 +233,7 @@ class WebhookServer:
         self,
         admission: ShadowPodAdmission,
         offloading: OffloadingAdmission,
+        tenant_objects: TenantObjectAdmission,
         address: str,
         context: ssl.SSLContext,
         *,
@@ -236,6 +243,7 @@ class WebhookServer:
     ) -> None:
         self.admission = admission
         self.offloading = offloading
+        self.tenant_objects = tenant_objects
         self.host, self.port = split_address(address)
         self.context = context
         self.healthy = healthy
@@ -253,6 +261,7 @@ class WebhookServer:
         app.router.add_post(VALIDATE_PATH, self._validate)
         app.router.add_post(PLACE_POD_PATH, self._place_pod)
         app.router.add_post(VALIDATE_OFFLOADING_PATH, self._validate_offloading)
+        app.router.add_post(VALIDATE_TENANT_OBJECT_PATH, self._validate_tenant_object)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -281,6 +290,9 @@ class WebhookServer:
         return await self._review(
             request, "validate-namespaceoffloading", self.offloading.validate_offloading
         )
+
+    async def _validate_tenant_object(self, request: web.Request) -> web.Response:
+        return await self._review(request, "validate-tenant-object", self.tenant_objects.validate)
 
     async def _review(
         self,
@@ -428,6 +440,9 @@ class WebhookOptions:
     # CA of the kubelets it reads (None: the cluster's).
     metrics_agent_address: str | None = None
     kubelet_ca_file: Path | None = None
+    # A consumer's ResourceSlices answered at once (the controller manager's figure), of
+    # which its control plane may keep twice as many.
+    max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
     log_level: str = "info"
 
 
@@ -483,9 +498,11 @@ async def run_webhook(options: WebhookOptions) -> int:
     # Tenant and twin namespaces: whose they are, and their Pod Security level.
     namespaces = Informer(client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL)
     offloadings = Informer(client, NamespaceOffloading.group_version(), NamespaceOffloading.PLURAL)
+    tenant_objects = tenant_object_informers(client)
 
     def synced() -> bool:
-        return all(i.synced.is_set() for i in (quotas, namespaces, offloadings))
+        informers = (quotas, namespaces, offloadings, *tenant_objects.values())
+        return all(i.synced.is_set() for i in informers)
 
     admission = ShadowPodAdmission(
         quotas.store,
@@ -501,9 +518,18 @@ async def run_webhook(options: WebhookOptions) -> int:
         home_cluster_id=await home_cluster_id(client, options.namespace),
         vk_namespace=options.namespace,
     )
+    tenant_object_admission = TenantObjectAdmission(
+        {plural: informer.store for plural, informer in tenant_objects.items()},
+        namespaces.store,
+        synced=lambda: all(i.synced.is_set() for i in (namespaces, *tenant_objects.values())),
+        max_resource_slices=options.max_resource_slices,
+    )
+    for plural, informer in tenant_objects.items():
+        informer.add_handler(tenant_object_admission.shown(plural))
     server = WebhookServer(
         admission,
         offloading,
+        tenant_object_admission,
         options.listen_address,
         context,
         healthy=synced,
@@ -532,6 +558,7 @@ async def run_webhook(options: WebhookOptions) -> int:
         asyncio.create_task(quotas.run(), name="quotas"),
         asyncio.create_task(namespaces.run(), name="namespaces"),
         asyncio.create_task(offloadings.run(), name="namespaceoffloadings"),
+        *(asyncio.create_task(i.run(), name=plural) for plural, i in tenant_objects.items()),
         asyncio.create_task(server.run(), name="server"),
         asyncio.create_task(
             supervise(
