@@ -314,3 +314,26 @@ async def test_vkctl_says_why_the_provider_refused_to_store_a_slice() -> None:
             progress=Progress(quiet=True),
         )
     assert "was not accepted within 0s" in str(raised.value)
+
+
+async def test_a_tenant_being_deleted_has_no_slice_answered_on_its_way_out() -> None:
+    """Its teardown deletes its answered slices, which makes room: a slice waiting behind them
+    was signed an identity, valid a year, and given a Quota as the peering ended."""
+    going = resource_slice("a", "2026-11-29T10:00:00Z", answered=True, deleting=True)
+    waiting_one = resource_slice("b", "2026-11-29T10:00:01Z")
+    waiting_one["spec"]["csr"] = "bm90IGEgQ1NS"  # asked for: the controller would look at it
+    api = ProviderApi()
+    controller = controller_of(api, [going, waiting_one], {})
+    controller.tenants.store.upsert(
+        {
+            "metadata": {
+                "name": "venice",
+                "namespace": TENANT,
+                "deletionTimestamp": "2026-11-29T10:01:00Z",
+            },
+            "spec": {"clusterID": "venice"},
+        }
+    )
+    await controller.reconcile(f"{TENANT}/b")
+    assert api.statuses.get("b") is None  # nothing answered
+    assert api.applied == {}

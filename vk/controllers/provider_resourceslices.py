@@ -477,6 +477,11 @@ class ProviderResourceSlices(Reconciler):
         consumer = spec.get("consumerClusterID") or ""
         retry: float | None = None
         past_count = None
+        tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
+        # A Tenant being deleted is the peering ending: none of its slices is answered any
+        # more (its answered ones going would make room for those waiting, each an identity
+        # signed and a Quota made on the way out).
+        leaving = bool(tenant and tenant["metadata"].get("deletionTimestamp"))
         if namespace != tenant_namespace(consumer):
             status["conditions"] = set_condition(
                 status.get("conditions"),
@@ -505,9 +510,8 @@ class ProviderResourceSlices(Reconciler):
                 # What its first version was granted (before the consumer wrote its ID).
                 for key in ("resources", "nodeLabels", *CLASS_FIELDS):
                     status[key] = None
-        elif spec.get("csr"):
+        elif spec.get("csr") and not leaving:
             retry = await self._authenticate(resource_slice, consumer, status, now)
-        tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
         slice_class = spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS
         condition = tenant_condition(tenant)
         if condition is not TenantCondition.ACTIVE and (
@@ -524,7 +528,7 @@ class ProviderResourceSlices(Reconciler):
                 "no resources until the tenant is uncordoned",
                 now,
             )
-        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS and not past_count:
+        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS and not past_count and not leaving:
             self._grant_resources(spec, status, now)
         current = resource_slice.get("status") or {}
         if {k: v for k, v in status.items() if v is not None} != current:
@@ -549,6 +553,7 @@ class ProviderResourceSlices(Reconciler):
             granted
             and path is not None
             and not past_count
+            and not leaving
             and consumer == tenant_of_namespace(namespace)
             and (accepted or condition is not TenantCondition.ACTIVE)
         ):
