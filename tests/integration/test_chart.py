@@ -46,6 +46,27 @@ def rendered(helm: Path, values: dict[str, Any] = VALUES) -> list[dict[str, Any]
     return [d for d in yaml.safe_load_all(helm_template(helm, values)) if d]
 
 
+def test_the_providers_webhooks_fail_closed_whatever_webhook_failure_policy_says(
+    helm: Path,
+) -> None:
+    """What a consumer writes here (its ShadowPods, what its control plane keeps in its tenant
+    namespace) is checked even where the administrator lets the other webhooks fail open."""
+    documents = rendered(helm, {**VALUES, "webhook": {"failurePolicy": "Ignore"}})
+    policies = {
+        hook["name"]: hook["failurePolicy"]
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for hook in find(documents, kind, "vk")["webhooks"]
+    }
+    assert policies == {
+        "shadowpod.mutate.liqo.io": "Fail",
+        "pod.mutate.liqo.io": "Ignore",
+        "shadowpod.validate.liqo.io": "Fail",
+        "namespaceoffloading.validate.liqo.io": "Ignore",
+        "resourceslice.validate.vk.io": "Fail",
+        "namespacemap.validate.vk.io": "Fail",
+    }
+
+
 def test_chart_lints_clean(helm: Path) -> None:
     out = run_helm(helm, ["lint", str(chart_dir()), "--strict", "--namespace=vk"], VALUES)
 

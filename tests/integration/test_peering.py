@@ -401,10 +401,10 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
     peered: Clusters, tmp_path: Path
 ) -> None:
     """The attack: the consumer's control-plane identity fills its tenant namespace on the
-    provider with ResourceSlices (none of them for the provider to answer: each is still
-    stored in its etcd, and read by its controllers), or writes a ResourceSlice or a
-    NamespaceMap as large as etcd takes. The provider's webhook refuses slices past twice those
-    it answers for that consumer, and objects past their size, saying why."""
+    provider with ResourceSlices (each stored in its etcd, and read by its controllers), or
+    writes a ResourceSlice or a NamespaceMap as large as etcd takes. The provider's webhook
+    refuses slices past twice those it answers for that consumer, objects past their size, and
+    objects that are no replicas (which the count would not see), saying why."""
     control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
 
     def settled() -> list[list[Any]]:
@@ -418,7 +418,8 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
     set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(answered))
     kept = 2 * len(answered)
 
-    def slice_named(name: str, **annotations: str) -> str:
+    def slice_named(name: str, *, replica: bool = True, **annotations: str) -> str:
+        labels = {REPLICATED_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: CONSUMER} if replica else {}
         return json.dumps(
             {
                 "apiVersion": "authentication.liqo.io/v1beta1",
@@ -426,6 +427,7 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
                 "metadata": {
                     "name": name,
                     "namespace": PROVIDER_TENANT,
+                    "labels": labels,
                     "annotations": annotations,
                 },
                 "spec": {},
@@ -434,6 +436,12 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
 
     made: list[str] = []
     try:
+        # Not a replica: out of the count, so refused.
+        plain = kubectl_as(
+            control_plane, "create", "-f", "-", input=slice_named("p", replica=False)
+        )
+        assert plain.returncode != 0
+        assert "venice's control plane writes only its replicas here" in plain.stderr
         for n in range(kept + 1):
             name = f"filler-{n}"
             created = kubectl_as(control_plane, "create", "-f", "-", input=slice_named(name))
@@ -442,14 +450,14 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
             made.append(name)
         else:
             pytest.fail(f"the control plane kept {kept + 1} ResourceSlices, past {kept}")
-        # Counted whatever their labels (these have none), and refused at the count exactly.
-        assert len(made) == kept - len(there), created.stderr
+        # Refused at the count exactly (the replicas there, answered or not).
+        assert len(made) == kept - len(answered), created.stderr
         assert f"venice has the {kept} resourceslices this provider keeps for it" in (
             created.stderr
         )
         assert TENANT_MAX_RESOURCE_SLICES_LABEL in created.stderr
-        # The consumer's own slice past the count, as a user makes it: vkctl says the
-        # provider's refusal, which the replicator recorded on the slice, and waits no more.
+        # The consumer's own slice past the count, as a user makes it: vkctl shows the
+        # provider's refusal, which the replicator recorded on the slice, while it waits.
         refused_here = subprocess.run(
             [
                 VKCTL,
@@ -459,18 +467,17 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
                 f"--kubeconfig={peered.kubeconfig(CONSUMER)}",
                 "--remote-cluster-id",
                 PROVIDER,
-                "--timeout=100s",
+                "--timeout=20s",
             ],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=60,
         )
         assert refused_here.returncode != 0
         assert (
-            f"the ResourceSlice {CONSUMER_TENANT}/refused is not answered: cluster naples "
-            "refused to store this ResourceSlice: admission webhook "
-            '"resourceslice.validate.vk.io" denied the request: venice has the '
-            f"{kept} resourceslices this provider keeps for it"
+            "Authentication pending, Resources pending; cluster naples refused to store this "
+            'ResourceSlice: admission webhook "resourceslice.validate.vk.io" denied the '
+            f"request: venice has the {kept} resourceslices this provider keeps for it"
         ) in refused_here.stderr, refused_here.stderr
         # (Gone before room is made: its replicator would take that room.)
         peered.kubectl(CONSUMER, "delete", RSLICE, "refused", "-n", CONSUMER_TENANT)
@@ -499,7 +506,11 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
         large_map = {
             "apiVersion": "offloading.liqo.io/v1beta1",
             "kind": "NamespaceMap",
-            "metadata": {"name": "large", "namespace": PROVIDER_TENANT},
+            "metadata": {
+                "name": "large",
+                "namespace": PROVIDER_TENANT,
+                "labels": {REPLICATED_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: CONSUMER},
+            },
             # 5000 mappings of over 120 bytes: past 512 KiB.
             "spec": {"desiredMapping": {f"{n:060}": f"{n:056}-fit" for n in range(5000)}},
         }
@@ -511,7 +522,11 @@ def test_a_tenants_control_plane_cannot_keep_more_or_larger_objects_than_the_pro
         )
         # The provider's own writes there are not judged by this webhook.
         peered.kubectl(
-            PROVIDER, "create", "-f", "-", input=slice_named("providers-own", pad="x" * 70_000)
+            PROVIDER,
+            "create",
+            "-f",
+            "-",
+            input=slice_named("providers-own", replica=False, pad="x" * 70_000),
         )
         made.append("providers-own")
     finally:

@@ -47,10 +47,10 @@ from vk.api.usage import (
 from vk.cli.components import webhook as webhook_command
 from vk.controllers.local_processes import free_port
 from vk.kube.client import Conflict, NotFound
-from vk.kube.informer import Store, namespace_index
+from vk.kube.informer import Store
 from vk.playground.pki import build_ca, issue
 from vk.webhooks.admission import (
-    BY_NAMESPACE,
+    REPLICAS_BY_NAMESPACE,
     USER_INDEX,
     Answer,
     OffloadingAdmission,
@@ -61,6 +61,7 @@ from vk.webhooks.admission import (
     quota_informer,
     quota_path,
     quota_user_index,
+    replicas_by_namespace,
 )
 from vk.webhooks.configuration import (
     CONFIGURATION_NAME,
@@ -1371,9 +1372,12 @@ def test_the_webhook_reads_what_it_judges_by_and_writes_ledgers_only() -> None:
 def no_tenant_objects() -> TenantObjectAdmission:
     """The tenant-object admission of a provider whose tenants keep nothing yet."""
     return TenantObjectAdmission(
-        {plural: Store({BY_NAMESPACE: namespace_index}) for plural in TENANT_OBJECT_KINDS},
+        {
+            plural: Store({REPLICAS_BY_NAMESPACE: replicas_by_namespace})
+            for plural in TENANT_OBJECT_KINDS
+        },
         Store(),
-        synced=lambda: True,
+        following=lambda: True,
         max_resource_slices=1,
     )
 

@@ -10,18 +10,21 @@ from typing import Any
 import pytest
 
 from vk.api.constants import (
+    REPLICATED_LABEL,
     TENANT_MAX_RESOURCE_SLICES_LABEL,
     control_plane_user,
     resource_slice_user,
     tenant_namespace,
 )
-from vk.kube.informer import Store, namespace_index
+from vk.kube.informer import Store
 from vk.webhooks.admission import (
-    BY_NAMESPACE,
     NOT_READY_TENANT_OBJECTS,
+    REPLICAS_BY_NAMESPACE,
     RESERVATION_SECONDS,
     TenantObjectAdmission,
-    name_only,
+    as_counted,
+    forge_review_response,
+    replicas_by_namespace,
 )
 from vk.webhooks.tenancy import (
     MAX_NAMESPACE_MAPS,
@@ -35,6 +38,7 @@ CONSUMER = "venice"
 TENANT = tenant_namespace(CONSUMER)
 CONTROL_PLANE = control_plane_user(CONSUMER)
 uids = (f"uid-{n}" for n in itertools.count())
+REPLICA = {REPLICATED_LABEL: "true"}
 
 
 class Provider:
@@ -42,9 +46,11 @@ class Provider:
 
     def __init__(self, *, answered: int = 2, tenant_labels: dict[str, str] | None = None) -> None:
         self.caches = {
-            kind.plural: Store({BY_NAMESPACE: namespace_index})
+            kind.plural: Store({REPLICAS_BY_NAMESPACE: replicas_by_namespace})
             for kind in (RESOURCE_SLICES, NAMESPACE_MAPS)
         }
+        # name -> the UID the API server gave the object of that name it made last
+        self.made: dict[tuple[str, str], str] = {}
         self.namespaces = Store()
         self.namespaces.upsert({"metadata": {"name": TENANT, "labels": dict(tenant_labels or {})}})
         self.synced = True
@@ -52,17 +58,22 @@ class Provider:
         self.admission = TenantObjectAdmission(
             self.caches,
             self.namespaces,
-            synced=lambda: self.synced,
+            following=lambda: self.synced,
             max_resource_slices=answered,
             now=lambda: self.clock,
         )
 
         self.shown = {plural: self.admission.shown(plural) for plural in self.caches}
 
-    def cached(self, plural: str, name: str, namespace: str = TENANT) -> None:
-        """The informer takes in an object (as its keep leaves it), and tells its handler."""
-        obj = {"metadata": {"name": name, "namespace": namespace, "labels": {"any": "thing"}}}
-        kept = name_only(obj)
+    def cached(
+        self, plural: str, name: str, namespace: str = TENANT, *, replica: bool = True
+    ) -> None:
+        """The informer takes in the object of that name the API server made last (as its keep
+        leaves it), and tells its handler."""
+        uid = self.made.get((plural, name)) or next(uids)
+        labels = {"any": "thing", **(REPLICA if replica else {})}
+        obj = {"metadata": {"name": name, "namespace": namespace, "uid": uid, "labels": labels}}
+        kept = as_counted(obj)
         self.shown[plural](
             "ADDED" if self.caches[plural].upsert(kept) is None else "MODIFIED", kept, None
         )
@@ -84,25 +95,38 @@ class Provider:
         old: JSON | None = None,
         dry_run: bool = False,
     ) -> tuple[bool, str]:
+        """The API server's review of a write (the object it made, on a creation, has its UID)."""
+        uid = next(uids)
+        obj = obj if obj is not None else {"metadata": {"name": name, "labels": dict(REPLICA)}}
+        obj["metadata"].setdefault("uid", uid)
         request: JSON = {
-            "uid": next(uids),
+            "uid": uid,
             "operation": operation,
             "resource": {"resource": plural},
             "namespace": namespace,
             "name": name,
             "userInfo": {"username": user},
-            "object": obj if obj is not None else {"metadata": {"name": name}},
+            "object": obj,
             "dryRun": dry_run,
         }
-        if old is not None:
-            request["oldObject"] = old
-        decision = self.admission.validate(request).decision
-        return decision.allowed, decision.message
+        if operation == "UPDATE":
+            request["oldObject"] = old if old is not None else obj
+        answer = self.admission.validate(request)
+        if answer.decision.allowed and operation == "CREATE" and not dry_run:
+            self.made[(plural, name)] = obj["metadata"]["uid"]
+        return answer.decision.allowed, answer.decision.message
 
 
 def padded(name: str, size: int) -> JSON:
-    """An object named `name` of about `size` bytes of JSON."""
-    return {"metadata": {"name": name, "annotations": {"pad": "x" * size}}}
+    """A replica named `name` of about `size` bytes of JSON (its UID and label included)."""
+    return {
+        "metadata": {
+            "name": name,
+            "uid": "u" * 16,
+            "labels": dict(REPLICA),
+            "annotations": {"pad": "x" * size},
+        }
+    }
 
 
 def test_only_a_consumers_control_plane_user_names_a_consumer() -> None:
@@ -220,7 +244,7 @@ def test_an_object_larger_than_its_bound_is_refused_and_one_made_before_may_shri
     big = padded("b", kind.max_bytes)
     allowed, message = provider.write(kind.plural, "b", obj=big)
     assert not allowed
-    assert message.startswith(f"a {kind.kind} of {kind.max_bytes + 50} bytes: this provider ")
+    assert message.startswith(f"a {kind.kind} of {kind.max_bytes + 114} bytes: this provider ")
     # Grown past the bound by an update: refused too.
     assert not provider.write(kind.plural, "a", operation="UPDATE", obj=big, old=fits)[0]
     # One stored before the bound (or by someone else): updates that do not grow it pass (its
@@ -264,3 +288,62 @@ def test_until_its_caches_are_synced_creations_wait_and_updates_are_still_bounde
     old = padded("a", 10)
     assert not provider.write("resourceslices", "a", operation="UPDATE", obj=big, old=old)[0]
     assert provider.write("resourceslices", "a", operation="UPDATE", obj=old, old=old)[0]
+
+
+def test_a_name_deleted_and_made_again_is_a_new_object_and_counted_as_one() -> None:
+    """The old object's events (its deletion coming after the new one's admission) do not
+    take the new one out of the count."""
+    provider = Provider(answered=1)
+    provider.cached("resourceslices", "a")
+    assert provider.write("resourceslices", "a")[0]  # deleted at the API, and made again
+    provider.gone("resourceslices", "a")  # the old one's deletion, seen now
+    assert provider.write("resourceslices", "b")[0]
+    assert not provider.write("resourceslices", "c")[0]
+    provider.cached("resourceslices", "a")  # the new one, seen at last: still two
+    assert not provider.write("resourceslices", "c")[0]
+
+
+def test_only_replicas_are_written_and_counted() -> None:
+    provider = Provider(answered=1)
+    # The provider's own slices in that namespace (it consumes from venice too) count not.
+    for n in range(5):
+        provider.cached("resourceslices", f"own-{n}", replica=False)
+    plain = {"metadata": {"name": "plain", "labels": {"any": "thing"}}}
+    allowed, message = provider.write("resourceslices", "plain", obj=plain)
+    assert not allowed
+    assert message == (
+        "venice's control plane writes only its replicas here: a ResourceSlice labelled "
+        "liqo.io/replicated=true, which it keeps"
+    )
+    assert provider.write("resourceslices", "a")[0]
+    assert provider.write("resourceslices", "b")[0]
+    assert not provider.write("resourceslices", "c")[0]
+    # Taking the label off a replica, to leave the count: refused.
+    replica = {"metadata": {"name": "a", "labels": dict(REPLICA)}}
+    unlabelled = {"metadata": {"name": "a", "labels": {}}}
+    assert not provider.write(
+        "resourceslices", "a", operation="UPDATE", obj=unlabelled, old=replica
+    )[0]
+    # One without it from before may still be updated (its finalizer removed).
+    old = {"metadata": {"name": "own-0", "finalizers": ["f"]}}
+    new = {"metadata": {"name": "own-0"}}
+    assert provider.write("resourceslices", "own-0", operation="UPDATE", obj=new, old=old)[0]
+
+
+def test_while_its_caches_do_not_follow_creations_are_asked_to_retry_as_unavailable() -> None:
+    provider = Provider()
+    provider.synced = False
+    request = {
+        "uid": "u",
+        "operation": "CREATE",
+        "resource": {"resource": "resourceslices"},
+        "namespace": TENANT,
+        "userInfo": {"username": CONTROL_PLANE},
+        "object": {"metadata": {"name": "a", "labels": dict(REPLICA)}},
+    }
+    answer = provider.admission.validate(request)
+    assert forge_review_response("u", answer)["response"]["status"] == {
+        "code": 503,
+        "reason": "ServiceUnavailable",
+        "message": NOT_READY_TENANT_OBJECTS,
+    }

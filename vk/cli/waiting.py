@@ -22,8 +22,8 @@ from vk.controllers.provider_resourceslices import (
     REASON_COUNT_EXCEEDED,
     RESOURCES,
 )
-from vk.controllers.replication import REASON_REFUSED
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.controllers.replication import REASON_REFUSED, REPLICATOR
+from vk.kube.client import JSON, ApiError, KubeClient, NotFound, resource_path
 
 POLL_SECONDS = 1.0
 
@@ -93,25 +93,37 @@ def denial(resource_slice: Mapping[str, Any]) -> str | None:
         if condition.get("status") == DENIED:
             reason = condition.get("reason") or "no reason given"
             message = condition.get("message")
-            return f"{condition.get('type')} {reason}" + (f": {message}" if message else "")
+            said = f"{condition.get('type')} {reason}" + (f": {message}" if message else "")
+            return printable(said)
     return None
 
 
+def printable(text: str) -> str:
+    """`text` from the other cluster as a terminal may show it: its control characters (an
+    escape sequence would move the cursor, or rewrite what was printed) as `?`."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
 async def refusal(client: KubeClient, obj: Mapping[str, Any]) -> str | None:
-    """Why the provider refused to store `obj` (a replicated object not answered yet), as the
-    replicator said on it in an Event; None if it did not."""
+    """Why the provider refused to store `obj`, a replicated object, as the replicator said
+    last on it in an Event; None if it did not (or the Events cannot be read)."""
     metadata = obj.get("metadata") or {}
-    selector = f"involvedObject.uid={metadata.get('uid', '')},reason={REASON_REFUSED}"
-    said = await client.get(
-        resource_path("v1", "events", namespace=metadata.get("namespace")),
-        {"fieldSelector": selector},
+    selector = (
+        f"involvedObject.uid={metadata.get('uid', '')},reason={REASON_REFUSED},source={REPLICATOR}"
     )
+    try:
+        said = await client.get(
+            resource_path("v1", "events", namespace=metadata.get("namespace")),
+            {"fieldSelector": selector},
+        )
+    except ApiError:
+        return None
     latest = max(
         said.get("items") or [],
         key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "",
         default=None,
     )
-    return None if latest is None else str(latest.get("message") or "")
+    return None if latest is None else printable(str(latest.get("message") or ""))
 
 
 def slice_path(namespace: str, name: str) -> str:
@@ -153,16 +165,14 @@ async def wait_for_resource_slice(
                 f"the provider denied the ResourceSlice {namespace}/{name} ({why}): {advice}"
             )
         statuses = condition_statuses(current)
-        if not statuses and (refused := await refusal(client, current)):
-            raise PeeringError(
-                f"the ResourceSlice {namespace}/{name} is not answered: {refused} (vk asks the "
-                "provider again on its own)"
-            )
         if statuses.get(AUTHENTICATION) == ACCEPTED and (
             statuses.get(RESOURCES) == ACCEPTED or not granted_by_vk(current)
         ):
             return current
         state = slice_state(current)
+        if not statuses and (refused := await refusal(client, current)):
+            # Not stored there yet: the provider's word why (vk asks again on its own).
+            state = f"{state}; {refused}"
         if state != reported:
             progress.info(f"ResourceSlice {name}: {state}")
             reported = state

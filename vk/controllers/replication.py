@@ -68,6 +68,7 @@ RETRY = 2.0
 # in once room is made there, but never by asking faster.
 REFUSED_RETRY = 30.0
 REASON_REFUSED = "ReplicationRefused"
+REPLICATOR = "crdreplicator"  # the component its Events are from
 # What the provider may make this process hold of our twins there, for each kind: their
 # answers and watch lines (a twin is a few KiB: a NamespaceMap of ten thousand namespaces is
 # about 1 MiB), how many of them, and their bytes as JSON all together. The provider is not
@@ -268,7 +269,7 @@ class Replicator(Reconciler):
         self.controller = Controller(
             self, workers=4, group=lambda key: split_key(key.partition("|")[2])[0]
         )
-        self.events = EventRecorder(client, "crdreplicator")
+        self.events = EventRecorder(client, REPLICATOR)
         self._not_peered: dict[str, str] = {}  # what was reported, to say it once
         self._untrusted: dict[str, tuple[str, str]] = {}  # likewise, by the map's uid
         self._refused: dict[str, tuple[str, str]] = {}  # likewise, by the object's uid

@@ -34,6 +34,7 @@ from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
     NAMESPACE_OFFLOADING_NAME,
     POD_SECURITY_ENFORCE_LABEL,
+    REPLICATED_LABEL,
     SHADOW_POD_FINALIZER,
     TENANT_MAX_RESOURCE_SLICES_LABEL,
     VK_NAMESPACE,
@@ -44,7 +45,7 @@ from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.quantity import InvalidQuantity
 from vk.api.usage import Ledger, Resources, pod_usage
 from vk.kube.client import Conflict, KubeClient, NotFound, resource_path
-from vk.kube.informer import EventHandler, Informer, Store, namespace_index
+from vk.kube.informer import EventHandler, Informer, Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
 from vk.webhooks.podsecurity import parse_level, pod_security_message, pod_security_violations
@@ -68,6 +69,7 @@ from vk.webhooks.tenancy import (
     TenantObjectKind,
     control_plane_consumer,
     held_resource_slices,
+    is_replica,
     review_tenant_object,
 )
 
@@ -131,16 +133,18 @@ class Answer:
     decision: Decision
     patch: list[JSON] | None = None
     warnings: tuple[str, ...] = ()
+    # Of a denial: 403, or 503 for one to retry as it is (the API server passes it on).
+    code: int = 403
 
 
 def forge_review_response(uid: str, answer: Answer) -> JSON:
-    """The AdmissionReview sent back: the request's uid, the verdict (a denial as a 403 Status
-    whose message the API server passes on), and the JSONPatch if any."""
+    """The AdmissionReview sent back: the request's uid, the verdict (a denial as a Status
+    whose code and message the API server passes on), and the JSONPatch if any."""
     response: JSON = {"uid": uid, "allowed": answer.decision.allowed}
     if not answer.decision.allowed:
         response["status"] = {
-            "code": 403,
-            "reason": "Forbidden",
+            "code": answer.code,
+            "reason": "Forbidden" if answer.code == 403 else "ServiceUnavailable",
             "message": answer.decision.message,
         }
     if answer.warnings:
@@ -489,20 +493,28 @@ class OffloadingAdmission:
 
 
 NOT_READY_TENANT_OBJECTS = (
-    "the provider's webhook is starting and has not read its tenants' ResourceSlices and "
-    "NamespaceMaps yet: retry in a few seconds"
+    "the provider's webhook has not read its tenants' ResourceSlices and NamespaceMaps yet, or "
+    "does not follow them now: retry in a few seconds"
 )
 # How long an admitted creation holds its place before the cache shows the object: the watch
 # brings it within a second; one that the API server did not make after all (another webhook
 # refused it) gives its place back then.
 RESERVATION_SECONDS = 30.0
-BY_NAMESPACE = "namespace"
+REPLICAS_BY_NAMESPACE = "replicas"
 
 
-def name_only(obj: JSON) -> JSON:
-    """What the caches of tenant objects keep: which object it is (all that is counted)."""
+def as_counted(obj: JSON) -> JSON:
+    """What the caches of tenant objects keep: which object it is, and whether a replica."""
     metadata = obj["metadata"]
-    return {"metadata": {key: metadata[key] for key in ("name", "namespace") if key in metadata}}
+    kept: JSON = {key: metadata[key] for key in ("name", "namespace", "uid") if key in metadata}
+    if is_replica(obj):
+        kept["labels"] = {REPLICATED_LABEL: "true"}
+    return {"metadata": kept}
+
+
+def replicas_by_namespace(obj: JSON) -> list[str]:
+    """The index of the replicas in each namespace (what a consumer's bounds count)."""
+    return [obj["metadata"].get("namespace") or ""] if is_replica(obj) else []
 
 
 def json_size(obj: object) -> int:
@@ -516,46 +528,57 @@ def json_size(obj: object) -> int:
 
 def tenant_object_informers(client: KubeClient) -> dict[str, Informer]:
     """The caches `TenantObjectAdmission` counts in: every ResourceSlice and NamespaceMap of
-    the cluster, by namespace, each kept as its name alone."""
+    the cluster, the replicas indexed by namespace, each kept `as_counted`."""
     return {
         api.PLURAL: Informer(
             client,
             api.group_version(),
             api.PLURAL,
-            indexers={BY_NAMESPACE: namespace_index},
-            keep=name_only,
+            indexers={REPLICAS_BY_NAMESPACE: replicas_by_namespace},
+            keep=as_counted,
         )
         for api in (ResourceSlice, NamespaceMap)
     }
 
 
+def object_uid(obj: object) -> str:
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
 class TenantObjectAdmission:
     """The provider's bounds on its consumers' control-plane identities in their tenant
-    namespaces (`vk.webhooks.tenancy`), over the caches of ResourceSlices, NamespaceMaps (both
-    indexed by namespace) and the tenant namespaces (their limit labels). Counting and taking a
-    place are one step of the event loop, so a burst of creations, each admitted before the
-    cache shows the ones before it, is counted whole: each admitted creation is held as a
-    reservation until the cache shows its object (`shown`) or RESERVATION_SECONDS pass (a dry
-    run's holds none: the webhook declares no side effects). Each webhook replica counts its
-    own admissions: N replicas keep at most N times the bound."""
+    namespaces (`vk.webhooks.tenancy`), over the caches of ResourceSlices, NamespaceMaps (their
+    replicas indexed by namespace) and the tenant namespaces (their limit labels). Counting and
+    taking a place are one step of the event loop, so a burst of creations, each admitted
+    before the cache shows the ones before it, is counted whole: each admitted creation is held
+    as a reservation, by the UID the API server gave it, until the cache shows that very object
+    (`shown`: a name deleted and made again is two objects) or RESERVATION_SECONDS pass (a dry
+    run's holds none: the webhook declares no side effects). While a cache does not follow its
+    collection (`following` false), creations are asked to retry: reservations would end
+    unseen. Each webhook replica counts its own admissions: N replicas keep at most N times the
+    bound."""
 
     def __init__(
         self,
         caches: Mapping[str, Store],
         namespaces: Store,
         *,
-        synced: Callable[[], bool],
+        following: Callable[[], bool],
         max_resource_slices: int,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`caches`: by plural (TENANT_OBJECT_KINDS); `max_resource_slices`: the ResourceSlices
-        of a consumer answered at once, unless its tenant namespace's label says otherwise."""
+        """`caches`: by plural (TENANT_OBJECT_KINDS); `following()`: whether they, and the
+        namespaces', hold a complete list and follow it now; `max_resource_slices`: the
+        ResourceSlices of a consumer answered at once, unless its tenant namespace's label
+        says otherwise."""
         self.caches = caches
         self.namespaces = namespaces
-        self.synced = synced
+        self.following = following
         self.max_resource_slices = max_resource_slices
         self.now = now
-        # (plural, namespace) -> name -> until when its admitted creation holds a place
+        # (plural, namespace) -> UID -> until when its admitted creation holds a place
         self._reserved: dict[tuple[str, str], dict[str, float]] = {}
 
     def validate(self, request: Mapping[str, Any]) -> Answer:
@@ -565,17 +588,18 @@ class TenantObjectAdmission:
         if consumer is None or kind is None or operation not in ("CREATE", "UPDATE"):
             return Answer(ALLOWED)  # not a control plane's write of a kind bounded here
         creating = operation == "CREATE"
-        if creating and not self.synced():
-            return Answer(deny(NOT_READY_TENANT_OBJECTS))
+        if creating and not self.following():
+            # Unavailable, not Forbidden: the consumer's replicator retries it at its pace.
+            return Answer(deny(NOT_READY_TENANT_OBJECTS), code=503)
         namespace = str(request.get("namespace") or "")
         obj = request.get("object") or {}
-        name = str(request.get("name") or (obj.get("metadata") or {}).get("name") or "")
-        old = request.get("oldObject")
+        old = None if creating else request.get("oldObject") or {}
         decision = review_tenant_object(
             kind,
             consumer=consumer,
             namespace=namespace,
-            creating=creating,
+            obj=obj,
+            old=old,
             size=json_size(obj),
             old_size=None if old is None else json_size(old),
             held=self._held(kind.plural, namespace) if creating else 0,
@@ -583,7 +607,7 @@ class TenantObjectAdmission:
         )
         if decision.allowed and creating and not request.get("dryRun"):
             reserved = self._reserved.setdefault((kind.plural, namespace), {})
-            reserved[name or str(request.get("uid"))] = self.now() + RESERVATION_SECONDS
+            reserved[object_uid(obj) or str(request.get("uid"))] = self.now() + RESERVATION_SECONDS
         return Answer(decision)
 
     def shown(self, plural: str) -> EventHandler:
@@ -595,22 +619,23 @@ class TenantObjectAdmission:
             key = (plural, obj["metadata"].get("namespace") or "")
             reserved = self._reserved.get(key)
             if reserved is not None:
-                reserved.pop(obj["metadata"]["name"], None)
+                reserved.pop(object_uid(obj), None)
                 if not reserved:
                     del self._reserved[key]
 
         return drop_reservation
 
     def _held(self, plural: str, namespace: str) -> int:
-        """The objects of `plural` in `namespace`: in the cache, and admitted since."""
+        """The replicas of `plural` in `namespace`: in the cache, and admitted since."""
         cached = {
-            obj["metadata"]["name"] for obj in self.caches[plural].by_index(BY_NAMESPACE, namespace)
+            object_uid(obj)
+            for obj in self.caches[plural].by_index(REPLICAS_BY_NAMESPACE, namespace)
         }
         reserved = self._reserved.get((plural, namespace), {})
         now = self.now()
-        # Past its time, never made; or reserved after the cache showed it (an AlreadyExists).
-        for name in [n for n, until in reserved.items() if until <= now or n in cached]:
-            del reserved[name]
+        # Past its time, never made; or reserved after the cache showed it.
+        for uid in [u for u, until in reserved.items() if until <= now or u in cached]:
+            del reserved[uid]
         if not reserved:
             self._reserved.pop((plural, namespace), None)
         return len(cached) + len(reserved)

@@ -521,7 +521,10 @@ async def run_webhook(options: WebhookOptions) -> int:
     tenant_object_admission = TenantObjectAdmission(
         {plural: informer.store for plural, informer in tenant_objects.items()},
         namespaces.store,
-        synced=lambda: all(i.synced.is_set() for i in (namespaces, *tenant_objects.values())),
+        following=lambda: all(
+            i.synced.is_set() and i.failing_since is None
+            for i in (namespaces, *tenant_objects.values())
+        ),
         max_resource_slices=options.max_resource_slices,
     )
     for plural, informer in tenant_objects.items():

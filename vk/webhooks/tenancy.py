@@ -13,11 +13,13 @@ ResourceSlice controller's work as the square of its slices. So, of one consumer
 - NamespaceMaps: 16 (a consumer makes one per provider, named after it), each at most 512 KiB
   (thousands of mappings: more than any count of twin namespaces a provider would allow).
 
-All of a kind in the tenant namespace are counted, whatever their labels (the consumer writes
-those), with any the provider made there itself (it consumes from that cluster in turn: one or
-two). Only the control-plane identity's writes are judged (the webhook is called for its user
-alone, and checks it again); an update that does not make an object larger is never refused, so
-that one made before these bounds can still lose its finalizer.
+So 16 MiB at most of the provider's etcd, at the defaults. What is counted are the consumer's
+replicas (labelled `liqo.io/replicated=true`), not the objects the provider makes in that
+namespace itself (when it consumes from that cluster in turn): the identity may write only
+replicas, and may not take the label off one, so none escapes the count. Only that identity's
+writes are judged (the webhook is called for its user alone, and checks it again); an update
+that does not make an object larger is never refused for its size, so that one made before
+these bounds can still lose its finalizer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
+    REPLICATED_LABEL,
     TENANT_MAX_RESOURCE_SLICES_LABEL,
     control_plane_user,
     tenant_namespace,
@@ -78,32 +81,46 @@ def held_resource_slices(answered: int) -> int:
     return answered * SLICES_HELD_PER_ANSWERED
 
 
+def is_replica(obj: object) -> bool:
+    """Whether `obj` is labelled as a consumer's replica."""
+    metadata = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return isinstance(labels, dict) and labels.get(REPLICATED_LABEL) == "true"
+
+
 def review_tenant_object(
     kind: TenantObjectKind,
     *,
     consumer: str,
     namespace: str,
-    creating: bool,
+    obj: object,
+    old: object | None,
     size: int,
     old_size: int | None,
     held: int,
     limit: int,
 ) -> Decision:
-    """Whether `consumer`'s control-plane identity may create (`creating`) or update an object
-    of `kind` in `namespace`: JSON of `size` bytes (`old_size`: its stored version's, on an
-    update), while `held` of that kind are there and it may keep `limit`."""
+    """Whether `consumer`'s control-plane identity may create (`old` None) or update (`old`,
+    its stored version) `obj`, an object of `kind` in `namespace`, JSON of `size` bytes
+    (`old_size`: the stored version's), while `held` replicas of that kind are there and it may
+    keep `limit`."""
     home = tenant_namespace(consumer)
     if namespace != home:
         return deny(
             f"{consumer}'s control plane keeps its {kind.plural} in its tenant namespace {home} "
             f"on this provider, not in {namespace or 'no namespace'}"
         )
+    if not is_replica(obj) and (old is None or is_replica(old)):
+        return deny(
+            f"{consumer}'s control plane writes only its replicas here: a {kind.kind} labelled "
+            f"{REPLICATED_LABEL}=true, which it keeps"
+        )
     if size > kind.max_bytes and (old_size is None or size > old_size):
         return deny(
             f"a {kind.kind} of {size} bytes: this provider keeps its consumers' up to "
             f"{kind.max_bytes} bytes each"
         )
-    if creating and held >= limit:
+    if old is None and held >= limit:
         return deny(
             f"{consumer} has the {held} {kind.plural} this provider keeps for it (at most "
             f"{limit}): {kind.advice.format(namespace=home)}"
