@@ -4,6 +4,7 @@ null), never model classes (DESIGN §5)."""
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Mapping
 from typing import Any, TypeGuard, TypeVar
 
@@ -22,6 +23,16 @@ def json_copy(value: T) -> T:
     except TypeError:  # orjson.JSONEncodeError is one
         return copy.deepcopy(value)
     return copied
+
+
+def json_size(value: object) -> int:
+    """The bytes of `value` as compact JSON; of one that cannot be written so (orjson decodes
+    objects nested 1024 deep, and encodes 255 at most), more than any bound: what measures the
+    other side's objects against a budget must never raise."""
+    try:
+        return len(orjson.dumps(value))
+    except (orjson.JSONEncodeError, RecursionError):
+        return sys.maxsize
 
 
 # Reading what the other side of a peering wrote: a field of any type, never raised on.

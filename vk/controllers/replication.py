@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import structlog
 from prometheus_client import Counter
 
@@ -32,6 +31,7 @@ from vk.api.constants import (
     control_plane_secret_name,
     tenant_namespace,
 )
+from vk.api.jsondata import json_size
 from vk.api.offloading import NamespaceMap
 from vk.kube.client import (
     JSON,
@@ -171,13 +171,13 @@ class TwinBudget:
     def __call__(self, obj: JSON, cached: Store) -> bool:
         key = object_key(obj)
         # Always measured: a provider may send a new body under the version it sent before.
-        size = self._json_size(obj)
+        size = json_size(obj)
         held = cached.keys()
         total = size
         for other in held:
             if other != key and (other_obj := cached.get(other)) is not None:
                 known = self._sizes.get(other)
-                total += known if known is not None else self._json_size(other_obj)
+                total += known if known is not None else json_size(other_obj)
         if len(self._sizes) > 2 * len(held) + 16:  # sizes of twins gone
             still_held = set(held)
             self._sizes = {k: v for k, v in self._sizes.items() if k in still_held}
@@ -196,14 +196,6 @@ class TwinBudget:
                 max_bytes=self.max_bytes,
             )
         return False
-
-    def _json_size(self, obj: JSON) -> int:
-        """Its JSON's bytes; past the budget if it cannot be encoded (orjson decodes objects
-        nested 1024 deep, and encodes 255 at most): an admission must never raise."""
-        try:
-            return len(orjson.dumps(obj))
-        except orjson.JSONEncodeError:
-            return self.max_bytes + 1
 
 
 class ProviderLink:

@@ -19,14 +19,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-import orjson
 import structlog
 from pydantic import ValidationError
 
@@ -40,6 +38,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_limit,
 )
+from vk.api.jsondata import as_mapping, json_size
 from vk.api.offloading import NamespaceMap, Quota, system_namespace_problem
 from vk.api.podspec import describe_problems, pod_spec_problems
 from vk.api.quantity import InvalidQuantity
@@ -517,15 +516,6 @@ def replicas_by_namespace(obj: JSON) -> list[str]:
     return [obj["metadata"].get("namespace") or ""] if is_replica(obj) else []
 
 
-def json_size(obj: object) -> int:
-    """The bytes of `obj` as compact JSON; of one that cannot be written so (nested past the
-    encoder's depth), more than any bound."""
-    try:
-        return len(orjson.dumps(obj))
-    except (orjson.JSONEncodeError, RecursionError):
-        return sys.maxsize
-
-
 def tenant_object_informers(client: KubeClient) -> dict[str, Informer]:
     """The caches `TenantObjectAdmission` counts in: every ResourceSlice and NamespaceMap of
     the cluster, the replicas indexed by namespace, each kept `as_counted`."""
@@ -542,8 +532,7 @@ def tenant_object_informers(client: KubeClient) -> dict[str, Informer]:
 
 
 def object_uid(obj: object) -> str:
-    metadata = obj.get("metadata") if isinstance(obj, dict) else None
-    uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    uid = as_mapping(as_mapping(obj).get("metadata")).get("uid")
     return uid if isinstance(uid, str) else ""
 
 

@@ -33,6 +33,7 @@ from vk.api.constants import (
     control_plane_user,
     tenant_namespace,
 )
+from vk.api.jsondata import as_mapping
 from vk.api.offloading import NamespaceMap
 from vk.webhooks.quota import ALLOWED, Decision, deny
 
@@ -83,9 +84,8 @@ def held_resource_slices(answered: int) -> int:
 
 def is_replica(obj: object) -> bool:
     """Whether `obj` is labelled as a consumer's replica."""
-    metadata = obj.get("metadata") if isinstance(obj, dict) else None
-    labels = metadata.get("labels") if isinstance(metadata, dict) else None
-    return isinstance(labels, dict) and labels.get(REPLICATED_LABEL) == "true"
+    labels = as_mapping(as_mapping(as_mapping(obj).get("metadata")).get("labels"))
+    return labels.get(REPLICATED_LABEL) == "true"
 
 
 def review_tenant_object(
