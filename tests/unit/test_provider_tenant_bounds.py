@@ -19,6 +19,7 @@ from vk.api.constants import (
     resource_slice_user,
 )
 from vk.api.offloading import Quota
+from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import ProviderResourceSlices, ProviderSettings
 from vk.controllers.provider_shadowendpointslices import (
     ProviderShadowEndpointSlices,
@@ -407,3 +408,35 @@ def test_a_slice_gets_no_quota_for_another_consumers_identity() -> None:
     the_controller.slices.store.upsert(resource_slice("default", TENANT, "venice"))
     asyncio.run(the_controller.reconcile(f"{TENANT}/default"))
     assert (api.applies, api.last_applied) == (1, quota_path(TENANT, "venice", "default"))
+
+
+async def first_served(queued: Any, keys: Iterable[str], count: int) -> list[str]:
+    """The first `count` keys a controller's work queue serves of `keys`, queued in order."""
+    for key in keys:
+        queued.controller.enqueue(key)
+    return [await queued.controller.queue.get() for _ in range(count)]
+
+
+async def test_one_consumers_flood_does_not_hold_up_anothers_first_object() -> None:
+    """Each controller the provider runs for its consumers serves them in turn: one consumer's
+    thousand objects queued (or failing, and queued again) before another's one made the other
+    wait behind all of them, in the Quotas recounted, the slices answered and the endpoints
+    made."""
+    flood = [f"{i}" for i in range(1000)]
+    quotas = ProviderQuotaUsage(ProviderApi())  # type: ignore[arg-type]
+    keys = [f"{TENANT}/quota-{i}" for i in flood] + ["liqo-tenant-florence/quota"]
+    assert (await first_served(quotas, keys, 2))[1] == "liqo-tenant-florence/quota"
+    slices = ProviderResourceSlices(ProviderApi(), SETTINGS)  # type: ignore[arg-type]
+    keys = [f"{TENANT}/pool-{i}" for i in flood] + ["liqo-tenant-florence/pool"]
+    assert (await first_served(slices, keys, 2))[1] == "liqo-tenant-florence/pool"
+    # Endpoints by consumer, whatever twin namespace: venice's two twins are one turn.
+    endpoints = controller()
+    endpoints.consumer_namespaces.store.upsert(
+        {"metadata": {"name": "cart-venice", "labels": {REMOTE_CLUSTER_ID_LABEL: "venice"}}}
+    )
+    endpoints.consumer_namespaces.store.upsert(
+        {"metadata": {"name": "shop-florence", "labels": {REMOTE_CLUSTER_ID_LABEL: "florence"}}}
+    )
+    keys = [f"{twin}/web-{i}" for i in flood for twin in (TWIN, "cart-venice")]
+    served = await first_served(endpoints, [*keys, "shop-florence/web"], 3)
+    assert served == [f"{TWIN}/web-0", "shop-florence/web", "cart-venice/web-0"]

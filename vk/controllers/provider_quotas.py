@@ -107,7 +107,9 @@ class ProviderQuotaUsage(Reconciler):
         # to four times a second while they changed, and held up everything else this
         # process does meanwhile.
         self._shares: dict[str, Share] = {}
-        self.controller = Controller(self, workers=2)
+        # Grouped by tenant namespace (one consumer's): a consumer's many Quotas recounted do
+        # not hold up another's.
+        self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
 
     def _recount_soon(self, quota: JSON) -> None:
         self.controller.queue.add_after(object_key(quota), RECOUNT_BATCH_SECONDS)

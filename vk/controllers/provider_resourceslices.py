@@ -350,7 +350,9 @@ class ProviderResourceSlices(Reconciler):
         self.namespaces = shared_informer(
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
-        self.controller = Controller(self, workers=4)
+        # Grouped by tenant namespace (one consumer's): a consumer's many slices, or failing
+        # ones, do not hold up another's.
+        self.controller = Controller(self, workers=4, group=lambda key: split_key(key)[0])
         self.applied = AppliedObjects(client)
         self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
 

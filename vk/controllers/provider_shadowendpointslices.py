@@ -335,7 +335,7 @@ class ProviderShadowEndpointSlices(Reconciler):
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
         self.applied = AppliedObjects(client)
-        self.controller = Controller(self, workers=workers)
+        self.controller = Controller(self, workers=workers, group=self._group_of)
 
     def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
         consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
@@ -351,6 +351,13 @@ class ProviderShadowEndpointSlices(Reconciler):
         await run_with_informers(
             self.controller, self.shadows, self.endpointslices, self.consumer_namespaces
         )
+
+    def _group_of(self, key: str) -> str:
+        """The work queue's group of a key: its consumer, each consumer's slices served in
+        turn however many another has queued or failing (a namespace that is no twin stands
+        for itself)."""
+        namespace = split_key(key)[0] or ""
+        return self._consumer_of(namespace) or namespace
 
     def _consumer_of(self, namespace: str) -> str | None:
         """The consumer a twin namespace was made for (None: not one)."""
