@@ -247,6 +247,78 @@ def delete_consumer_slice(clusters: Clusters, name: str) -> None:
     )
 
 
+def tenants_namespace_map(name: str, desired: dict[str, str]) -> dict[str, Any]:
+    """A NamespaceMap as venice's control-plane identity may write it on naples: a replica in
+    its tenant namespace."""
+    return {
+        "apiVersion": "offloading.liqo.io/v1beta1",
+        "kind": "NamespaceMap",
+        "metadata": {
+            "name": name,
+            "namespace": PROVIDER_TENANT,
+            "labels": {REMOTE_CLUSTER_ID_LABEL: CONSUMER, REPLICATED_LABEL: "true"},
+        },
+        "spec": {"desiredMapping": desired},
+    }
+
+
+def wait_for_phases(
+    peered: Clusters, name: str, wanted: dict[str, str], what: str, timeout: float = 60
+) -> None:
+    """Until naples reports on venice's NamespaceMap `name` each entry in the phase wanted."""
+
+    def phases() -> dict[str, str]:
+        found = get_json(
+            peered, PROVIDER, "namespacemaps.offloading.liqo.io", name, "-n", PROVIDER_TENANT
+        )
+        mapping = ((found or {}).get("status") or {}).get("currentMapping") or {}
+        return {local: entry.get("phase") for local, entry in mapping.items()}
+
+    wait_until(lambda: phases() == wanted, what, timeout=timeout, explain=lambda: str(phases()))
+
+
+def written_by_tenant_and_refused(
+    peered: Clusters,
+    control_plane: Path,
+    namespace_map: dict[str, Any],
+    phases: dict[str, str],
+    refused: str,
+    told: str,
+) -> None:
+    """`namespace_map` written by venice's control-plane identity, until naples reports its
+    entries in `phases`; the twin `refused` is not made, and naples says `told` of it in an
+    Event on the map."""
+    created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(namespace_map))
+    assert created.returncode == 0, created.stderr
+    name = namespace_map["metadata"]["name"]
+    wait_for_phases(peered, name, phases, f"the phases {phases} of map {name}")
+    assert get_json(peered, PROVIDER, "namespace", refused) is None
+    events = get_json(
+        peered,
+        PROVIDER,
+        "events",
+        "-n",
+        PROVIDER_TENANT,
+        "--field-selector",
+        f"involvedObject.name={name},reason=CreationLoopBackOff",
+    )["items"]
+    assert any(told in event["message"] for event in events), events
+
+
+def delete_tenants_namespace_map(peered: Clusters, name: str) -> None:
+    peered.kubectl(
+        PROVIDER,
+        "delete",
+        "namespacemaps.offloading.liqo.io",
+        name,
+        "-n",
+        PROVIDER_TENANT,
+        "--ignore-not-found",
+        "--timeout=120s",
+        check=False,
+    )
+
+
 def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -269,69 +341,59 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
 
     # Counted once none is going: one gone meanwhile would make room for both entries.
     held = wait_until(settled, "venice's twin namespaces settled", timeout=120)[0]
-    flood = {
-        "apiVersion": "offloading.liqo.io/v1beta1",
-        "kind": "NamespaceMap",
-        "metadata": {
-            "name": "flood",
-            "namespace": PROVIDER_TENANT,
-            "labels": {REMOTE_CLUSTER_ID_LABEL: CONSUMER, REPLICATED_LABEL: "true"},
-        },
-        "spec": {"desiredMapping": {"flood-a": "flood-a-venice", "flood-b": "flood-b-venice"}},
-    }
+    flood = tenants_namespace_map(
+        "flood", {"flood-a": "flood-a-venice", "flood-b": "flood-b-venice"}
+    )
     set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, len(held) + 1)
 
-    def phases() -> dict[str, str]:
-        found = get_json(
-            peered, PROVIDER, "namespacemaps.offloading.liqo.io", "flood", "-n", PROVIDER_TENANT
-        )
-        mapping = ((found or {}).get("status") or {}).get("currentMapping") or {}
-        return {local: entry.get("phase") for local, entry in mapping.items()}
-
     try:
-        created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(flood))
-        assert created.returncode == 0, created.stderr
-        wait_until(
-            lambda: phases() == {"flood-a": "Accepted", "flood-b": "CreationLoopBackOff"},
-            "one entry made and the one past the count refused",
-            timeout=60,
-            explain=lambda: str(phases()),
-        )
-        assert get_json(peered, PROVIDER, "namespace", "flood-b-venice") is None
-        events = get_json(
+        written_by_tenant_and_refused(
             peered,
-            PROVIDER,
-            "events",
-            "-n",
-            PROVIDER_TENANT,
-            "--field-selector",
-            "involvedObject.name=flood,reason=CreationLoopBackOff",
-        )["items"]
-        assert any(
-            f"venice has the {len(held) + 1} twin namespaces this provider makes for it"
-            in event["message"]
-            for event in events
-        ), events
+            control_plane,
+            flood,
+            {"flood-a": "Accepted", "flood-b": "CreationLoopBackOff"},
+            "flood-b-venice",
+            f"venice has the {len(held) + 1} twin namespaces this provider makes for it",
+        )
         # The provider allows more: the entry refused is made, without waiting for a retry.
         set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, None)
-        wait_until(
-            lambda: phases() == {"flood-a": "Accepted", "flood-b": "Accepted"},
+        wait_for_phases(
+            peered,
+            "flood",
+            {"flood-a": "Accepted", "flood-b": "Accepted"},
             "the refused entry made once allowed",
-            timeout=30,
-            explain=lambda: str(phases()),
+            timeout=30,  # under REFUSED_RETRY: made at once
         )
     finally:
         set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, None, check=False)
+        delete_tenants_namespace_map(peered, "flood")
+
+
+def test_a_tenant_cannot_take_another_consumers_default_twin_name_first(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: venice's control-plane identity writes a NamespaceMap asking for
+    `shop-genoa` on naples, the twin name genoa's namespace `shop` gets there by default, genoa
+    being another consumer of naples (its tenant namespace is there). Made, it would leave
+    genoa's `shop` no twin on naples. The entry is refused, saying why; venice's own names are
+    made."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+    squat = tenants_namespace_map("squat", {"shop": "shop-genoa", "cart": "cart-venice"})
+
+    peered.kubectl(PROVIDER, "create", "namespace", "liqo-tenant-genoa")
+    try:
+        written_by_tenant_and_refused(
+            peered,
+            control_plane,
+            squat,
+            {"shop": "CreationLoopBackOff", "cart": "Accepted"},
+            "shop-genoa",
+            "shop-genoa is the twin name of genoa's namespace shop here by default",
+        )
+    finally:
+        delete_tenants_namespace_map(peered, "squat")
         peered.kubectl(
-            PROVIDER,
-            "delete",
-            "namespacemaps.offloading.liqo.io",
-            "flood",
-            "-n",
-            PROVIDER_TENANT,
-            "--ignore-not-found",
-            "--timeout=120s",
-            check=False,
+            PROVIDER, "delete", "namespace", "liqo-tenant-genoa", "--ignore-not-found", check=False
         )
 
 

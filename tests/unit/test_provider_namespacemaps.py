@@ -33,6 +33,7 @@ from vk.controllers.provider_namespacemaps import (
     TENANT_POD_SECURITY_LABEL,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     ProviderNamespaceMaps,
+    default_name_of_another,
     forge_tenant_binding,
     forge_twin_namespace,
     forge_twin_resource_quota,
@@ -557,3 +558,43 @@ def test_a_twin_gone_brings_back_every_map_of_its_consumer() -> None:
     assert len(controller.controller.queue) == 1  # its own map alone
     controller._on_namespace(DELETED, gone, gone)
     assert len(controller.controller.queue) == 2  # and venice's other map, not florence's
+
+
+def test_another_consumers_default_names_are_told_apart_from_ones_own() -> None:
+    consumers = {"venice", "florence", "a", "b-a"}.__contains__
+    assert default_name_of_another("shop-florence", "venice", consumers) == "florence"
+    assert default_name_of_another("shop-venice", "venice", consumers) is None
+    assert default_name_of_another("shop-naples", "venice", consumers) is None  # no consumer
+    assert default_name_of_another("florence", "venice", consumers) is None  # no namespace part
+    assert default_name_of_another("shop-", "venice", consumers) is None
+    # b-a's own default names end in -a too: its own; a's are not b-a's to take.
+    assert default_name_of_another("shop-b-a", "b-a", consumers) is None
+    assert default_name_of_another("shop-a", "b-a", consumers) == "a"
+    assert default_name_of_another("shop-b-a", "venice", consumers) == "b-a"
+
+
+async def test_a_consumer_cannot_take_another_consumers_default_twin_name_first() -> None:
+    """venice naming its twin `shop-florence` (SelectedName, or EnforceSameName of a namespace
+    so named) took the name florence's namespace `shop` gets here by default, leaving that one
+    no twin on this provider for as long as venice kept it."""
+    florence = {"metadata": {"name": "liqo-tenant-florence"}}
+    api = ProviderApi()
+    the_map = namespace_map({"shop": "shop-florence", "web": "web-venice", "blog": "blog"})
+    result = await controller_of(api, the_map, [florence]).reconcile(MAP_KEY)
+    assert api.created == ["web-venice", "blog"]
+    assert api.statuses[-1]["shop"]["phase"] == "CreationLoopBackOff"
+    assert event_messages(api, "CreationLoopBackOff") == [
+        "namespace name shop-florence is the twin name of florence's namespace shop here by "
+        "default (DefaultName: its name, '-' and florence's cluster ID), florence being peered "
+        "with this cluster too: choose another remote name"
+    ]
+    assert result.requeue_after == REFUSED_RETRY
+    # One venice made before florence peered is kept: florence's then is the name taken.
+    made = forge_twin_namespace("shop-florence", "venice", MAP_KEY, "shop")
+    accepted = {"shop": {"remoteNamespace": "shop-florence", "phase": "Accepted"}}
+    api = ProviderApi([made])
+    the_map = namespace_map({"shop": "shop-florence"}, accepted)
+    await controller_of(api, the_map, [florence, made]).reconcile(MAP_KEY)
+    assert api.created == []
+    assert api.statuses == []
+    assert BINDING.format("shop-florence") in api.applied

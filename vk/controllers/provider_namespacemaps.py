@@ -8,7 +8,8 @@ the consumer's ResourceSlice identities get in it the rights a virtual kubelet n
 mapping is reported Accepted. A namespace of that name that vk did not create for this
 map is never touched (nor one found on creating it, made since the cache listed), and a name
 that is no namespace name, or one the provider reserves (its own system namespaces, vk's, tenant
-namespaces, and a list of its choosing), is never created: the mapping stays in
+namespaces, and a list of its choosing), or, made anew, another consumer's default twin name
+(`default_name_of_another`), is never created: the mapping stays in
 CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
 remote name the first already holds, one the API server refuses (with its message), and one past
 the twin namespaces a consumer may have here, all its maps together (the provider's default, or
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from vk.api.constants import (
     VK_NAMESPACE,
     tenant_group,
     tenant_limit,
+    tenant_namespace,
     tenant_of_namespace,
 )
 from vk.api.offloading import (
@@ -155,6 +157,25 @@ def reserved_by(name: str, reserved: tuple[str, ...]) -> str | None:
     for pattern in reserved:
         if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
             return pattern
+    return None
+
+
+def default_name_of_another(
+    remote: str, consumer: str, is_peer: Callable[[str], bool]
+) -> str | None:
+    """The other cluster peered with this one (`is_peer`: a consumer, or one that may become
+    one) that `remote` would be the twin name of by default (Liqo's DefaultName: its
+    namespace's name, '-' and its cluster ID), or None: a consumer choosing such a name
+    (SelectedName, EnforceSameName) would take it first, and leave that cluster's namespace of
+    that name no twin here. One that ends in '-' and `consumer`'s own ID is its own, whatever
+    else it ends in (consumer `b-a`'s `shop-b-a` ends in `-a` too)."""
+    if remote.endswith(f"-{consumer}"):
+        return None
+    for at, char in enumerate(remote):
+        if char == "-" and 0 < at < len(remote) - 1:
+            other = remote[at + 1 :]
+            if other != consumer and is_peer(other):
+                return other
     return None
 
 
@@ -620,6 +641,11 @@ class ProviderNamespaceMaps(Reconciler):
         )
         return MappingPhase.ACCEPTED.value
 
+    def _is_peer(self, cluster_id: str) -> bool:
+        """Whether `cluster_id` is peered with this cluster: its tenant namespace is here (a
+        name no twin may take: RESERVED_NAMESPACES)."""
+        return self.namespaces.store.get(tenant_namespace(cluster_id)) is not None
+
     def _check_claim(
         self,
         key: str,
@@ -630,7 +656,8 @@ class ProviderNamespaceMaps(Reconciler):
         claimed: Mapping[str, str],
     ) -> None:
         """Raises MappingRefused unless `remote` may be `local`'s twin namespace: a namespace
-        name, not reserved, and either free or (`existing`) made by vk for this map and this
+        name, not reserved, and either free (and not another consumer's default name: taken
+        first, it would be theirs no more) or (`existing`) made by vk for this map and this
         same local namespace."""
         if problem := namespace_name_problem(remote):
             raise MappingRefused(f"remote namespace name {problem}: choose another remote name")
@@ -638,6 +665,13 @@ class ProviderNamespaceMaps(Reconciler):
             raise MappingRefused(
                 f"namespace name {remote} is reserved on this cluster ({pattern}): choose another "
                 "remote name"
+            )
+        if existing is None and (other := default_name_of_another(remote, consumer, self._is_peer)):
+            raise MappingRefused(
+                f"namespace name {remote} is the twin name of {other}'s namespace "
+                f"{remote[: -len(other) - 1]} here by default (DefaultName: its name, '-' and "
+                f"{other}'s cluster ID), {other} being peered with this cluster too: "
+                "choose another remote name"
             )
         if existing is not None and managed_by(existing) != key:
             raise MappingRefused(
