@@ -310,6 +310,17 @@ def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
     return [ns for ns in namespaces if (managed_by(ns) or "").startswith(f"{tenant}/")]
 
 
+# The cached namespaces by the tenant namespace whose maps they were made for: counting one
+# consumer's twins, for each twin it asks for, walked every namespace of the provider.
+TWINS_BY_TENANT = "twins-by-tenant"
+
+
+def tenant_of_twin(namespace: JSON) -> list[str]:
+    """The index TWINS_BY_TENANT: the tenant namespace of the map `namespace` was made for."""
+    owner = managed_by(namespace) or ""
+    return [owner.split("/", 1)[0]] if "/" in owner else []
+
+
 @dataclass
 class TwinRoom:
     """The twin namespaces one reconcile may have for its consumer, and whether it found them
@@ -344,6 +355,7 @@ class ProviderNamespaceMaps(Reconciler):
             label_selector=f"{REPLICATED_LABEL}=true",
         )
         self.namespaces = shared_informer(client, "v1", "namespaces")
+        self.namespaces.store.add_indexers({TWINS_BY_TENANT: tenant_of_twin})
         self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
@@ -552,8 +564,7 @@ class ProviderNamespaceMaps(Reconciler):
         those made and not cached yet (forgotten past MADE_UNSEEN_SECONDS: one deleted before
         the cache saw it)."""
         cached = {
-            ns["metadata"]["name"]
-            for ns in twin_namespaces_of(self.namespaces.store.objects(), tenant)
+            ns["metadata"]["name"] for ns in self.namespaces.store.by_index(TWINS_BY_TENANT, tenant)
         }
         made = self._made_unseen.setdefault(tenant, {})
         now = time.monotonic()
