@@ -592,6 +592,19 @@ def a_whole_shadow_pod(**status: Any) -> JSON:
 MADE = {"conditions": [{"type": "PodCreated", "status": "True"}], "phase": "Running"}
 
 
+def test_a_shadow_pod_nested_past_what_json_encodes_is_not_kept_whole() -> None:
+    """A consumer's `spec.pod` too deep to measure (orjson encodes 255 levels) is no small one:
+    kept as read, and never a raise in the informer, which would stop the cache."""
+    deep: JSON = {}
+    for _ in range(300):
+        deep = {"nested": deep}
+    waiting = a_whole_shadow_pod()
+    waiting["spec"]["pod"]["nodeSelector"] = deep
+    kept = provider_shadow_pod_as_read(waiting)
+    assert kept[CREATION_SPEC_LEFT] is True
+    assert "nodeSelector" not in kept["spec"]["pod"]
+
+
 def test_a_shadow_pod_is_kept_whole_until_its_pod_is_made_then_as_read() -> None:
     waiting = a_whole_shadow_pod()
     assert provider_shadow_pod_as_read(waiting) is waiting  # its Pod is made of it

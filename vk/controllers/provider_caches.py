@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from vk.api.constants import SHADOW_POD_OWNED_LABEL
+from vk.api.jsondata import json_size
 from vk.api.offloading import ShadowPod, ShadowPodConditionType
 from vk.kube.client import JSON, KubeClient
 from vk.kube.informer import Indexer, Informer, shared_informer
@@ -113,11 +112,9 @@ def pod_made(shadow_pod: JSON) -> bool:
 
 
 def _small(pod: JSON) -> bool:
-    """Whether a `spec.pod` is kept whole until its Pod is made (MAX_WHOLE_POD_SPEC_BYTES)."""
-    try:
-        return len(orjson.dumps(pod)) <= MAX_WHOLE_POD_SPEC_BYTES
-    except orjson.JSONEncodeError:  # nested past orjson's limit: no pod spec
-        return False
+    """Whether a `spec.pod` is kept whole until its Pod is made (MAX_WHOLE_POD_SPEC_BYTES; one
+    nested past what JSON encodes is no pod spec, and not small)."""
+    return json_size(pod) <= MAX_WHOLE_POD_SPEC_BYTES
 
 
 def provider_shadow_pod_as_read(shadow_pod: JSON) -> JSON:
