@@ -397,6 +397,98 @@ def test_a_tenant_cannot_take_another_consumers_default_twin_name_first(
         )
 
 
+# A pod the twin's Pod Security level (restricted) admits.
+LEFT_BEHIND: dict[str, Any] = {
+    "containers": [
+        {
+            "name": "app",
+            "image": "registry.k8s.io/pause:3.10",
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 65535,
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "resources": {"limits": {"cpu": "10m", "memory": "16Mi"}},
+        }
+    ]
+}
+
+
+def test_a_deleted_slices_identity_keeps_no_right_in_its_consumers_twins(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: the kubeconfig of one of venice's slices leaks, and venice deletes the slice.
+    The certificate in it is valid for a year; bound by venice's tenant group, it kept every
+    right of a virtual kubelet in venice's twin namespaces (the offloaded pods' token Secrets,
+    exec into them) for as long. The twins are bound to the users of venice's Quotas: the
+    slice's Quota gone, its identity may only delete the ShadowPods it made there and follow
+    them go (what its virtual kubelet does, draining its node), and nothing once the last is
+    gone. The slice still answered (the virtual node's) keeps its rights throughout."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+    twin_map = tenants_namespace_map("revoked", {"revoked": "revoked-venice"})
+    try:
+        created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(twin_map))
+        assert created.returncode == 0, created.stderr
+        wait_for_phases(peered, "revoked", {"revoked": "Accepted"}, "venice's twin made")
+        made = subprocess.run(
+            [VKCTL, "create", "resourceslice", "leaked", f"--remote-cluster-id={PROVIDER}",
+             "--no-virtual-node", "--timeout=60s", f"--kubeconfig={peered.kubeconfig(CONSUMER)}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        leaked = secret_kubeconfig(peered, "kubeconfig-resourceslice-leaked", tmp_path / "leaked")
+        answered = secret_kubeconfig(
+            peered, f"kubeconfig-resourceslice-{PROVIDER}", tmp_path / "answered"
+        )
+
+        def may(kubeconfig: Path, *verb: str) -> bool:
+            asked = kubectl_as(kubeconfig, "auth", "can-i", *verb, "-n", "revoked-venice")
+            return asked.stdout.strip() == "yes"
+
+        wait_until(lambda: may(leaked, "get", "secrets"), "the slice's identity bound in the twin")
+        left_behind = {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "ShadowPod",
+            "metadata": {"name": "left-behind", "namespace": "revoked-venice"},
+            "spec": {"pod": LEFT_BEHIND},
+        }
+        offloaded = kubectl_as(leaked, "create", "-f", "-", input=json.dumps(left_behind))
+        assert offloaded.returncode == 0, offloaded.stderr
+        delete_consumer_slice(peered, "leaked")
+        wait_until(
+            lambda: not may(leaked, "get", "secrets"),
+            "the deleted slice's identity left only its draining rights",
+            timeout=30,
+        )
+        for verb in (
+            ("create", "pods", "--subresource=exec"),
+            ("get", "pods", "--subresource=log"),
+            ("create", "configmaps"),
+            ("create", "shadowpods.offloading.liqo.io"),
+            ("update", "shadowpods.offloading.liqo.io"),
+        ):
+            assert not may(leaked, *verb), verb
+        assert kubectl_as(leaked, "get", "secrets", "-n", "revoked-venice").returncode != 0
+        assert may(leaked, "list", "pods")
+        deleted = kubectl_as(
+            leaked, "delete", "shadowpods.offloading.liqo.io", "left-behind", "-n",
+            "revoked-venice", "--wait=false",
+        )  # fmt: skip
+        assert deleted.returncode == 0, deleted.stderr
+        wait_until(
+            lambda: not may(leaked, "list", "shadowpods.offloading.liqo.io"),
+            "its last ShadowPod gone, no right left",
+            timeout=60,
+        )
+        assert not may(leaked, "list", "pods")
+        assert may(answered, "get", "secrets")
+    finally:
+        delete_consumer_slice(peered, "leaked")
+        delete_tenants_namespace_map(peered, "revoked")
+
+
 def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(
     peered: Clusters,
 ) -> None:

@@ -16,11 +16,12 @@ from tests.plain_manifests import (
     plain_manifests,
 )
 from vk.api.constants import (
+    CREATOR_USER_LABEL,
     TENANT_MAX_TWIN_NAMESPACES_LABEL,
-    tenant_group,
     tenant_limit,
     tenant_of_namespace,
 )
+from vk.api.usage import creator_label_value
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
@@ -31,18 +32,25 @@ from vk.controllers.provider_namespacemaps import (
     RESERVED_NAMESPACES,
     RETRY,
     TENANT_POD_SECURITY_LABEL,
+    TWIN_ROLES,
+    VIRTUAL_KUBELET_DRAINING_ROLE,
     VIRTUAL_KUBELET_REMOTE_ROLE,
     ProviderNamespaceMaps,
+    TwinUsers,
+    binding_users,
     default_name_of_another,
     forge_tenant_binding,
     forge_twin_namespace,
     forge_twin_resource_quota,
     granted_pods,
     managed_by,
+    quota_users,
     refuses_entry,
     reserved_by,
     tenant_pod_security,
+    twin_binding_path,
     twin_quota_hard,
+    users_bound,
 )
 from vk.kube.client import JSON, AlreadyExists, ApiError, NotFound
 from vk.kube.informer import ADDED, DELETED, MODIFIED
@@ -65,16 +73,34 @@ def test_a_twin_namespace_says_whose_it_is_and_the_pod_security_it_enforces() ->
 
 
 def test_the_consumers_slice_identities_are_bound_in_the_twin_only() -> None:
-    binding = forge_tenant_binding("shop-venice", "venice")
+    """By user, those its Quotas name: not by its tenant group, which every certificate ever
+    signed for the consumer carries, its deleted slices' too."""
+    users = quota_users(
+        [
+            {"metadata": {"namespace": "liqo-tenant-venice"}, "spec": {"user": "pool-1a2b"}},
+            {"metadata": {"namespace": "liqo-tenant-venice"}, "spec": {"user": "naples-3c4d"}},
+            {"metadata": {"namespace": "liqo-tenant-venice"}, "spec": {"user": ""}},
+            {"metadata": {"namespace": "liqo-tenant-venice"}, "spec": {"user": ["not", "one"]}},
+            {"metadata": {"namespace": "liqo-tenant-florence"}, "spec": {"user": "other-5e6f"}},
+        ],
+        "liqo-tenant-venice",
+    )
+    assert users == ["pool-1a2b", "naples-3c4d"]
+    binding = forge_tenant_binding("shop-venice", users)
     assert binding["kind"] == "RoleBinding"
     assert binding["metadata"]["namespace"] == "shop-venice"
     assert binding["roleRef"]["name"] == VIRTUAL_KUBELET_REMOTE_ROLE
     assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "vk-tenant:venice"}
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "naples-3c4d"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "pool-1a2b"},
     ]
-    # The chart's role, which the controller manager may bind by name.
+    assert forge_tenant_binding("shop-venice", [])["subjects"] == []  # no slice answered
+    # The chart's roles, which the controller manager may bind by name.
     held = granted_rules(plain_manifests(), CONTROLLER_MANAGER_ACCOUNT, "shop-venice")
     assert may_bind(held, binding["roleRef"])
+    draining = forge_tenant_binding("shop-venice", users, VIRTUAL_KUBELET_DRAINING_ROLE)
+    assert draining["metadata"]["name"] == draining["roleRef"]["name"]
+    assert may_bind(held, draining["roleRef"])
 
 
 def test_the_remote_role_grants_shadow_pods_and_reading_pods_never_writing_them() -> None:
@@ -96,6 +122,18 @@ def test_the_remote_role_grants_shadow_pods_and_reading_pods_never_writing_them(
     assert not any(
         r in ("namespaces", "nodes", "quotas", "certificatesigningrequests") for r, _ in granted
     )
+
+
+def test_a_draining_identity_may_only_delete_and_follow_its_pods() -> None:
+    """What a slice's kubeconfig is worth once its slice is deleted, until its pods are gone:
+    no Secret (the pods' tokens), no exec, no write but deleting the consumer's own ShadowPods."""
+    rules = installed("ClusterRole", VIRTUAL_KUBELET_DRAINING_ROLE)["rules"]
+    granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
+    assert granted == {
+        *((kind, verb) for kind in ("shadowpods", "shadowendpointslices")
+          for verb in ("get", "list", "watch", "delete")),
+        ("pods", "get"), ("pods", "list"), ("pods", "watch"),
+    }  # fmt: skip
 
 
 def test_names_the_provider_reserves_are_never_a_twin_namespace() -> None:
@@ -180,7 +218,7 @@ def test_secrets_grow_by_one_token_secret_per_pod_granted_up_to_a_bound() -> Non
 
 def test_the_twins_quota_follows_a_quotas_pods_not_its_ledger() -> None:
     """Every admission writes the Quota's status (its ledger): only a change of the pods it
-    grants, or a Quota made or gone, looks at the twin namespaces again."""
+    grants or of its user, or a Quota made or gone, looks at the twin namespaces again."""
     granted = quota("liqo-tenant-venice", "110")
     ledger_written = {**granted, "status": {"reservations": {"ns/a": {}}}}
     more = quota("liqo-tenant-venice", "200")
@@ -196,6 +234,8 @@ def test_the_twins_quota_follows_a_quotas_pods_not_its_ledger() -> None:
 
     assert not looks_again(MODIFIED, ledger_written, granted)
     assert looks_again(MODIFIED, more, granted)
+    # Another identity: who has the consumer's rights in its twins changes.
+    assert looks_again(MODIFIED, {**granted, "spec": {**granted["spec"], "user": "other"}}, granted)
     assert looks_again(ADDED, granted, None)
     assert looks_again(DELETED, granted, granted)
     assert not looks_again(ADDED, elsewhere, None)  # another consumer's: no map of its own
@@ -204,7 +244,6 @@ def test_the_twins_quota_follows_a_quotas_pods_not_its_ledger() -> None:
 # --- The controller over hand-filled caches and a fake API server ----------------------------
 
 MAP_KEY = "liqo-tenant-venice/venice"
-BINDING = "/apis/rbac.authorization.k8s.io/v1/namespaces/{}/rolebindings/vk-virtual-kubelet-remote"
 QUOTA = "/api/v1/namespaces/{}/resourcequotas/vk-tenant-objects"
 
 
@@ -309,7 +348,10 @@ async def test_a_namespace_made_by_another_since_the_cache_listed_gets_no_tenant
         "web": {"remoteNamespace": "web-venice", "phase": "CreationLoopBackOff"},
         "blog": {"remoteNamespace": "blog-venice", "phase": "Accepted"},
     }
-    assert set(api.applied) == {BINDING.format("blog-venice"), QUOTA.format("blog-venice")}
+    assert set(api.applied) == {
+        *(twin_binding_path("blog-venice", role) for role in TWIN_ROLES),
+        QUOTA.format("blog-venice"),
+    }
     refusals = event_messages(api, "CreationLoopBackOff")
     assert len(refusals) == 2
     assert all("was not created by vk for liqo-tenant-venice/venice" in m for m in refusals)
@@ -345,7 +387,7 @@ async def test_a_name_the_api_server_refuses_fails_that_entry_alone() -> None:
         "old": {"remoteNamespace": "old-venice", "phase": "Terminating"},
     }
     assert api.deleted == ["old-venice"]
-    assert BINDING.format("web-venice") in api.applied
+    assert twin_binding_path("web-venice", VIRTUAL_KUBELET_REMOTE_ROLE) in api.applied
     [told] = event_messages(api, "CreationLoopBackOff")
     assert "the API server refused namespace shop-venice" in told
     assert "403 Forbidden: admission webhook denied the request" in told
@@ -394,17 +436,113 @@ async def test_a_map_labelled_as_another_consumers_makes_namespaces_of_its_own_t
     the_map = namespace_map({"shop": "shop-venice"})
     the_map["metadata"]["labels"]["liqo.io/remote-cluster-id"] = "florence"
     api = ProviderApi()
-    await controller_of(api, the_map).reconcile(MAP_KEY)
+    controller = controller_of(api, the_map)
+    controller.quotas.store.upsert(slice_quota("liqo-tenant-venice", "pool-1a2b"))
+    controller.quotas.store.upsert(slice_quota("liqo-tenant-florence", "other-5e6f"))
+    await controller.reconcile(MAP_KEY)
     assert api.created == ["shop-venice"]
     made = api.namespaces["shop-venice"]
     assert made["metadata"]["labels"]["liqo.io/remote-cluster-id"] == "venice"
-    bindings = [b for path, b in api.applied.items() if "/rolebindings/" in path]
-    assert bindings
-    assert all(
-        subject["name"] == tenant_group("venice")
-        for binding in bindings
-        for subject in binding["subjects"]
+    assert bound_users(api, "shop-venice") == ["pool-1a2b"]
+
+
+def slice_quota(namespace: str, user: str) -> JSON:
+    return {
+        "metadata": {"name": user, "namespace": namespace, "uid": f"uid-{user}"},
+        "spec": {"user": user, "resources": {"cpu": "4", "pods": "110"}},
+    }
+
+
+def bound_users(api: ProviderApi, twin: str, role: str = VIRTUAL_KUBELET_REMOTE_ROLE) -> list[str]:
+    return [subject["name"] for subject in api.applied[twin_binding_path(twin, role)]["subjects"]]
+
+
+def draining_users(api: ProviderApi, twin: str) -> list[str]:
+    return bound_users(api, twin, VIRTUAL_KUBELET_DRAINING_ROLE)
+
+
+async def test_a_slice_gone_takes_its_identitys_rights_in_the_twins_with_it() -> None:
+    """The attack: a ResourceSlice's kubeconfig leaks, and the consumer deletes the slice. Its
+    certificate stays valid for a year, and bound by the consumer's group, kept every right in
+    every twin namespace (the pods' token Secrets among them) for as long. Bound by user, its
+    Quota gone takes them: the twins' bindings name the users of the Quotas there now."""
+    accepted = {"shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"}}
+    made = forge_twin_namespace("shop-venice", "venice", MAP_KEY, "shop")
+    api = ProviderApi([made])
+    controller = controller_of(api, namespace_map({"shop": "shop-venice"}, accepted), [made])
+    for user in ("naples-3c4d", "leaked-1a2b"):
+        controller.quotas.store.upsert(slice_quota("liqo-tenant-venice", user))
+    await controller.reconcile(MAP_KEY)
+    assert bound_users(api, "shop-venice") == ["leaked-1a2b", "naples-3c4d"]
+    gone = controller.quotas.store.delete("liqo-tenant-venice/leaked-1a2b")
+    controller._on_quota(DELETED, gone, gone)
+    assert await controller.controller.queue.get() == MAP_KEY  # looked at again
+    await controller.reconcile(MAP_KEY)
+    assert bound_users(api, "shop-venice") == ["naples-3c4d"]
+
+
+def stamped_shadow_pod(twin: str, name: str, user: str) -> JSON:
+    labels = {CREATOR_USER_LABEL: creator_label_value(user)}
+    return {"metadata": {"name": name, "namespace": twin, "labels": labels}}
+
+
+def test_an_identity_whose_quota_is_gone_stays_bound_while_its_pods_are_in_the_twin() -> None:
+    """Its slice deleted first, a virtual kubelet drains its node afterwards: it must still
+    delete its ShadowPods. One never bound there is not bound for pods of its name."""
+    left = {"draining-3c4d", "pool-1a2b"}
+    bound = users_bound(
+        ["pool-1a2b"], ["pool-1a2b", "draining-3c4d", "leaked-5e6f"], left.__contains__
     )
+    assert bound == TwinUsers(answered=["pool-1a2b"], draining=["draining-3c4d"])
+    assert users_bound([], ["intruder-7a8b"], lambda _: False) == TwinUsers([], [])
+    assert users_bound(["pool-1a2b"], [], lambda _: True) == TwinUsers(["pool-1a2b"], [])
+    assert binding_users(
+        {
+            "subjects": [
+                {"kind": "User", "name": "pool-1a2b"},
+                {"kind": "Group", "name": "vk-tenant:venice"},  # bound by an older vk
+                {"kind": "User"},
+            ]
+        }
+    ) == ["pool-1a2b"]
+    assert binding_users(None) == []
+
+
+async def test_a_draining_identity_keeps_its_rights_until_its_last_shadow_pod_is_gone() -> None:
+    """The slice of a virtual node deleted (its Quota at once), its virtual kubelet drains it:
+    bound, even by a controller that restarted meanwhile (it reads the binding as it is), until
+    the last ShadowPod it created in the twin is deleted, which looks at the map again."""
+    accepted = {"shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"}}
+    made = forge_twin_namespace("shop-venice", "venice", MAP_KEY, "shop")
+    api = ProviderApi([made])
+    controller = controller_of(api, namespace_map({"shop": "shop-venice"}, accepted), [made])
+    controller.quotas.store.upsert(slice_quota("liqo-tenant-venice", "pool-1a2b"))
+    # As a controller that restarted finds them: one draining already, one answered before.
+    controller.bindings[VIRTUAL_KUBELET_REMOTE_ROLE].store.upsert(
+        forge_tenant_binding("shop-venice", ["pool-1a2b", "leaked-5e6f"])
+    )
+    controller.bindings[VIRTUAL_KUBELET_DRAINING_ROLE].store.upsert(
+        forge_tenant_binding("shop-venice", ["draining-3c4d"], VIRTUAL_KUBELET_DRAINING_ROLE)
+    )
+    controller.shadow_pods.store.upsert(stamped_shadow_pod("shop-venice", "a", "draining-3c4d"))
+    controller.shadow_pods.store.upsert(stamped_shadow_pod("shop-venice", "b", "draining-3c4d"))
+    # Its pods elsewhere keep it bound there, not here.
+    controller.shadow_pods.store.upsert(stamped_shadow_pod("cart-venice", "c", "leaked-5e6f"))
+    await controller.reconcile(MAP_KEY)
+    assert bound_users(api, "shop-venice") == ["pool-1a2b"]
+    assert draining_users(api, "shop-venice") == ["draining-3c4d"]
+    for name, looked_at_again in (("a", 0), ("b", 1)):  # at its last one
+        gone = controller.shadow_pods.store.delete(f"shop-venice/{name}")
+        controller._on_shadow_pod(DELETED, gone, gone)
+        assert len(controller.controller.queue) == looked_at_again
+    assert await controller.controller.queue.get() == MAP_KEY
+    await controller.reconcile(MAP_KEY)
+    assert draining_users(api, "shop-venice") == []
+    # Gone for good: its stamp's pods elsewhere, or the old binding still cached, bring it
+    # back no more.
+    await controller.reconcile(MAP_KEY)
+    assert draining_users(api, "shop-venice") == []
+    assert bound_users(api, "shop-venice") == ["pool-1a2b"]
 
 
 def test_only_a_tenant_namespace_has_a_tenant() -> None:
@@ -597,4 +735,4 @@ async def test_a_consumer_cannot_take_another_consumers_default_twin_name_first(
     await controller_of(api, the_map, [florence, made]).reconcile(MAP_KEY)
     assert api.created == []
     assert api.statuses == []
-    assert BINDING.format("shop-florence") in api.applied
+    assert twin_binding_path("shop-florence", VIRTUAL_KUBELET_REMOTE_ROLE) in api.applied

@@ -4,13 +4,14 @@ For each desired mapping, the namespace is created (marked as this map's, and la
 provider's Pod Security level for its tenants, or the one its tenant namespace names for this
 consumer, which the API server enforces on every Pod there), bounded by a core ResourceQuota
 (object counts, storage, no NodePort or LoadBalancer Services unless the provider allows them),
-the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs, and the
-mapping is reported Accepted. A namespace of that name that vk did not create for this
-map is never touched (nor one found on creating it, made since the cache listed), and a name
-that is no namespace name, or one the provider reserves (its own system namespaces, vk's, tenant
-namespaces, and a list of its choosing), or, made anew, another consumer's default twin name
-(`default_name_of_another`), is never created: the mapping stays in
-CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
+the consumer's ResourceSlice identities get in it the rights a virtual kubelet needs (by user,
+those its Quotas name; one whose slice is gone only deletes what ShadowPods it left there:
+`users_bound`), and the mapping is reported Accepted. A namespace of that name that vk did not
+create for this map is never touched (nor one found on creating it, made since the cache
+listed), and a name that is no namespace name, or one the provider reserves (its own system
+namespaces, vk's, tenant namespaces, and a list of its choosing), or, made anew, another
+consumer's default twin name (`default_name_of_another`), is never created: the mapping stays
+in CreationLoopBackOff, with an Event saying why. So does a second local namespace mapped to a
 remote name the first already holds, one the API server refuses (with its message), and one past
 the twin namespaces a consumer may have here, all its maps together (the provider's default, or
 its tenant namespace's label): each entry fails alone, the rest of the map goes on. A mapping
@@ -41,7 +42,6 @@ from vk.api.constants import (
     TENANT_MAX_TWIN_NAMESPACES_LABEL,
     TENANT_NAMESPACE_PREFIX,
     VK_NAMESPACE,
-    tenant_group,
     tenant_limit,
     tenant_namespace,
     tenant_of_namespace,
@@ -54,6 +54,13 @@ from vk.api.offloading import (
     namespace_name_problem,
 )
 from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.api.usage import creator_label_value
+from vk.controllers.provider_caches import every_shadow_pod
+from vk.controllers.provider_quotas import (
+    CREATOR_INDEX,
+    quota_creator_index,
+    shadow_pod_creator_index,
+)
 from vk.kube.client import (
     JSON,
     AlreadyExists,
@@ -65,7 +72,14 @@ from vk.kube.client import (
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import DELETED, MODIFIED, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    MODIFIED,
+    namespace_index,
+    object_key,
+    shared_informer,
+    split_key,
+)
 
 log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 
@@ -76,6 +90,9 @@ ORIGINAL_NAME_ANNOTATION = "liqo.io/remote-namespace-original-name"
 # bound there only (never Pods: a tenant asks for them with ShadowPods, which the provider
 # checks and turns into Pods itself).
 VIRTUAL_KUBELET_REMOTE_ROLE = "vk-virtual-kubelet-remote"
+# What an identity whose slice is gone may still do there, while ShadowPods it created are
+# there: delete them, and follow them go (its virtual kubelet draining its node).
+VIRTUAL_KUBELET_DRAINING_ROLE = "vk-virtual-kubelet-draining"
 RETRY = 2.0
 # An entry the API server refused is asked again this late: the same request gets the same
 # answer until someone changes the name, the policy or the webhook that refused it.
@@ -218,24 +235,78 @@ def forge_twin_namespace(
     }
 
 
-def forge_tenant_binding(namespace: str, consumer: str) -> JSON:
+def forge_tenant_binding(
+    namespace: str, users: Iterable[str], role: str = VIRTUAL_KUBELET_REMOTE_ROLE
+) -> JSON:
+    """The consumer's rights `role` in its twin namespace `namespace`, bound to `users`
+    (`users_bound`), never to its tenant group, which every certificate ever signed for it
+    carries for a year. Named as its role: one of each in a twin."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "RoleBinding",
-        "metadata": {"name": VIRTUAL_KUBELET_REMOTE_ROLE, "namespace": namespace},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": VIRTUAL_KUBELET_REMOTE_ROLE,
-        },
+        "metadata": {"name": role, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [
-            {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Group",
-                "name": tenant_group(consumer),
-            }
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+            for user in sorted(set(users))
         ],
     }
+
+
+def quota_user(quota: Mapping[str, Any]) -> str | None:
+    """The identity a Quota is for (its `spec.user`), if it names one."""
+    user = (quota.get("spec") or {}).get("user")
+    return user if isinstance(user, str) and user else None
+
+
+def quota_users(quotas: Iterable[Mapping[str, Any]], tenant_namespace: str) -> list[str]:
+    """The identities the Quotas in a consumer's tenant namespace are for: those of its
+    ResourceSlices answered now (only the provider writes Quotas there)."""
+    return [
+        user
+        for quota in quotas
+        if quota["metadata"].get("namespace") == tenant_namespace
+        and (user := quota_user(quota)) is not None
+    ]
+
+
+TWIN_ROLES = (VIRTUAL_KUBELET_REMOTE_ROLE, VIRTUAL_KUBELET_DRAINING_ROLE)
+
+
+def twin_binding_path(twin: str, role: str) -> str:
+    return resource_path("rbac.authorization.k8s.io/v1", "rolebindings", namespace=twin, name=role)
+
+
+def binding_users(binding: Mapping[str, Any] | None) -> list[str]:
+    """The users a RoleBinding names."""
+    return [
+        str(subject.get("name"))
+        for subject in (binding or {}).get("subjects") or []
+        if subject.get("kind") == "User" and subject.get("name")
+    ]
+
+
+@dataclass(frozen=True)
+class TwinUsers:
+    """Who is bound in a twin namespace, to which of the consumer's roles."""
+
+    answered: list[str]  # VIRTUAL_KUBELET_REMOTE_ROLE
+    draining: list[str]  # VIRTUAL_KUBELET_DRAINING_ROLE
+
+
+def users_bound(
+    answered: Iterable[str], bound_before: Iterable[str], has_pods_left: Callable[[str], bool]
+) -> TwinUsers:
+    """Who has the consumer's rights in one of its twin namespaces: the identities its Quotas
+    name (`answered`: its slices answered now) all of a virtual kubelet's; and of those bound
+    there before, each whose Quota is gone while ShadowPods it created are still there
+    (`has_pods_left`), a draining one's. A slice is deleted before its virtual node is drained
+    (its Quota goes at once), and the virtual kubelet draining it deletes them: its rights end
+    with its last one. An identity with none there (a slice's kubeconfig leaked, the slice
+    deleted) loses them all at once."""
+    now = set(answered)
+    draining = {user for user in bound_before if user not in now and has_pods_left(user)}
+    return TwinUsers(sorted(now), sorted(draining))
 
 
 def quota_pods(quota: Mapping[str, Any]) -> Any:
@@ -310,6 +381,19 @@ def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
     return [ns for ns in namespaces if (managed_by(ns) or "").startswith(f"{tenant}/")]
 
 
+# The cached Quotas by namespace: a twin's quota and binding read its consumer's alone.
+QUOTAS_BY_NAMESPACE = "namespace"
+
+# The cached ShadowPods by twin namespace and creator stamp, `<namespace>/<stamp>`: whether an
+# identity whose Quota is gone still has pods to delete in a twin.
+STAMPS_BY_TWIN = "stamps-by-twin"
+
+
+def twin_stamp_index(shadow_pod: JSON) -> list[str]:
+    namespace = shadow_pod["metadata"].get("namespace", "")
+    return [f"{namespace}/{stamp}" for stamp in shadow_pod_creator_index(shadow_pod)]
+
+
 # The cached namespaces by the tenant namespace whose maps they were made for: counting one
 # consumer's twins, for each twin it asks for, walked every namespace of the provider.
 TWINS_BY_TENANT = "twins-by-tenant"
@@ -356,7 +440,27 @@ class ProviderNamespaceMaps(Reconciler):
         )
         self.namespaces = shared_informer(client, "v1", "namespaces")
         self.namespaces.store.add_indexers({TWINS_BY_TENANT: tenant_of_twin})
-        self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
+        self.quotas = shared_informer(
+            client,
+            Quota.group_version(),
+            Quota.PLURAL,
+            indexers={QUOTAS_BY_NAMESPACE: namespace_index, CREATOR_INDEX: quota_creator_index},
+        )
+        # The ShadowPod controller's, and the twins' bindings as they are: who was bound in a
+        # twin outlives a restart.
+        self.shadow_pods = every_shadow_pod(client, indexers={STAMPS_BY_TWIN: twin_stamp_index})
+        self.bindings = {
+            role: shared_informer(
+                client,
+                "rbac.authorization.k8s.io/v1",
+                "rolebindings",
+                field_selector=f"metadata.name={role}",
+            )
+            for role in TWIN_ROLES
+        }
+        # The users this process bound last in each twin: the bindings' cache may not have
+        # seen its last write yet.
+        self._bound: dict[str, set[str]] = {}
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
         # Keys are maps' `namespace/name`: each tenant's maps served in turn.
@@ -393,20 +497,52 @@ class ProviderNamespaceMaps(Reconciler):
                 self.controller.enqueue(object_key(namespace_map))
 
     def _on_quota(self, event: str, quota: JSON, old: JSON | None) -> None:
-        """A Quota granted, its pods changed, or gone: the twin namespaces' `secrets` limit
-        follows. (Its status, the webhook's ledger, changes with every admission: not that.)"""
-        if event == MODIFIED and old is not None and quota_pods(old) == quota_pods(quota):
+        """A Quota granted, its pods or its user changed, or gone: the twin namespaces'
+        `secrets` limit and who has the consumer's rights there follow. (Its status, the
+        webhook's ledger, changes with every admission: not that.)"""
+        if (
+            event == MODIFIED
+            and old is not None
+            and quota_pods(old) == quota_pods(quota)
+            and quota_user(old) == quota_user(quota)
+        ):
             return
         tenant_namespace = quota["metadata"].get("namespace")
         for namespace_map in self.maps.store.objects():
             if namespace_map["metadata"].get("namespace") == tenant_namespace:
                 self.controller.enqueue(object_key(namespace_map))
 
+    def _on_shadow_pod(self, event: str, shadow_pod: JSON, old: JSON | None) -> None:
+        """An identity whose Quota is gone deleted its last ShadowPod in a twin (or an admin
+        took its stamp off): its rights there end, the twin's map looked at again."""
+        if event == DELETED:
+            gone = set(twin_stamp_index(shadow_pod))
+        elif event == MODIFIED and old is not None:
+            gone = set(twin_stamp_index(old)) - set(twin_stamp_index(shadow_pod))
+        else:
+            return
+        for value in gone:
+            twin, stamp = value.split("/", 1)
+            if self.quotas.store.by_index(CREATOR_INDEX, stamp) or self.shadow_pods.store.by_index(
+                STAMPS_BY_TWIN, value
+            ):
+                continue
+            if owner := managed_by(self.namespaces.store.get(twin)):
+                self.controller.enqueue(owner)
+
     async def run(self) -> None:
         self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.namespaces.add_handler(self._on_namespace)
         self.quotas.add_handler(self._on_quota)
-        await run_with_informers(self.controller, self.maps, self.namespaces, self.quotas)
+        self.shadow_pods.add_handler(self._on_shadow_pod)
+        await run_with_informers(
+            self.controller,
+            self.maps,
+            self.namespaces,
+            self.quotas,
+            self.shadow_pods,
+            *self.bindings.values(),
+        )
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
@@ -634,23 +770,37 @@ class ProviderNamespaceMaps(Reconciler):
                     resource_path("v1", "namespaces", name=remote),
                     {"metadata": {"labels": wanted_labels}},
                 )
+        tenant = split_key(key)[0] or ""
+        tenant_quotas = self.quotas.store.by_index(QUOTAS_BY_NAMESPACE, tenant)
         if self.namespace_quota:
-            pods = granted_pods(self.quotas.store.objects(), split_key(key)[0] or "")
+            pods = granted_pods(tenant_quotas, tenant)
             await self.applied.apply(
                 resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA),
                 forge_twin_resource_quota(remote, twin_quota_hard(self.namespace_quota, pods)),
             )
-        binding = forge_tenant_binding(remote, consumer)
-        await self.applied.apply(
-            resource_path(
-                "rbac.authorization.k8s.io/v1",
-                "rolebindings",
-                namespace=remote,
-                name=VIRTUAL_KUBELET_REMOTE_ROLE,
-            ),
-            binding,
-        )
+        users = self._users_bound(remote, quota_users(tenant_quotas, tenant))
+        for role, bound in (
+            (VIRTUAL_KUBELET_REMOTE_ROLE, users.answered),
+            (VIRTUAL_KUBELET_DRAINING_ROLE, users.draining),
+        ):
+            await self.applied.apply(
+                twin_binding_path(remote, role), forge_tenant_binding(remote, bound, role)
+            )
         return MappingPhase.ACCEPTED.value
+
+    def _users_bound(self, twin: str, answered: list[str]) -> TwinUsers:
+        """`users_bound` in `twin`, of those bound there as the cache and this process saw it."""
+        before = set(self._bound.get(twin, ()))
+        for role, bindings in self.bindings.items():
+            before.update(binding_users(bindings.store.get(f"{twin}/{role}")))
+
+        def has_pods_left(user: str) -> bool:
+            stamped = f"{twin}/{creator_label_value(user)}"
+            return bool(self.shadow_pods.store.by_index(STAMPS_BY_TWIN, stamped))
+
+        users = users_bound(answered, before, has_pods_left)
+        self._bound[twin] = {*users.answered, *users.draining}
+        return users
 
     def _is_peer(self, cluster_id: str) -> bool:
         """Whether `cluster_id` is peered with this cluster: its tenant namespace is here (a
@@ -704,17 +854,12 @@ class ProviderNamespaceMaps(Reconciler):
             return False
         if original_name(existing) not in (None, local):
             return False  # another local namespace's, which this entry was refused
-        self.applied.forget(
-            resource_path(
-                "rbac.authorization.k8s.io/v1",
-                "rolebindings",
-                namespace=remote,
-                name=VIRTUAL_KUBELET_REMOTE_ROLE,
-            )
-        )
+        for role in TWIN_ROLES:
+            self.applied.forget(twin_binding_path(remote, role))
         self.applied.forget(
             resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA)
         )
+        self._bound.pop(remote, None)
         if not existing["metadata"].get("deletionTimestamp"):
             with contextlib.suppress(NotFound):
                 await self.client.delete(resource_path("v1", "namespaces", name=remote))
