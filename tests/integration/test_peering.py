@@ -5,10 +5,12 @@ status comes back, and venice writes the slice's kubeconfig and its VirtualNode.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,11 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.conftest import (
+    installed_controller_manager_stopped,
+    start_controller_manager,
+    stop_controller_manager,
+)
 from tests.integration.polling import wait_until
 from vk.api.constants import (
     IDENTITY_CONTROL_PLANE,
@@ -416,6 +423,59 @@ LEFT_BEHIND: dict[str, Any] = {
 }
 
 
+@dataclass
+class LeakedSlice:
+    """A slice of venice's whose kubeconfig was kept, with a ShadowPod it made in a twin."""
+
+    kubeconfig: Path
+    answered: Path  # the virtual node's slice, which stays
+    twin: str
+
+    def may(self, *verb: str, kubeconfig: Path | None = None) -> bool:
+        asked = kubectl_as(kubeconfig or self.kubeconfig, "auth", "can-i", *verb, "-n", self.twin)
+        return asked.stdout.strip() == "yes"
+
+
+@contextlib.contextmanager
+def leaked_slice(peered: Clusters, tmp_path: Path, name: str) -> Iterator[LeakedSlice]:
+    """venice's twin `<name>-venice` made on naples, a slice `name` answered there (no virtual
+    node) and its kubeconfig kept, and a ShadowPod `left-behind` made with it in the twin;
+    all gone afterwards."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+    twin = f"{name}-venice"
+    twin_map = tenants_namespace_map(name, {name: twin})
+    try:
+        created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(twin_map))
+        assert created.returncode == 0, created.stderr
+        wait_for_phases(peered, name, {name: "Accepted"}, "venice's twin made")
+        made = subprocess.run(
+            [VKCTL, "create", "resourceslice", name, f"--remote-cluster-id={PROVIDER}",
+             "--no-virtual-node", "--timeout=60s", f"--kubeconfig={peered.kubeconfig(CONSUMER)}"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        leaked = LeakedSlice(
+            secret_kubeconfig(peered, f"kubeconfig-resourceslice-{name}", tmp_path / "leaked"),
+            secret_kubeconfig(peered, f"kubeconfig-resourceslice-{PROVIDER}", tmp_path / "ok"),
+            twin,
+        )
+        wait_until(lambda: leaked.may("get", "secrets"), "the slice's identity bound in the twin")
+        left_behind = {
+            "apiVersion": "offloading.liqo.io/v1beta1",
+            "kind": "ShadowPod",
+            "metadata": {"name": "left-behind", "namespace": twin},
+            "spec": {"pod": LEFT_BEHIND},
+        }
+        offloaded = kubectl_as(
+            leaked.kubeconfig, "create", "-f", "-", input=json.dumps(left_behind)
+        )
+        assert offloaded.returncode == 0, offloaded.stderr
+        yield leaked
+    finally:
+        delete_consumer_slice(peered, name)
+        delete_tenants_namespace_map(peered, name)
+
+
 def test_a_deleted_slices_identity_keeps_no_right_in_its_consumers_twins(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -426,39 +486,10 @@ def test_a_deleted_slices_identity_keeps_no_right_in_its_consumers_twins(
     slice's Quota gone, its identity may only delete the ShadowPods it made there and follow
     them go (what its virtual kubelet does, draining its node), and nothing once the last is
     gone. The slice still answered (the virtual node's) keeps its rights throughout."""
-    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
-    twin_map = tenants_namespace_map("revoked", {"revoked": "revoked-venice"})
-    try:
-        created = kubectl_as(control_plane, "create", "-f", "-", input=json.dumps(twin_map))
-        assert created.returncode == 0, created.stderr
-        wait_for_phases(peered, "revoked", {"revoked": "Accepted"}, "venice's twin made")
-        made = subprocess.run(
-            [VKCTL, "create", "resourceslice", "leaked", f"--remote-cluster-id={PROVIDER}",
-             "--no-virtual-node", "--timeout=60s", f"--kubeconfig={peered.kubeconfig(CONSUMER)}"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert made.returncode == 0, made.stderr
-        leaked = secret_kubeconfig(peered, "kubeconfig-resourceslice-leaked", tmp_path / "leaked")
-        answered = secret_kubeconfig(
-            peered, f"kubeconfig-resourceslice-{PROVIDER}", tmp_path / "answered"
-        )
-
-        def may(kubeconfig: Path, *verb: str) -> bool:
-            asked = kubectl_as(kubeconfig, "auth", "can-i", *verb, "-n", "revoked-venice")
-            return asked.stdout.strip() == "yes"
-
-        wait_until(lambda: may(leaked, "get", "secrets"), "the slice's identity bound in the twin")
-        left_behind = {
-            "apiVersion": "offloading.liqo.io/v1beta1",
-            "kind": "ShadowPod",
-            "metadata": {"name": "left-behind", "namespace": "revoked-venice"},
-            "spec": {"pod": LEFT_BEHIND},
-        }
-        offloaded = kubectl_as(leaked, "create", "-f", "-", input=json.dumps(left_behind))
-        assert offloaded.returncode == 0, offloaded.stderr
-        delete_consumer_slice(peered, "leaked")
+    with leaked_slice(peered, tmp_path, "revoked") as leaked:
+        delete_consumer_slice(peered, "revoked")
         wait_until(
-            lambda: not may(leaked, "get", "secrets"),
+            lambda: not leaked.may("get", "secrets"),
             "the deleted slice's identity left only its draining rights",
             timeout=30,
         )
@@ -469,24 +500,49 @@ def test_a_deleted_slices_identity_keeps_no_right_in_its_consumers_twins(
             ("create", "shadowpods.offloading.liqo.io"),
             ("update", "shadowpods.offloading.liqo.io"),
         ):
-            assert not may(leaked, *verb), verb
-        assert kubectl_as(leaked, "get", "secrets", "-n", "revoked-venice").returncode != 0
-        assert may(leaked, "list", "pods")
+            assert not leaked.may(*verb), verb
+        assert kubectl_as(leaked.kubeconfig, "get", "secrets", "-n", leaked.twin).returncode != 0
+        assert leaked.may("list", "pods")
         deleted = kubectl_as(
-            leaked, "delete", "shadowpods.offloading.liqo.io", "left-behind", "-n",
-            "revoked-venice", "--wait=false",
+            leaked.kubeconfig, "delete", "shadowpods.offloading.liqo.io", "left-behind", "-n",
+            leaked.twin, "--wait=false",
         )  # fmt: skip
         assert deleted.returncode == 0, deleted.stderr
         wait_until(
-            lambda: not may(leaked, "list", "shadowpods.offloading.liqo.io"),
+            lambda: not leaked.may("list", "shadowpods.offloading.liqo.io"),
             "its last ShadowPod gone, no right left",
             timeout=60,
         )
-        assert not may(leaked, "list", "pods")
-        assert may(answered, "get", "secrets")
-    finally:
-        delete_consumer_slice(peered, "leaked")
-        delete_tenants_namespace_map(peered, "revoked")
+        assert not leaked.may("list", "pods")
+        assert leaked.may("get", "secrets", kubeconfig=leaked.answered)
+
+
+def test_a_deleted_slices_shadow_pods_are_deleted_by_the_provider_after_its_grace(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: venice offloads a slice's worth, deletes the slice (its Quota goes) without
+    draining, makes another and offloads as much again, and again: what the first ran would
+    run on counted in no Quota. naples deletes what a deleted slice left once its grace is up
+    (here 3 s: its controller manager started with --deleted-slice-drain-grace=3s), and the
+    slice's identity is left with nothing."""
+    log = tmp_path / "controller-manager.log"
+    with installed_controller_manager_stopped(peered, PROVIDER):
+        process = start_controller_manager(peered, PROVIDER, log, "--deleted-slice-drain-grace=3s")
+        try:
+            with leaked_slice(peered, tmp_path, "undrained") as leaked:
+                delete_consumer_slice(peered, "undrained")
+                wait_until(
+                    lambda: not leaked.may("list", "shadowpods.offloading.liqo.io"),
+                    "its ShadowPod deleted by naples, and its identity's last right with it",
+                    timeout=60,
+                )
+                assert peered.kubectl(
+                    PROVIDER, "get", "shadowpods.offloading.liqo.io", "left-behind", "-n",
+                    leaked.twin, check=False,
+                ).returncode != 0  # fmt: skip
+        finally:
+            stop_controller_manager(process)
+        assert "deleting a shadow pod whose creator's slice is gone" in log.read_text()
 
 
 def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(

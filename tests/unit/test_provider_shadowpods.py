@@ -34,6 +34,7 @@ from vk.controllers.provider_shadowpods import (
     REASON_INVALID,
     REASON_POD_SECURITY,
     REFUSED_RETRY,
+    UNANSWERED_GRACE_SECONDS,
     ProviderShadowPods,
     forge_adoption_patch,
     forge_pod_of,
@@ -44,7 +45,7 @@ from vk.controllers.provider_shadowpods import (
     status_differs,
 )
 from vk.kube.client import ApiError, NotFound
-from vk.kube.informer import Informer
+from vk.kube.informer import ADDED, DELETED, Informer
 from vk.reflection.forge.pods import (
     consumer_grace_period,
     controller_uid,
@@ -1017,3 +1018,86 @@ async def test_each_consumers_shadow_pods_are_served_in_turn() -> None:
     queue = the_controller.controller.queue
     served = [await queue.get() for _ in range(3)]
     assert "shop-florence/new" in served
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def unanswered_controller(shadow: JSON) -> tuple[PodDeletions, ProviderShadowPods, Clock]:
+    """The controller with a consumer's running ShadowPod and its Pod cached, the Quota of its
+    creator (venice-naples) too, and a clock of its own."""
+    shadow = consumers(shadow)
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = PodDeletions(shadow)
+    quotas = Informer(api, "offloading.liqo.io/v1beta1", "quotas",  # type: ignore[arg-type]
+                      indexers={CREATOR_INDEX: quota_creator_index})  # fmt: skip
+    quotas.store.upsert(quota({}))
+    clock = Clock()
+    the_controller = ProviderShadowPods(api, quotas, clock=clock)  # type: ignore[arg-type]
+    the_controller.shadow_pods.store.upsert(shadow)
+    the_controller.pods.store.upsert(pod())
+    return api, the_controller, clock
+
+
+def test_a_shadow_pod_outliving_its_creators_quota_by_the_grace_is_deleted() -> None:
+    """The attack: a consumer offloads its Quota's worth, deletes the slice (its Quota goes),
+    makes another and offloads as much again, and again: what the first ran would run on
+    counted in no Quota. Its virtual kubelet may drain its node for UNANSWERED_GRACE_SECONDS;
+    then the provider deletes what is left."""
+    api, the_controller, clock = unanswered_controller(shadow_pod())
+
+    async def scenario() -> None:
+        key = "shop-venice/web"
+        await the_controller.reconcile(key)
+        assert api.deleted == []  # answered: left alone
+        gone = the_controller.quotas.store.delete("liqo-tenant-venice/naples")
+        assert gone is not None
+        the_controller._on_quota(DELETED, gone, gone)
+        clock.now += UNANSWERED_GRACE_SECONDS - 1
+        await the_controller.reconcile(key)
+        assert api.deleted == []  # its drain has a second left
+        clock.now += 1
+        await the_controller.reconcile(key)
+        [(path, options)] = api.deleted
+        assert path == shadow_pod_path("shop-venice", "web")
+        assert (options or {}).get("preconditions") == {"uid": "shadow-uid"}
+
+    asyncio.run(scenario())
+
+
+def test_a_slice_made_again_under_its_name_keeps_its_creators_shadow_pods() -> None:
+    """Its Quota back (the same identity), the grace is over: nothing is deleted. Nor is the
+    provider's own ShadowPod, which no Quota ever limits."""
+    api, the_controller, clock = unanswered_controller(shadow_pod())
+
+    async def scenario() -> None:
+        gone = the_controller.quotas.store.delete("liqo-tenant-venice/naples")
+        assert gone is not None
+        the_controller._on_quota(DELETED, gone, gone)
+        clock.now += UNANSWERED_GRACE_SECONDS / 2
+        back = quota({})
+        the_controller.quotas.store.upsert(back)
+        the_controller._on_quota(ADDED, back, None)
+        clock.now += UNANSWERED_GRACE_SECONDS
+        await the_controller.reconcile("shop-venice/web")
+        assert api.deleted == []
+        # Gone again: a whole grace from then.
+        the_controller.quotas.store.delete("liqo-tenant-venice/naples")
+        the_controller._on_quota(DELETED, back, back)
+        clock.now += UNANSWERED_GRACE_SECONDS - 1
+        await the_controller.reconcile("shop-venice/web")
+        assert api.deleted == []
+
+    asyncio.run(scenario())
+    own = shadow_pod()
+    own["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = PodDeletions(own)
+    the_controller = controller_on(api, own)
+    the_controller.pods.store.upsert(pod())
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert api.deleted == []

@@ -453,6 +453,15 @@ def kubelet(
 )
 @max_resource_slices_option
 @click.option(
+    "--deleted-slice-drain-grace",
+    default="10m",
+    callback=go_duration,
+    show_default=True,
+    help="How long the ShadowPods of a consumer's deleted ResourceSlice may outlive its Quota "
+    "(its virtual kubelet drains its node meanwhile) before this cluster deletes them: they "
+    "would run on counted in no Quota.",
+)
+@click.option(
     "--load-balancer-classes",
     default="",
     metavar="CLASS,...",
@@ -536,6 +545,7 @@ def controller_manager(
     tenant_namespace_quota: str,
     max_twin_namespaces_per_consumer: int,
     max_resource_slices_per_consumer: int,
+    deleted_slice_drain_grace: float,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -605,6 +615,7 @@ def controller_manager(
         tenant_namespace_quota=namespace_quota,
         max_twin_namespaces=max_twin_namespaces_per_consumer,
         max_resource_slices=max_resource_slices_per_consumer,
+        deleted_slice_drain_grace=deleted_slice_drain_grace,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
         shadow_pod_workers=shadow_pod_ctrl_workers,

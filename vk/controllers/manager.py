@@ -48,7 +48,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderSettings,
 )
 from vk.controllers.provider_shadowendpointslices import ProviderShadowEndpointSlices
-from vk.controllers.provider_shadowpods import ProviderShadowPods
+from vk.controllers.provider_shadowpods import UNANSWERED_GRACE_SECONDS, ProviderShadowPods
 from vk.controllers.replication import Replicator
 from vk.controllers.tenants import Tenants
 from vk.controllers.virtualnodes import Launcher, VirtualNodeReconciler
@@ -81,6 +81,8 @@ class ManagerOptions:
     max_twin_namespaces: int = DEFAULT_MAX_TWIN_NAMESPACES
     # The ResourceSlices of one consumer answered (provider; its tenant namespace may say more).
     max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
+    # How long a deleted slice's ShadowPods outlive its Quota (provider).
+    deleted_slice_drain_grace: float = UNANSWERED_GRACE_SECONDS
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
     # The loadBalancerClasses offered to consumers (provider), the first the default.
@@ -139,7 +141,10 @@ async def run_manager(options: ManagerOptions) -> int:
                     options.max_twin_namespaces,
                 ).run(),
                 ProviderShadowPods(
-                    client, quota_usage.quotas, workers=options.shadow_pod_workers
+                    client,
+                    quota_usage.quotas,
+                    workers=options.shadow_pod_workers,
+                    unanswered_grace=options.deleted_slice_drain_grace,
                 ).run(),
                 ProviderShadowEndpointSlices(
                     client, workers=options.shadow_endpointslice_workers

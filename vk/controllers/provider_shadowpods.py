@@ -18,6 +18,11 @@ finalizer until its Pod is gone, deleted with the grace period the consumer aske
 that name that this controller did not make is never touched, unless it is a plain pod an older vk
 offloaded for the same consumer and node, which is adopted as it runs.
 
+A consumer's ShadowPod whose creator has no Quota any more (its ResourceSlice deleted) is
+deleted `UNANSWERED_GRACE_SECONDS` after the Quota went: its virtual kubelet, draining its node,
+deletes it itself meanwhile (its pods evicted at home and made elsewhere). Past that it would run
+on counted in no Quota, and a consumer deleting slices and making new ones would hold ever more.
+
 A ShadowPod whose `spec.pod` is no pod spec (`vk.api.podspec`: the webhook refuses these, but
 not while it is down) gets no Pod, or keeps the one it has as it was made, and says why in its
 status until it changes; so does a change of it that the API server refuses on the live Pod.
@@ -26,7 +31,8 @@ status until it changes; so does a change of it that the API server refuses on t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,7 +61,11 @@ from vk.controllers.provider_caches import (
     every_shadow_pod,
     pods_made_of_shadow_pods,
 )
-from vk.controllers.provider_quotas import CREATOR_INDEX
+from vk.controllers.provider_quotas import (
+    CREATOR_INDEX,
+    quota_creator_index,
+    shadow_pod_creator_index,
+)
 from vk.kube.client import (
     JSON,
     AlreadyExists,
@@ -66,7 +76,7 @@ from vk.kube.client import (
     resource_path,
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import Informer, object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, Informer, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import (
     consumer_grace_period,
     controller_uid,
@@ -95,6 +105,9 @@ REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
 REFUSED_RETRY = 30.0
 # How long a deleted ShadowPod's Pod may still be there before it is looked at again.
 WAIT_FOR_GARBAGE_COLLECTION = 2.0
+# How long a consumer's ShadowPods outlive their creator's Quota (its slice deleted): its
+# virtual kubelet's drain, which the unpeering waits 300 s for, with room to spare.
+UNANSWERED_GRACE_SECONDS = 600.0
 
 
 # --- Pure decisions ------------------------------------------------------------------------
@@ -288,12 +301,24 @@ class ProviderShadowPods(Reconciler):
     name = "provider-shadowpods"
 
     def __init__(
-        self, client: KubeClient, quotas: Informer, *, workers: int = DEFAULT_SHADOW_POD_WORKERS
+        self,
+        client: KubeClient,
+        quotas: Informer,
+        *,
+        workers: int = DEFAULT_SHADOW_POD_WORKERS,
+        unanswered_grace: float = UNANSWERED_GRACE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`quotas` is the Quota informer the recount runs (indexed by CREATOR_INDEX)."""
         self.client = client
         self.quotas = quotas
-        self.shadow_pods = every_shadow_pod(client)
+        self.shadow_pods = every_shadow_pod(
+            client, indexers={CREATOR_INDEX: shadow_pod_creator_index}
+        )
+        self.unanswered_grace = unanswered_grace
+        self.clock = clock
+        # By creator stamp: when its Quota was found gone (by this process).
+        self._unanswered_since: dict[str, float] = {}
         self.pods = pods_made_of_shadow_pods(client)
         # The namespaces the provider made for its consumers (tenant and twin namespaces alike
         # name the consumer): whatever ShadowPod is in one is that consumer's.
@@ -310,6 +335,7 @@ class ProviderShadowPods(Reconciler):
         enqueue = self.controller.enqueue
         self.shadow_pods.add_handler(self._on_shadow_pod)
         self.pods.add_handler(lambda _, obj, __: enqueue(object_key(obj)))
+        self.quotas.add_handler(self._on_quota)
         await run_with_informers(
             self.controller,
             self.shadow_pods,
@@ -330,6 +356,30 @@ class ProviderShadowPods(Reconciler):
         key = object_key(shadow)
         self.recent.observe(key, event, shadow)
         self.controller.enqueue(key)
+        if event == DELETED:
+            for stamp in shadow_pod_creator_index(shadow):
+                if not self.shadow_pods.store.by_index(CREATOR_INDEX, stamp):
+                    self._unanswered_since.pop(stamp, None)  # its last one gone
+
+    def _on_quota(self, event: str, quota: JSON, _: JSON | None) -> None:
+        """A creator's Quota gone: its ShadowPods are looked at again once their grace is up;
+        made again (a slice of the same name), they are its again."""
+        for stamp in quota_creator_index(quota):
+            if event != DELETED:
+                self._unanswered_since.pop(stamp, None)
+            elif not self.quotas.store.by_index(CREATOR_INDEX, stamp):
+                self._unanswered_since.setdefault(stamp, self.clock())
+                for shadow in self.shadow_pods.store.by_index(CREATOR_INDEX, stamp):
+                    self.controller.queue.add_after(object_key(shadow), self.unanswered_grace)
+
+    def _unanswered_for(self, shadow: JSON) -> float | None:
+        """How long a consumer's ShadowPod has been without its creator's Quota (None: it
+        has one, or is the provider's own)."""
+        stamp = consumer_of(shadow)
+        if stamp is None or self._quotas_of(shadow):
+            return None
+        now = self.clock()
+        return now - self._unanswered_since.setdefault(stamp, now)
 
     async def reconcile(self, key: str) -> Result:
         cached = self.shadow_pods.store.get(key)
@@ -348,6 +398,21 @@ class ProviderShadowPods(Reconciler):
             return Result(requeue_after=WAIT_FOR_GARBAGE_COLLECTION)
         if metadata.get("deletionTimestamp"):
             return await self._finish(shadow, pod, namespace, name)
+        if (unanswered := self._unanswered_for(shadow)) is not None:
+            if unanswered >= self.unanswered_grace:
+                log.warning(
+                    "deleting a shadow pod whose creator's slice is gone",
+                    namespace=namespace,
+                    pod=name,
+                    creator=consumer_of(shadow),
+                    seconds=round(unanswered),
+                )
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(
+                        shadow_pod_path(namespace, name), body=delete_options(uid=metadata["uid"])
+                    )
+                return Result()  # its deletion brings us back
+            self.controller.queue.add_after(key, self.unanswered_grace - unanswered)
         await self.client.set_finalizer(
             shadow_pod_path(namespace, name), shadow, SHADOW_POD_FINALIZER, present=True
         )
