@@ -847,6 +847,7 @@ def test_a_custom_class_is_left_to_its_controller_and_the_virtual_node_follows_i
 def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
     peered: Clusters,
 ) -> None:
+    """And not before: a Quota deleted by hand is made again while its slice is answered."""
     apply(peered, CONSUMER, forge_resource_slice("shortlived", PROVIDER))
     user = resource_slice_user(CONSUMER, "shortlived")
     wait_until(
@@ -857,6 +858,20 @@ def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
         "the VirtualNode and Quota of the slice",
         timeout=60,
     )
+    # Deleted by hand while the slice is answered, the Quota is made again: its pods would be
+    # deleted after a grace without it.
+    quota = get_json(peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT)
+    peered.kubectl(PROVIDER, "delete", "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT)
+    wait_until(
+        lambda: (
+            (again := get_json(
+                peered, PROVIDER, "quotas.offloading.liqo.io", user, "-n", PROVIDER_TENANT
+            ))
+            and again["metadata"]["uid"] != quota["metadata"]["uid"]
+        ),
+        "the Quota deleted by hand made again",
+        timeout=30,
+    )  # fmt: skip
     peered.kubectl(CONSUMER, "delete", RSLICE, "shortlived", "-n", CONSUMER_TENANT)
     wait_until(
         lambda: (

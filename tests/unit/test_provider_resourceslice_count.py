@@ -336,3 +336,33 @@ async def test_a_tenant_being_deleted_has_no_slice_answered_on_its_way_out() -> 
     await controller.reconcile(f"{TENANT}/b")
     assert api.statuses.get("b") is None  # nothing answered
     assert api.applied == {}
+
+
+async def test_a_quota_deleted_by_someone_else_is_made_again_while_its_slice_is_answered() -> None:
+    """A consumer's ShadowPods whose creator has no Quota are deleted after a grace: a Quota
+    deleted by hand (an administrator's mistake) must not take an answered slice's pods with
+    it. Its deletion looks at its slice again, which applies it anew; a slice gone or going
+    is not answered, and its Quota stays gone."""
+    slices = [resource_slice("a", "2026-11-29T10:00:00Z", answered=True)]
+    slices[0]["status"]["resources"] = {"cpu": "4"}
+    slices[0]["status"]["conditions"].append({"type": RESOURCES, "status": ACCEPTED})
+    api = ProviderApi()
+    controller = controller_of(api, slices, {})
+    await controller.reconcile(f"{TENANT}/a")
+    path = quota_path(TENANT, "a")
+    assert path is not None
+    quota = api.applied.pop(path)
+    await controller.reconcile(f"{TENANT}/a")
+    assert path not in api.applied  # applied already: not again
+    controller._on_quota(DELETED, quota, quota)
+    assert await controller.controller.queue.get() == f"{TENANT}/a"
+    await controller.reconcile(f"{TENANT}/a")
+    assert api.applied[path] == quota
+    # Going: its deletion by this controller makes nothing again.
+    going = resource_slice("a", "2026-11-29T10:00:00Z", answered=True, deleting=True)
+    controller.slices.store.upsert(going)
+    api.applied.clear()
+    controller._on_quota(DELETED, quota, quota)
+    await controller.reconcile(f"{TENANT}/a")
+    assert api.applied == {}
+    assert api.deleted[-1] == path

@@ -354,6 +354,9 @@ class ProviderResourceSlices(Reconciler):
         # ones, do not hold up another's.
         self.controller = Controller(self, workers=4, group=lambda key: split_key(key)[0])
         self.applied = AppliedObjects(client)
+        # A Quota deleted by someone else is made again while its slice is answered: a
+        # consumer's ShadowPods whose creator has no Quota are deleted after a grace.
+        self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
         self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
@@ -378,6 +381,17 @@ class ProviderResourceSlices(Reconciler):
             for waiting in self._waiting(namespace)[:1]:
                 self.controller.enqueue(object_key(waiting))
 
+    def _on_quota(self, event: str, quota: JSON, _: JSON | None) -> None:
+        """A Quota gone: its slice looked at again, and its Quota made again unless the slice
+        is gone or going (then it was this controller that deleted it)."""
+        if event != DELETED:
+            return
+        namespace = quota["metadata"].get("namespace") or ""
+        slice_name = (quota["metadata"].get("labels") or {}).get(RESOURCE_SLICE_NAME_LABEL)
+        if slice_name and (path := quota_path(namespace, slice_name)) is not None:
+            self.applied.forget(path)
+            self.controller.enqueue(f"{namespace}/{slice_name}")
+
     def _on_namespace(self, event: str, namespace: JSON, old: JSON | None) -> None:
         labels = namespace["metadata"].get("labels") or {}
         was = ((old or {}).get("metadata") or {}).get("labels") or {}
@@ -393,6 +407,7 @@ class ProviderResourceSlices(Reconciler):
         self.slices.add_handler(self._on_slice)
         self.requests.add_handler(self._on_request)
         self.namespaces.add_handler(self._on_namespace)
+        self.quotas.add_handler(self._on_quota)
         for classes in (self.storage_classes, self.ingress_classes, self.tenants):
             classes.add_handler(self._on_classes)
         await run_with_informers(
@@ -403,6 +418,7 @@ class ProviderResourceSlices(Reconciler):
             self.ingress_classes,
             self.tenants,
             self.namespaces,
+            self.quotas,
         )
 
     def _allowed(self, namespace: str) -> int:
