@@ -335,6 +335,24 @@ def test_an_index_name_means_one_thing_in_a_shared_informer() -> None:
             shared_informer(client, "v1", "pods", indexers={"ns": lambda _: []})  # type: ignore[arg-type]
 
 
+def test_an_index_is_counted_and_its_values_listed_as_objects_come_and_go() -> None:
+    def team(obj: JSON) -> list[str]:
+        return [obj["metadata"]["labels"]["team"]]
+
+    def pod(name: str, label: str) -> JSON:
+        return {"metadata": {"name": name, "namespace": "ns", "labels": {"team": label}}}
+
+    store = Store({"team": team})
+    for name, label in (("a", "x"), ("b", "x"), ("c", "y")):
+        store.upsert(pod(name, label))
+    assert sorted(store.index_values("team")) == ["x", "y"]
+    assert (store.count_by_index("team", "x"), store.count_by_index("team", "z")) == (2, 0)
+    store.delete("ns/c")
+    store.upsert(pod("b", "z"))  # b changes team: no longer counted in x
+    assert sorted(store.index_values("team")) == ["x", "z"]
+    assert [store.count_by_index("team", value) for value in ("x", "y", "z")] == [1, 0, 1]
+
+
 def test_a_removed_handler_sees_no_more_changes() -> None:
     informer = Informer(CountingApiServer(), "v1", "pods")  # type: ignore[arg-type]
     seen: list[str] = []

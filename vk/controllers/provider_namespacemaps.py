@@ -58,8 +58,10 @@ from vk.api.usage import creator_label_value
 from vk.controllers.provider_caches import every_shadow_pod
 from vk.controllers.provider_quotas import (
     CREATOR_INDEX,
+    STAMPS_BY_TWIN,
     quota_creator_index,
-    shadow_pod_creator_index,
+    twin_stamp_index,
+    twin_stamps_gone,
 )
 from vk.kube.client import (
     JSON,
@@ -384,16 +386,6 @@ def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
 # The cached Quotas by namespace: a twin's quota and binding read its consumer's alone.
 QUOTAS_BY_NAMESPACE = "namespace"
 
-# The cached ShadowPods by twin namespace and creator stamp, `<namespace>/<stamp>`: whether an
-# identity whose Quota is gone still has pods to delete in a twin.
-STAMPS_BY_TWIN = "stamps-by-twin"
-
-
-def twin_stamp_index(shadow_pod: JSON) -> list[str]:
-    namespace = shadow_pod["metadata"].get("namespace", "")
-    return [f"{namespace}/{stamp}" for stamp in shadow_pod_creator_index(shadow_pod)]
-
-
 # The cached namespaces by the tenant namespace whose maps they were made for: counting one
 # consumer's twins, for each twin it asks for, walked every namespace of the provider.
 TWINS_BY_TENANT = "twins-by-tenant"
@@ -515,17 +507,11 @@ class ProviderNamespaceMaps(Reconciler):
     def _on_shadow_pod(self, event: str, shadow_pod: JSON, old: JSON | None) -> None:
         """An identity whose Quota is gone deleted its last ShadowPod in a twin (or an admin
         took its stamp off): its rights there end, the twin's map looked at again."""
-        if event == DELETED:
-            gone = set(twin_stamp_index(shadow_pod))
-        elif event == MODIFIED and old is not None:
-            gone = set(twin_stamp_index(old)) - set(twin_stamp_index(shadow_pod))
-        else:
-            return
-        for value in gone:
+        for value in twin_stamps_gone(event, shadow_pod, old):
             twin, stamp = value.split("/", 1)
-            if self.quotas.store.by_index(CREATOR_INDEX, stamp) or self.shadow_pods.store.by_index(
-                STAMPS_BY_TWIN, value
-            ):
+            if self.quotas.store.count_by_index(
+                CREATOR_INDEX, stamp
+            ) or self.shadow_pods.store.count_by_index(STAMPS_BY_TWIN, value):
                 continue
             if owner := managed_by(self.namespaces.store.get(twin)):
                 self.controller.enqueue(owner)
@@ -796,7 +782,7 @@ class ProviderNamespaceMaps(Reconciler):
 
         def has_pods_left(user: str) -> bool:
             stamped = f"{twin}/{creator_label_value(user)}"
-            return bool(self.shadow_pods.store.by_index(STAMPS_BY_TWIN, stamped))
+            return self.shadow_pods.store.count_by_index(STAMPS_BY_TWIN, stamped) > 0
 
         users = users_bound(answered, before, has_pods_left)
         self._bound[twin] = {*users.answered, *users.draining}

@@ -35,7 +35,7 @@ from vk.api.usage import (
 from vk.controllers.provider_caches import every_shadow_pod
 from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import DELETED, object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, MODIFIED, object_key, shared_informer, split_key
 from vk.reflection.forge.pods import shadow_pod_as_pod
 
 log = structlog.get_logger("vk.controllers.provider_quotas")
@@ -61,6 +61,30 @@ def quota_creator_index(quota: JSON) -> list[str]:
 def shadow_pod_creator_index(shadow_pod: JSON) -> list[str]:
     creator = (shadow_pod["metadata"].get("labels") or {}).get(CREATOR_USER_LABEL)
     return [str(creator)] if creator else []
+
+
+# The cached ShadowPods by twin namespace and creator stamp, `<namespace>/<stamp>`: where an
+# identity whose Quota is gone still has pods (its rights in a twin, its consumer's count of
+# slices).
+STAMPS_BY_TWIN = "stamps-by-twin"
+
+
+def twin_stamp_index(shadow_pod: JSON) -> list[str]:
+    namespace = shadow_pod["metadata"].get("namespace", "")
+    return [f"{namespace}/{stamp}" for stamp in shadow_pod_creator_index(shadow_pod)]
+
+
+def twin_stamps_gone(event: str, shadow_pod: JSON, old: JSON | None) -> list[str]:
+    """The STAMPS_BY_TWIN values a ShadowPod's event takes its object out of: its own when
+    deleted, its old one when its stamp changed (an administrator may take a stamp off).
+    Whether any object is left under one is the caller's to ask."""
+    if event == DELETED:
+        return twin_stamp_index(shadow_pod)
+    if event == MODIFIED and old is not None:
+        before = twin_stamp_index(old)
+        if before and before != twin_stamp_index(shadow_pod):
+            return before
+    return []
 
 
 @dataclass(frozen=True)

@@ -358,7 +358,7 @@ class ProviderShadowPods(Reconciler):
         self.controller.enqueue(key)
         if event == DELETED:
             for stamp in shadow_pod_creator_index(shadow):
-                if not self.shadow_pods.store.by_index(CREATOR_INDEX, stamp):
+                if not self.shadow_pods.store.count_by_index(CREATOR_INDEX, stamp):
                     self._unanswered_since.pop(stamp, None)  # its last one gone
 
     def _on_quota(self, event: str, quota: JSON, _: JSON | None) -> None:
@@ -367,7 +367,7 @@ class ProviderShadowPods(Reconciler):
         for stamp in quota_creator_index(quota):
             if event != DELETED:
                 self._unanswered_since.pop(stamp, None)
-            elif not self.quotas.store.by_index(CREATOR_INDEX, stamp):
+            elif not self.quotas.store.count_by_index(CREATOR_INDEX, stamp):
                 self._unanswered_since.setdefault(stamp, self.clock())
                 for shadow in self.shadow_pods.store.by_index(CREATOR_INDEX, stamp):
                     self.controller.queue.add_after(object_key(shadow), self.unanswered_grace)
