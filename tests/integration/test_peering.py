@@ -545,6 +545,58 @@ def test_a_deleted_slices_shadow_pods_are_deleted_by_the_provider_after_its_grac
         assert "deleting a shadow pod whose creator's slice is gone" in log.read_text()
 
 
+def test_a_deleted_slices_pods_hold_its_place_in_the_count_until_they_are_gone(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: at its count, venice deletes a slice whose pods run on (no drain) and makes
+    another at once, to run a slice's worth more each time until naples' grace deletes what the
+    first left. The deleted slice's identity holds its place while ShadowPods it made are
+    left: the new slice waits, told why, and is answered once they are gone."""
+
+    def answered() -> list[Any]:
+        found = get_json(
+            peered, PROVIDER, RSLICE, "-n", PROVIDER_TENANT, "-l", f"{REPLICATED_LABEL}=true"
+        )["items"]
+        return [s for s in found if not s["metadata"].get("deletionTimestamp")]
+
+    def refill() -> Any:
+        return get_json(peered, CONSUMER, RSLICE, "refill", "-n", CONSUMER_TENANT)
+
+    # Room for one more than venice holds: the slice that will be deleted.
+    set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(answered()) + 1)
+    try:
+        with leaked_slice(peered, tmp_path, "cycled") as leaked:
+            delete_consumer_slice(peered, "cycled")
+            apply(peered, CONSUMER, forge_resource_slice("refill", PROVIDER))
+            denied = wait_until(
+                lambda: (
+                    "deleted slices whose offloaded pods are not gone yet"
+                    in str((refill() or {}).get("status"))
+                    and refill()
+                ),
+                "the new slice waiting for the deleted one's pods",
+                timeout=60,
+                explain=lambda: str((refill() or {}).get("status")),
+            )
+            assert conditions(denied) == {"Authentication": "Denied", "Resources": "Denied"}
+            deleted = kubectl_as(
+                leaked.kubeconfig, "delete", "shadowpods.offloading.liqo.io", "left-behind",
+                "-n", leaked.twin, "--wait=false",
+            )  # fmt: skip
+            assert deleted.returncode == 0, deleted.stderr
+            wait_until(
+                lambda: (
+                    conditions(refill()) == {"Authentication": "Accepted", "Resources": "Accepted"}
+                ),
+                "the new slice answered once the deleted one's pods are gone",
+                timeout=60,
+                explain=lambda: str(refill()),
+            )
+    finally:
+        set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
+        delete_consumer_slice(peered, "refill")
+
+
 def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(
     peered: Clusters,
 ) -> None:

@@ -8,10 +8,13 @@ from typing import Any
 import pytest
 
 from vk.api.constants import (
+    CREATOR_USER_LABEL,
     DEFAULT_MAX_RESOURCE_SLICES,
+    REMOTE_CLUSTER_ID_LABEL,
     TENANT_MAX_RESOURCE_SLICES_LABEL,
     resource_slice_user,
 )
+from vk.api.usage import creator_label_value
 from vk.cli.peering import PeeringError
 from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_for_resource_slice
@@ -25,7 +28,7 @@ from vk.controllers.provider_resourceslices import (
     ProviderSettings,
     is_answered,
     quota_path,
-    slices_waiting,
+    slice_line,
 )
 from vk.kube.client import JSON, ApiError
 from vk.kube.informer import DELETED, MODIFIED
@@ -52,7 +55,7 @@ def resource_slice(
 
 
 def waiting(slices: list[JSON], allowed: int) -> list[str]:
-    return [s["metadata"]["name"] for s in slices_waiting(slices, allowed, is_answered)]
+    return [s["metadata"]["name"] for s in slice_line(slices, allowed, is_answered).waiting]
 
 
 def test_the_oldest_slices_get_the_room_and_those_answered_keep_theirs() -> None:
@@ -61,6 +64,7 @@ def test_the_oldest_slices_get_the_room_and_those_answered_keep_theirs() -> None
     same_second = resource_slice("c", "2026-11-29T10:00:01Z")
     slices = [same_second, first, second]
     assert waiting(slices, 2) == ["c"]
+    assert [s["metadata"]["name"] for s in slice_line(slices, 2, is_answered).next] == ["a", "b"]
     # One answered before the count was lowered stays answered; the others wait behind it.
     newest_answered = resource_slice("d", "2026-11-29T11:00:00Z", answered=True)
     slices.append(newest_answered)
@@ -79,6 +83,8 @@ def test_the_oldest_slices_get_the_room_and_those_answered_keep_theirs() -> None
     # None at all, for a count of 0.
     assert waiting([first], 0) == ["a"]
     assert waiting([first], 1) == []
+    # A deleted slice's identity whose pods are left holds a place.
+    assert slice_line([first], 1, is_answered, 1).waiting == [first]
 
 
 class ProviderApi:
@@ -156,26 +162,127 @@ async def test_the_tenant_namespaces_label_sets_the_count_and_a_bad_one_is_ignor
     assert DEFAULT_MAX_RESOURCE_SLICES == 64
 
 
-def test_a_slice_going_or_the_count_changed_brings_back_the_slices_waiting() -> None:
-    slices = [resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in enumerate("abc")]
+async def queued(controller: Any) -> list[str]:
+    """What the controller's queue holds, emptied."""
+    queue = controller.controller.queue
+    keys = [await queue.get() for _ in range(len(queue))]
+    for key in keys:
+        queue.done(key)
+    return sorted(keys)
+
+
+async def test_a_slice_going_or_the_count_changed_brings_back_the_slices_waiting() -> None:
+    """The room a slice leaves goes to the oldest waiting, c, not to the one after it: the
+    informer drops a deleted slice from its cache before its handlers hear of it."""
+
+    def venices() -> list[JSON]:
+        answered = [
+            resource_slice(n, f"2026-11-29T10:00:0{i}Z", answered=True) for i, n in enumerate("ab")
+        ]
+        return [
+            *answered,
+            *(resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in ((2, "c"), (3, "d"))),
+        ]
+
     florences = resource_slice("f", "2026-11-29T10:00:00Z")
     florences["metadata"]["namespace"] = "liqo-tenant-florence"
-    controller = controller_of(ProviderApi(), [*slices, florences], {})
-    controller._on_slice(MODIFIED, slices[0], slices[0])
-    assert len(controller.controller.queue) == 1
-    controller._on_slice(DELETED, slices[0], slices[0])
-    assert len(controller.controller.queue) == 2  # and the first of venice's waiting, c
-    controller = controller_of(ProviderApi(), [*slices, florences], {})
-    going = resource_slice("a", "2026-11-29T10:00:00Z", deleting=True)
-    controller._on_slice(MODIFIED, going, slices[0])
-    assert len(controller.controller.queue) == 2  # a deletion begun makes room too
-    controller = controller_of(ProviderApi(), [*slices, florences], {})
+    a = venices()[0]
+    controller = controller_of(ProviderApi(), [*venices(), florences], {})
+    controller._on_slice(MODIFIED, a, a)
+    assert await queued(controller) == [f"{TENANT}/a"]
+    controller.slices.store.delete(f"{TENANT}/a")
+    controller._on_slice(DELETED, a, a)
+    assert await queued(controller) == [f"{TENANT}/a", f"{TENANT}/c"]
+    controller = controller_of(ProviderApi(), [*venices(), florences], {})
+    going = resource_slice("a", "2026-11-29T10:00:00Z", answered=True, deleting=True)
+    controller.slices.store.upsert(going)
+    controller._on_slice(MODIFIED, going, a)
+    assert await queued(controller) == [f"{TENANT}/a", f"{TENANT}/c"]  # a deletion begun too
+    controller = controller_of(ProviderApi(), [*venices(), florences], {})
     tenant = {"metadata": {"name": TENANT, "labels": {}}}
     relabelled = {"metadata": {"name": TENANT, "labels": {TENANT_MAX_RESOURCE_SLICES_LABEL: "5"}}}
     controller._on_namespace(MODIFIED, tenant, tenant)
     assert len(controller.controller.queue) == 0
     controller._on_namespace(MODIFIED, relabelled, tenant)
-    assert len(controller.controller.queue) == 3
+    assert len(controller.controller.queue) == 4
+
+
+async def test_room_made_twice_at_once_goes_to_two_slices() -> None:
+    """Two slices gone before the first waiting is answered: the second place goes to the
+    next waiting, not to the first again."""
+    slices = [resource_slice(n, f"2026-11-29T10:00:0{i}Z") for i, n in enumerate("cd")]
+    controller = controller_of(ProviderApi(), slices, {})
+    gone = resource_slice("a", "2026-11-29T09:00:00Z", answered=True)
+    controller._on_slice(DELETED, gone, gone)
+    assert await queued(controller) == [f"{TENANT}/a", f"{TENANT}/c", f"{TENANT}/d"]
+
+
+def twin(controller: Any, name: str, consumer: str) -> None:
+    labels = {REMOTE_CLUSTER_ID_LABEL: consumer}
+    controller.namespaces.store.upsert({"metadata": {"name": name, "labels": labels}})
+
+
+def stamped_shadow_pod(
+    controller: Any, name: str, namespace: str, consumer: str, slice_name: str
+) -> JSON:
+    """A ShadowPod the identity of `consumer`'s slice `slice_name` made, as the webhook
+    stamped it, put in the controller's cache."""
+    creator = creator_label_value(resource_slice_user(consumer, slice_name))
+    shadow_pod = {
+        "metadata": {"name": name, "namespace": namespace, "labels": {CREATOR_USER_LABEL: creator}}
+    }
+    controller.shadow_pods.store.upsert(shadow_pod)
+    return shadow_pod
+
+
+async def test_a_deleted_slices_identity_holds_its_place_while_its_pods_are_left() -> None:
+    """The attack: at its count, a tenant deletes an answered slice, whose pods run on until
+    its virtual node is drained (or the provider's grace is up), and makes another; again and
+    again, one more slice's worth each time. The deleted slice's identity holds its place
+    while ShadowPods it made are left; their last gone, the slice waiting is answered."""
+    slices = [
+        resource_slice("a", "2026-11-29T10:00:00Z", answered=True),
+        resource_slice("c", "2026-11-29T10:00:02Z"),
+    ]
+    api = ProviderApi()
+    controller = controller_of(api, slices, {})
+    twin(controller, "shop-venice", "venice")
+    twin(controller, "cart-florence", "florence")
+    # b is deleted, and its Quota with it; two ShadowPods it made are left.
+    left = [stamped_shadow_pod(controller, n, "shop-venice", "venice", "b") for n in ("w1", "w2")]
+    # a's (a slice of venice's) and another consumer's b hold no place of venice's besides.
+    stamped_shadow_pod(controller, "api", "shop-venice", "venice", "a")
+    stamped_shadow_pod(controller, "x", "cart-florence", "florence", "b")
+    await controller.reconcile(f"{TENANT}/c")
+    denied = condition(api.statuses["c"], AUTHENTICATION)
+    assert denied["status"] == DENIED
+    assert "1 of them are deleted slices whose offloaded pods are not gone yet" in denied["message"]
+    assert quota_path(TENANT, "c") not in api.applied
+    # One of b's pods gone: its place is held still.
+    controller.shadow_pods.store.delete("shop-venice/w1")
+    controller._on_shadow_pod(DELETED, left[0], None)
+    assert len(controller.controller.queue) == 0
+    controller.shadow_pods.store.delete("shop-venice/w2")
+    controller._on_shadow_pod(DELETED, left[1], None)
+    assert len(controller.controller.queue) == 1  # c, looked at again
+    await controller.reconcile(f"{TENANT}/c")
+    assert condition(api.statuses["c"], RESOURCES)["status"] == ACCEPTED
+    assert quota_path(TENANT, "c") in api.applied
+
+
+async def test_a_slice_made_again_under_its_name_is_not_counted_twice() -> None:
+    """b deleted and made again: its identity is the same, its pods left are its own, and it
+    takes one place, not two."""
+    slices = [
+        resource_slice("a", "2026-11-29T10:00:00Z", answered=True),
+        resource_slice("b", "2026-11-29T10:00:02Z"),
+    ]
+    api = ProviderApi()
+    controller = controller_of(api, slices, {})
+    twin(controller, "shop-venice", "venice")
+    stamped_shadow_pod(controller, "w1", "shop-venice", "venice", "b")
+    await controller.reconcile(f"{TENANT}/b")
+    assert condition(api.statuses["b"], RESOURCES)["status"] == ACCEPTED
 
 
 async def test_a_slice_whose_identity_is_being_signed_keeps_its_place() -> None:

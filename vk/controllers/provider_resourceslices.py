@@ -8,7 +8,9 @@ writes. The provider may grant more than it has: no check against its own capaci
 It answers a bounded number of one consumer's slices at once, the oldest first: a slice past
 them is denied, saying why, and answered once one goes; one answered, or whose identity is
 being signed, keeps its place. A slice that leaves the provider's view (deleted, or its
-replica label removed) loses its Quota at once, so that hiding slices makes no room.
+replica label removed) loses its Quota at once, so that hiding slices makes no room; and its
+identity keeps its place while ShadowPods it made are left (until its virtual node's drain, or
+the provider, deletes them), so that deleting a slice and making another runs no more at once.
 """
 
 from __future__ import annotations
@@ -45,7 +47,16 @@ from vk.api.constants import (
 )
 from vk.api.offloading import LimitsEnforcement, Quota
 from vk.api.quantity import InvalidQuantity, parse_quantity
+from vk.api.usage import creator_label_value
 from vk.controllers.csr import CSR_API, decided, forge_approval
+from vk.controllers.provider_caches import every_shadow_pod
+from vk.controllers.provider_quotas import (
+    CREATOR_INDEX,
+    STAMPS_BY_TWIN,
+    shadow_pod_creator_index,
+    twin_stamp_index,
+    twin_stamps_gone,
+)
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -205,17 +216,34 @@ def _age(resource_slice: Mapping[str, Any]) -> tuple[str, str]:
     ]["name"]
 
 
-def slices_waiting(
-    consumers_slices: list[JSON], allowed: int, holds_place: Callable[[JSON], bool]
-) -> list[JSON]:
-    """Of a consumer's slices, those past the `allowed` the provider answers at once: those
-    that hold a place already (`holds_place`: answered, or their identity being signed) keep
-    it, and the others take what room is left, the oldest first (by creation, then name); a
+@dataclass(frozen=True)
+class SliceLine:
+    """Where a consumer's slices stand against the `allowed` the provider answers at once,
+    `draining` of those places held by the identities of slices gone whose pods are not yet.
+    Of its slices holding no place yet, the oldest first: `next` take the room left, and
+    `waiting` are past it."""
+
+    allowed: int
+    draining: int
+    next: list[JSON]
+    waiting: list[JSON]
+
+
+def slice_line(
+    consumers_slices: list[JSON],
+    allowed: int,
+    holds_place: Callable[[JSON], bool],
+    draining: int = 0,
+) -> SliceLine:
+    """A consumer's slices against its count: those that hold a place already (`holds_place`:
+    answered, or their identity being signed) keep it, and the others take what room is left
+    after the `draining` identities' places, the oldest first (by creation, then name); a
     slice being deleted takes none."""
     live = [s for s in consumers_slices if not s["metadata"].get("deletionTimestamp")]
     placed = [s for s in live if holds_place(s)]
     others = sorted((s for s in live if not holds_place(s)), key=_age)
-    return others[max(0, allowed - len(placed)) :]
+    room = max(0, allowed - len(placed) - draining)
+    return SliceLine(allowed, draining, others[:room], others[room:])
 
 
 def is_cordoned(resource_slice: Mapping[str, Any], tenant: Mapping[str, Any] | None) -> bool:
@@ -357,6 +385,12 @@ class ProviderResourceSlices(Reconciler):
         # A Quota deleted by someone else is made again while its slice is answered: a
         # consumer's ShadowPods whose creator has no Quota are deleted after a grace.
         self.quotas = shared_informer(client, Quota.group_version(), Quota.PLURAL)
+        # Where a consumer's identities have ShadowPods: one whose slice is gone holds a place
+        # of its consumer's count until they are gone.
+        self.shadow_pods = every_shadow_pod(
+            client,
+            indexers={STAMPS_BY_TWIN: twin_stamp_index, CREATOR_INDEX: shadow_pod_creator_index},
+        )
         self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
@@ -375,11 +409,30 @@ class ProviderResourceSlices(Reconciler):
             and not ((old or {}).get("metadata") or {}).get("deletionTimestamp")
         )
         if going:
-            # Room for the consumer's slices past its count, waiting for one to go: the
-            # first of them (all of them, thousands, would be looked at for each one gone).
             namespace = resource_slice["metadata"].get("namespace") or ""
-            for waiting in self._waiting(namespace)[:1]:
-                self.controller.enqueue(object_key(waiting))
+            self._enqueue_next(namespace)
+
+    def _enqueue_next(self, namespace: str) -> None:
+        """Room made in tenant namespace `namespace`: the consumer's slices it goes to looked
+        at again, not all those waiting (thousands, each place freed)."""
+        for resource_slice in self._line(namespace).next:
+            self.controller.enqueue(object_key(resource_slice))
+
+    def _on_shadow_pod(self, event: str, shadow_pod: JSON, old: JSON | None) -> None:
+        """The last ShadowPod of an identity: the place it held, if its slice is gone, is
+        free."""
+        for value in twin_stamps_gone(event, shadow_pod, old):
+            twin, stamp = value.split("/", 1)
+            if self.shadow_pods.store.count_by_index(CREATOR_INDEX, stamp):
+                continue
+            if consumer := self._consumer_of_namespace(twin):
+                self._enqueue_next(tenant_namespace(consumer))
+
+    def _consumer_of_namespace(self, namespace: str) -> str | None:
+        """The consumer the provider made tenant or twin namespace `namespace` for."""
+        cached = self.namespaces.store.get(namespace) or {}
+        consumer = (cached.get("metadata", {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        return str(consumer) if consumer else None
 
     def _on_quota(self, event: str, quota: JSON, _: JSON | None) -> None:
         """A Quota gone: its slice looked at again, and its Quota made again unless the slice
@@ -408,6 +461,7 @@ class ProviderResourceSlices(Reconciler):
         self.requests.add_handler(self._on_request)
         self.namespaces.add_handler(self._on_namespace)
         self.quotas.add_handler(self._on_quota)
+        self.shadow_pods.add_handler(self._on_shadow_pod)
         for classes in (self.storage_classes, self.ingress_classes, self.tenants):
             classes.add_handler(self._on_classes)
         await run_with_informers(
@@ -419,6 +473,7 @@ class ProviderResourceSlices(Reconciler):
             self.tenants,
             self.namespaces,
             self.quotas,
+            self.shadow_pods,
         )
 
     def _allowed(self, namespace: str) -> int:
@@ -441,23 +496,55 @@ class ProviderResourceSlices(Reconciler):
         request = resource_slice_user(consumer, resource_slice["metadata"]["name"])
         return self.requests.store.get(request) is not None
 
-    def _waiting(self, namespace: str) -> list[JSON]:
-        return slices_waiting(
-            self.slices.store.by_index("namespace", namespace),
-            self._allowed(namespace),
-            self._holds_place,
-        )
+    def _draining(self, namespace: str, slices: list[JSON]) -> set[str]:
+        """The creator stamps of the identities of tenant namespace `namespace`'s consumer
+        that ShadowPods in its twins carry, but none of its `slices` (deleted, being deleted,
+        or out of view) is: their pods not gone yet (the virtual node drains them, or the
+        provider deletes them once their grace is up). Whether the Quota is gone yet does not
+        matter: the room a slice going makes is given before its Quota is deleted. A slice
+        made again under the same name is that identity, counted as a slice."""
+        consumer = tenant_of_namespace(namespace)
+        if consumer is None:
+            return set()
+        live = {
+            creator_label_value(resource_slice_user(consumer, s["metadata"]["name"]))
+            for s in slices
+            if not s["metadata"].get("deletionTimestamp")
+        }
+        draining: set[str] = set()
+        # One value per twin and identity with ShadowPods there, the provider's whole: tens
+        # to hundreds, not its thousands of ShadowPods.
+        for value in self.shadow_pods.store.index_values(STAMPS_BY_TWIN):
+            twin, stamp = value.split("/", 1)
+            if stamp not in live and self._consumer_of_namespace(twin) == consumer:
+                draining.add(stamp)
+        return draining
+
+    def _line(self, namespace: str) -> SliceLine:
+        """Where the slices of tenant namespace `namespace` stand against its consumer's count
+        (`_allowed`), its identities draining (`_draining`) holding places of it."""
+        slices = self.slices.store.by_index("namespace", namespace)
+        draining = len(self._draining(namespace, slices))
+        return slice_line(slices, self._allowed(namespace), self._holds_place, draining)
 
     def _past_count(self, resource_slice: JSON, namespace: str, consumer: str) -> str | None:
         """Why the slice is past what its consumer gets answered at once, or None."""
         name = resource_slice["metadata"]["name"]
-        if all(s["metadata"]["name"] != name for s in self._waiting(namespace)):
+        line = self._line(namespace)
+        if all(s["metadata"]["name"] != name for s in line.waiting):
             return None
-        return (
-            f"{consumer} has the {self._allowed(namespace)} ResourceSlices this provider "
-            "answers for it at once: delete one first, or ask the provider's administrator "
-            f"for more (label {TENANT_MAX_RESOURCE_SLICES_LABEL} on {namespace})"
+        message = (
+            f"{consumer} has the {line.allowed} ResourceSlices this provider answers for it at "
+            "once: delete one first, or ask the provider's administrator for more (label "
+            f"{TENANT_MAX_RESOURCE_SLICES_LABEL} on {namespace})"
         )
+        if line.draining:
+            message += (
+                f". {line.draining} of them are deleted slices whose offloaded pods are not "
+                "gone yet: each place comes back once its pods are (its virtual node drains "
+                "them, or the provider deletes them when its grace is up)"
+            )
+        return message
 
     def _on_classes(self, *_: Any) -> None:
         for resource_slice in self.slices.store.objects():
