@@ -92,6 +92,46 @@ async def test_requeue_after_calls_again() -> None:
     await run_until(controller, lambda: reconciler.calls["again"] == 2)
 
 
+class Restless(Reconciler):
+    """Answers from its caches, awaiting nothing, and asks to be looked at again at once,
+    `runs` times."""
+
+    name = "restless"
+
+    def __init__(self, runs: int) -> None:
+        self.left = runs
+        self.done = 0
+
+    async def reconcile(self, key: str) -> Result:
+        self.done += 1
+        self.left -= 1
+        return Result(requeue_after=0 if self.left > 0 else None)
+
+
+async def test_a_reconcile_that_awaits_nothing_leaves_the_event_loop_its_turns() -> None:
+    """Else a key that asks to be looked at again at once, forever, would hold the loop: no
+    watch read, no timer fired, no signal handled (SIGTERM ignored)."""
+    reconciler = Restless(runs=10_000)
+    controller = Controller(reconciler)
+    controller.enqueue("key")
+    seen_at: list[int] = []
+
+    async def another_task() -> None:
+        await asyncio.sleep(0)
+        seen_at.append(reconciler.done)
+
+    running = asyncio.create_task(controller.run())
+    other = asyncio.create_task(another_task())
+    try:
+        async with asyncio.timeout(30):
+            await other
+        assert seen_at[0] < 10, seen_at  # within a few reconciles, not 10,000
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
 class FlakyApiServer:
     """A collection as an API server serves it, broken on purpose: the first list fails in a
     way nobody foresaw, and each watch ends as soon as it opens."""

@@ -106,6 +106,12 @@ class Controller:
                     self.queue.add_after(key, result.requeue_after)
             finally:
                 self.queue.done(key)
+            # The event loop's turn between two items: a reconcile answered from the caches
+            # awaits nothing, and a queue of such items (ten thousand of them, or one that
+            # asks to be looked at again at once) would hold the loop until drained, no watch
+            # read and no signal handled meanwhile (a worker never parked in `get` never
+            # yields).
+            await asyncio.sleep(0)
 
 
 async def run_with_informers(
