@@ -60,6 +60,7 @@ from vk.controllers.provider_quotas import (
     CREATOR_INDEX,
     STAMPS_BY_TWIN,
     quota_creator_index,
+    quota_user,
     twin_stamp_index,
     twin_stamps_gone,
 )
@@ -78,6 +79,7 @@ from vk.kube.informer import (
     DELETED,
     MODIFIED,
     namespace_index,
+    namespace_of_key,
     object_key,
     shared_informer,
     split_key,
@@ -253,12 +255,6 @@ def forge_tenant_binding(
             for user in sorted(set(users))
         ],
     }
-
-
-def quota_user(quota: Mapping[str, Any]) -> str | None:
-    """The identity a Quota is for (its `spec.user`), if it names one."""
-    user = (quota.get("spec") or {}).get("user")
-    return user if isinstance(user, str) and user else None
 
 
 def quota_users(quotas: Iterable[Mapping[str, Any]], tenant_namespace: str) -> list[str]:
@@ -456,7 +452,7 @@ class ProviderNamespaceMaps(Reconciler):
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, "namespacemap-controller")
         # Keys are maps' `namespace/name`: each tenant's maps served in turn.
-        self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
+        self.controller = Controller(self, workers=2, group=namespace_of_key)
         self._refused: dict[tuple[str, str], str] = {}
         # By tenant namespace: held while one twin of its consumer's is counted and made, so
         # that two of its maps reconciled at once do not both take the last room; and the
@@ -726,7 +722,7 @@ class ProviderNamespaceMaps(Reconciler):
         phase, or MappingRefused."""
         existing = self.namespaces.store.get(remote)
         self._check_claim(key, consumer, local, remote, existing, claimed)
-        tenant_namespace = self.namespaces.store.get(split_key(key)[0] or "")
+        tenant_namespace = self.namespaces.store.get(namespace_of_key(key))
         level, problem = tenant_pod_security(tenant_namespace, self.pod_security)
         if problem and self._refused.get((key, "")) != problem:
             self._refused[(key, "")] = problem
@@ -736,7 +732,7 @@ class ProviderNamespaceMaps(Reconciler):
             try:
                 await self._create_twin(
                     room,
-                    split_key(key)[0] or "",
+                    namespace_of_key(key),
                     consumer,
                     forge_twin_namespace(remote, consumer, key, local, level),
                 )
@@ -756,7 +752,7 @@ class ProviderNamespaceMaps(Reconciler):
                     resource_path("v1", "namespaces", name=remote),
                     {"metadata": {"labels": wanted_labels}},
                 )
-        tenant = split_key(key)[0] or ""
+        tenant = namespace_of_key(key)
         tenant_quotas = self.quotas.store.by_index(QUOTAS_BY_NAMESPACE, tenant)
         if self.namespace_quota:
             pods = granted_pods(tenant_quotas, tenant)

@@ -14,9 +14,10 @@ undone within `RESERVATION_SECONDS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import structlog
 
@@ -35,7 +36,14 @@ from vk.api.usage import (
 from vk.controllers.provider_caches import every_shadow_pod
 from vk.kube.client import JSON, Conflict, KubeClient, NotFound, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import DELETED, MODIFIED, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    MODIFIED,
+    namespace_of_key,
+    object_key,
+    shared_informer,
+    split_key,
+)
 from vk.reflection.forge.pods import shadow_pod_as_pod
 
 log = structlog.get_logger("vk.controllers.provider_quotas")
@@ -52,10 +60,16 @@ AFTER_CONFLICT = 0.05
 RECOUNT_BATCH_SECONDS = 0.25
 
 
+def quota_user(quota: Mapping[str, Any]) -> str | None:
+    """The identity a Quota is for (its `spec.user`), if it names one."""
+    user = (quota.get("spec") or {}).get("user")
+    return user if isinstance(user, str) and user else None
+
+
 def quota_creator_index(quota: JSON) -> list[str]:
     """Quotas by the creator stamp their user's ShadowPods carry."""
-    user = (quota.get("spec") or {}).get("user")
-    return [creator_label_value(str(user))] if user else []
+    user = quota_user(quota)
+    return [] if user is None else [creator_label_value(user)]
 
 
 def shadow_pod_creator_index(shadow_pod: JSON) -> list[str]:
@@ -133,7 +147,7 @@ class ProviderQuotaUsage(Reconciler):
         self._shares: dict[str, Share] = {}
         # Grouped by tenant namespace (one consumer's): a consumer's many Quotas recounted do
         # not hold up another's.
-        self.controller = Controller(self, workers=2, group=lambda key: split_key(key)[0])
+        self.controller = Controller(self, workers=2, group=namespace_of_key)
 
     def _recount_soon(self, quota: JSON) -> None:
         self.controller.queue.add_after(object_key(quota), RECOUNT_BATCH_SECONDS)

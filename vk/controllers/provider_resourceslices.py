@@ -60,7 +60,14 @@ from vk.controllers.provider_quotas import (
 from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, resource_path
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import DELETED, namespace_index, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    namespace_index,
+    namespace_of_key,
+    object_key,
+    shared_informer,
+    split_key,
+)
 from vk.kube.pki import csr_subject
 from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
@@ -380,7 +387,7 @@ class ProviderResourceSlices(Reconciler):
         )
         # Grouped by tenant namespace (one consumer's): a consumer's many slices, or failing
         # ones, do not hold up another's.
-        self.controller = Controller(self, workers=4, group=lambda key: split_key(key)[0])
+        self.controller = Controller(self, workers=4, group=namespace_of_key)
         self.applied = AppliedObjects(client)
         # A Quota deleted by someone else is made again while its slice is answered: a
         # consumer's ShadowPods whose creator has no Quota are deleted after a grace.

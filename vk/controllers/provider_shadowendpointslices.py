@@ -49,7 +49,7 @@ from vk.kube.client import (
 )
 from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import object_key, shared_informer, split_key
+from vk.kube.informer import namespace_of_key, object_key, shared_informer, split_key
 from vk.reflection.forge.exposition import (
     ENDPOINTSLICE_MANAGED_BY_LABEL,
     REFLECTED_ENDPOINTSLICE_MANAGER,
@@ -356,7 +356,7 @@ class ProviderShadowEndpointSlices(Reconciler):
         """The work queue's group of a key: its consumer, each consumer's slices served in
         turn however many another has queued or failing (a namespace that is no twin stands
         for itself)."""
-        namespace = split_key(key)[0] or ""
+        namespace = namespace_of_key(key)
         return self._consumer_of(namespace) or namespace
 
     def _consumer_of(self, namespace: str) -> str | None:

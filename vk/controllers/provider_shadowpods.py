@@ -76,7 +76,14 @@ from vk.kube.client import (
     resource_path,
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
-from vk.kube.informer import DELETED, Informer, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    Informer,
+    namespace_of_key,
+    object_key,
+    shared_informer,
+    split_key,
+)
 from vk.reflection.forge.pods import (
     consumer_grace_period,
     controller_uid,
@@ -347,7 +354,7 @@ class ProviderShadowPods(Reconciler):
     def _consumer_of(self, key: str) -> str:
         """The consumer whose namespace a key is in: each consumer's ShadowPods are served in
         turn, however many another has queued or failing (the work queue's groups)."""
-        namespace = split_key(key)[0] or ""
+        namespace = namespace_of_key(key)
         cached = self.consumer_namespaces.store.get(namespace) or {}
         labels = cached.get("metadata", {}).get("labels") or {}
         return str(labels.get(REMOTE_CLUSTER_ID_LABEL) or namespace)

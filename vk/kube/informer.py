@@ -108,6 +108,12 @@ def split_key(key: str) -> tuple[str | None, str]:
     return (namespace or None), name
 
 
+def namespace_of_key(key: str) -> str:
+    """The namespace of an object key ("" for a cluster-scoped object's): the work-queue group
+    of controllers that serve each namespace (each consumer's tenant namespace) in turn."""
+    return key.rpartition("/")[0]
+
+
 def namespace_index(obj: JSON) -> list[str]:
     return [obj.get("metadata", {}).get("namespace", "")]
 
