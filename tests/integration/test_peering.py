@@ -597,6 +597,80 @@ def test_a_deleted_slices_pods_hold_its_place_in_the_count_until_they_are_gone(
         delete_consumer_slice(peered, "refill")
 
 
+def test_a_consumer_making_slices_again_and_again_is_paced(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: venice deletes a slice and makes another, again and again: each new one is
+    an identity naples binds in every twin of venice's and unbinds when it goes. Past its
+    count's worth of new slices at once (naples' controller manager, restarted, starts with that
+    many), venice gets one more per --new-resource-slice-interval (here 1h): the next is Denied,
+    saying why, and gets no Quota."""
+    answered = [
+        s
+        for s in get_json(
+            peered, PROVIDER, RSLICE, "-n", PROVIDER_TENANT, "-l", f"{REPLICATED_LABEL}=true"
+        )["items"]
+        if not s["metadata"].get("deletionTimestamp")
+    ]
+    count = len(answered) + 1  # room for one slice more than venice holds
+    set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, count)
+    log = tmp_path / "controller-manager.log"
+
+    def paced(name: str) -> Any:
+        found = get_json(peered, CONSUMER, RSLICE, name, "-n", CONSUMER_TENANT) or {}
+        said = {c.get("reason") for c in found.get("status", {}).get("conditions", [])}
+        return found if said == {"ResourceSliceRateLimited"} else None
+
+    made: list[str] = []
+    with installed_controller_manager_stopped(peered, PROVIDER):
+        process = start_controller_manager(
+            peered, PROVIDER, log, "--new-resource-slice-interval=1h"
+        )
+        try:
+            # Its count's worth of new slices, each made and deleted in turn: all answered.
+            for n in range(count):
+                name = f"churn-{n}"
+                made.append(name)
+                apply(peered, CONSUMER, forge_resource_slice(name, PROVIDER))
+                wait_until(
+                    lambda name=name: (
+                        conditions(get_json(peered, CONSUMER, RSLICE, name, "-n", CONSUMER_TENANT))
+                        == {"Authentication": "Accepted", "Resources": "Accepted"}
+                    ),
+                    f"new slice {name} answered",
+                    timeout=60,
+                )
+                delete_consumer_slice(peered, name)
+            made.append("churn-held")
+            apply(peered, CONSUMER, forge_resource_slice("churn-held", PROVIDER))
+            held = wait_until(
+                lambda: paced("churn-held"),
+                "the next new slice held back",
+                timeout=60,
+                explain=lambda: str(
+                    get_json(peered, CONSUMER, RSLICE, "churn-held", "-n", CONSUMER_TENANT)
+                ),
+            )
+            assert conditions(held) == {"Authentication": "Denied", "Resources": "Denied"}
+            message = next(c["message"] for c in held["status"]["conditions"])
+            assert message.startswith(
+                f"venice had its {count} new ResourceSlices answered at once, and gets one "
+                "more every 3600 s"
+            ), message
+            assert (
+                get_json(
+                    peered, PROVIDER, "quotas.offloading.liqo.io",
+                    resource_slice_user(CONSUMER, "churn-held"), "-n", PROVIDER_TENANT,
+                )
+                is None
+            )  # fmt: skip
+        finally:
+            stop_controller_manager(process)
+            set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
+            for name in made:
+                delete_consumer_slice(peered, name)
+
+
 def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(
     peered: Clusters,
 ) -> None:

@@ -23,6 +23,7 @@ from vk.controllers.provider_resourceslices import (
     AUTHENTICATION,
     DENIED,
     REASON_COUNT_EXCEEDED,
+    REASON_RATE_LIMITED,
     RESOURCES,
     ProviderResourceSlices,
     ProviderSettings,
@@ -285,6 +286,53 @@ async def test_a_slice_made_again_under_its_name_is_not_counted_twice() -> None:
     assert condition(api.statuses["b"], RESOURCES)["status"] == ACCEPTED
 
 
+async def test_a_consumer_making_slices_again_and_again_is_paced() -> None:
+    """The attack: venice deletes a slice and makes another, again and again, within its count.
+    Each new slice answered is a Quota naples binds in every twin of venice's, and unbinds when
+    it goes: hundreds of naples' writes for each two of venice's. After its count's worth at
+    once, venice gets one more per interval; the one held back says so, and is looked at again
+    when its turn comes. A slice that took its turn, or has its Quota, is not new."""
+    api = ProviderApi()
+    controller = ProviderResourceSlices(
+        api,  # type: ignore[arg-type]
+        ProviderSettings(
+            "naples", {}, "https://naples", b"", max_resource_slices=2, new_slice_interval=3600
+        ),
+    )
+    controller.namespaces.store.upsert({"metadata": {"name": TENANT, "labels": {}}})
+
+    async def answer(name: str) -> float | None:
+        controller.slices.store.upsert(resource_slice(name, "2026-11-29T10:00:00Z"))
+        result = await controller.reconcile(f"{TENANT}/{name}")
+        return result.requeue_after
+
+    for name in ("a", "b"):
+        assert await answer(name) is None
+        assert await answer(name) is None  # looked at again: its turn taken once
+        assert condition(api.statuses[name], RESOURCES)["status"] == ACCEPTED
+        controller.slices.store.delete(f"{TENANT}/{name}")
+        await controller.reconcile(f"{TENANT}/{name}")
+    retry = await answer("c")
+    assert retry == pytest.approx(3600, rel=0.01)
+    for kind in (AUTHENTICATION, RESOURCES):
+        held_back = condition(api.statuses["c"], kind)
+        assert (held_back["status"], held_back["reason"]) == (DENIED, REASON_RATE_LIMITED)
+        assert held_back["message"].startswith(
+            "venice had its 2 new ResourceSlices answered at once, and gets one more every 3600 s"
+        )
+    assert quota_path(TENANT, "c") not in api.applied
+    # One with its Quota already (this process restarted) is not new.
+    user = resource_slice_user("venice", "d")
+    controller.quotas.store.upsert({"metadata": {"name": user, "namespace": TENANT}})
+    assert await answer("d") is None
+    assert condition(api.statuses["d"], RESOURCES)["status"] == ACCEPTED
+    # The provider's administrator allows venice one more slice: c's turn is there at once.
+    labels = {TENANT_MAX_RESOURCE_SLICES_LABEL: "3"}
+    controller.namespaces.store.upsert({"metadata": {"name": TENANT, "labels": labels}})
+    assert await answer("c") is None
+    assert condition(api.statuses["c"], RESOURCES)["status"] == ACCEPTED
+
+
 async def test_a_slice_whose_identity_is_being_signed_keeps_its_place() -> None:
     """The newer slice of the same second, by name older, does not take the place of one whose
     request is made already: that one would flip from being signed to Denied (and vkctl stop
@@ -339,7 +387,16 @@ async def test_past_the_count_another_class_keeps_its_resources_and_gets_no_quot
     assert api.applied == {}
 
 
-async def test_vkctl_says_a_slice_past_the_count_is_answered_once_there_is_room() -> None:
+@pytest.mark.parametrize(
+    ("reason", "advice"),
+    [
+        (REASON_COUNT_EXCEEDED, "it is answered on its own once there is room"),
+        (REASON_RATE_LIMITED, "it is answered on its own when its turn comes"),
+    ],
+)
+async def test_vkctl_says_a_slice_held_back_is_answered_on_its_own(
+    reason: str, advice: str
+) -> None:
     """Not "delete it and create it again": that would put it last in the line."""
 
     class Consumer:
@@ -351,7 +408,7 @@ async def test_vkctl_says_a_slice_past_the_count_is_answered_once_there_is_room(
                         {
                             "type": AUTHENTICATION,
                             "status": DENIED,
-                            "reason": REASON_COUNT_EXCEEDED,
+                            "reason": reason,
                             "message": "venice has the 2 ResourceSlices ...",
                         }
                     ]
@@ -366,7 +423,7 @@ async def test_vkctl_says_a_slice_past_the_count_is_answered_once_there_is_room(
             deadline=Deadline.after(5),
             progress=Progress(quiet=True),
         )
-    assert str(raised.value).endswith("it is answered on its own once there is room")
+    assert str(raised.value).endswith(advice)
     assert "create it again" not in str(raised.value)
 
 

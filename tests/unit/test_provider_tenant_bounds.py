@@ -6,6 +6,7 @@ object gone)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import tracemalloc
 from collections.abc import Iterable
@@ -377,7 +378,10 @@ def quota_path(namespace: str, user_of: str, name: str) -> str:
 
 def test_the_quotas_of_slices_created_and_deleted_leave_nothing_held() -> None:
     api = ProviderApi()
-    the_controller = ProviderResourceSlices(api, SETTINGS)  # type: ignore[arg-type]
+    # 201 new slices at once, each taking its turn (the pace allowing them all): what this
+    # process holds of each measured.
+    roomy = dataclasses.replace(SETTINGS, max_resource_slices=1000)
+    the_controller = ProviderResourceSlices(api, roomy)  # type: ignore[arg-type]
     slices = the_controller.slices.store
 
     async def cycle(i: int) -> None:

@@ -98,6 +98,23 @@ def test_token_bucket_allows_a_burst_then_paces() -> None:
     assert bucket.reserve() == pytest.approx(0.2, abs=0.01)
 
 
+def test_a_token_taken_is_only_one_there_and_a_refusal_takes_none() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=0.1, burst=2, clock=lambda: now[0])  # one every 10 s
+    assert [bucket.take() for _ in range(2)] == [0, 0]
+    assert bucket.take() == pytest.approx(10)
+    now[0] = 4.0
+    assert bucket.take() == pytest.approx(6)  # refused ones took nothing
+    now[0] = 10.0
+    assert bucket.take() == 0
+    assert bucket.take() == pytest.approx(10)
+    bucket.resize(1)  # lowered: holds no more than that
+    now[0] = 1000.0
+    assert [bucket.take(), bucket.take()] == [0, pytest.approx(10)]
+    bucket.resize(3)  # raised: the two more are there at once
+    assert [bucket.take(), bucket.take(), bucket.take()] == [0, 0, pytest.approx(10)]
+
+
 async def test_shutdown_drains_then_stops_workers() -> None:
     queue: WorkQueue[str] = WorkQueue("shutdown")
     queue.add("last")

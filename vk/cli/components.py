@@ -462,6 +462,16 @@ def kubelet(
     "would run on counted in no Quota.",
 )
 @click.option(
+    "--new-resource-slice-interval",
+    default="1m",
+    callback=go_duration,
+    show_default=True,
+    help="After its count's worth of new ResourceSlices answered at once, a consumer gets one "
+    "more per this interval (0: no pace): each is bound in every namespace it offloads to "
+    "here, and unbound when it goes, so deleting and making slices again and again would cost "
+    "this cluster hundreds of writes each.",
+)
+@click.option(
     "--load-balancer-classes",
     default="",
     metavar="CLASS,...",
@@ -546,6 +556,7 @@ def controller_manager(
     max_twin_namespaces_per_consumer: int,
     max_resource_slices_per_consumer: int,
     deleted_slice_drain_grace: float,
+    new_resource_slice_interval: float,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -616,6 +627,7 @@ def controller_manager(
         max_twin_namespaces=max_twin_namespaces_per_consumer,
         max_resource_slices=max_resource_slices_per_consumer,
         deleted_slice_drain_grace=deleted_slice_drain_grace,
+        new_resource_slice_interval=new_resource_slice_interval,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
         shadow_pod_workers=shadow_pod_ctrl_workers,

@@ -20,6 +20,7 @@ from vk.controllers.provider_resourceslices import (
     AUTHENTICATION,
     DENIED,
     REASON_COUNT_EXCEEDED,
+    REASON_RATE_LIMITED,
     RESOURCES,
 )
 from vk.controllers.replication import REASON_REFUSED, REPLICATOR
@@ -156,11 +157,12 @@ async def wait_for_resource_slice(
         current = await client.get(slice_path(namespace, name))
         why = denial(current)
         if why:
-            advice = (
-                "it is answered on its own once there is room"
-                if REASON_COUNT_EXCEEDED in why
-                else "ask its administrator, then delete the slice and create it again"
-            )
+            if REASON_COUNT_EXCEEDED in why:
+                advice = "it is answered on its own once there is room"
+            elif REASON_RATE_LIMITED in why:
+                advice = "it is answered on its own when its turn comes"
+            else:
+                advice = "ask its administrator, then delete the slice and create it again"
             raise PeeringError(
                 f"the provider denied the ResourceSlice {namespace}/{name} ({why}): {advice}"
             )

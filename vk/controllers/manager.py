@@ -44,6 +44,7 @@ from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
     DEFAULT_RESOURCES,
+    NEW_SLICE_INTERVAL_SECONDS,
     ProviderResourceSlices,
     ProviderSettings,
 )
@@ -83,6 +84,8 @@ class ManagerOptions:
     max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
     # How long a deleted slice's ShadowPods outlive its Quota (provider).
     deleted_slice_drain_grace: float = UNANSWERED_GRACE_SECONDS
+    # After its count's worth at once, one new slice of a consumer answered per this (provider).
+    new_resource_slice_interval: float = NEW_SLICE_INTERVAL_SECONDS
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
     # The loadBalancerClasses offered to consumers (provider), the first the default.
@@ -122,6 +125,7 @@ async def run_manager(options: ManagerOptions) -> int:
             limits_enforcement=options.default_limits_enforcement,
             load_balancer_classes=options.load_balancer_classes,
             max_resource_slices=options.max_resource_slices,
+            new_slice_interval=options.new_resource_slice_interval,
         )
         log.info("controllers starting", cluster_id=cluster.cluster_id)
         working.set()

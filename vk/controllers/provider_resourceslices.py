@@ -69,6 +69,7 @@ from vk.kube.informer import (
     split_key,
 )
 from vk.kube.pki import csr_subject
+from vk.kube.workqueue import TokenBucket
 from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
 log = structlog.get_logger("vk.controllers.provider_resourceslices")
@@ -86,6 +87,14 @@ ACCEPTED, DENIED = "Accepted", "Denied"
 # The reason of both conditions of a slice past that count: not the slice's fault, and answered
 # on its own once there is room (vkctl says so, instead of asking to make it again).
 REASON_COUNT_EXCEEDED = "ResourceSliceCountExceeded"
+# A consumer gets its count's worth of new slices answered at once, then one per this interval
+# (its tenant namespace's own count, at once, after a restart): each new one answered is a
+# Quota that was not there, bound in every twin of the consumer's, and unbound when it goes, so
+# a consumer deleting and making slices again and again would have the provider write hundreds
+# of bindings for each two of its writes. Both conditions of a slice refused for that say so,
+# and it is answered on its own when its turn comes.
+NEW_SLICE_INTERVAL_SECONDS = 60.0
+REASON_RATE_LIMITED = "ResourceSliceRateLimited"
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ class ProviderSettings:
     # the first is the default.
     load_balancer_classes: tuple[str, ...] = ()
     max_resource_slices: int = DEFAULT_MAX_RESOURCE_SLICES
+    new_slice_interval: float = NEW_SLICE_INTERVAL_SECONDS  # 0: no pace
 
 
 # The annotations that make a StorageClass or an IngressClass its cluster's default.
@@ -221,6 +231,16 @@ def _age(resource_slice: Mapping[str, Any]) -> tuple[str, str]:
     return str(resource_slice["metadata"].get("creationTimestamp") or ""), resource_slice[
         "metadata"
     ]["name"]
+
+
+@dataclass(frozen=True)
+class HeldBack:
+    """Why a slice is not answered now, though nothing is wrong with it: both its conditions
+    say it, and it is answered on its own (after `retry` seconds, or once there is room)."""
+
+    reason: str
+    message: str
+    retry: float | None = None
 
 
 @dataclass(frozen=True)
@@ -399,6 +419,10 @@ class ProviderResourceSlices(Reconciler):
             indexers={STAMPS_BY_TWIN: twin_stamp_index, CREATOR_INDEX: shadow_pod_creator_index},
         )
         self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
+        # By tenant namespace: its consumer's new slices answered (NEW_SLICE_INTERVAL_SECONDS);
+        # and by slice, the UID of the one that took its turn.
+        self._new_slices: dict[str, TokenBucket] = {}
+        self._turns: dict[str, str] = {}
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
         labels = csr["metadata"].get("labels") or {}
@@ -553,6 +577,56 @@ class ProviderResourceSlices(Reconciler):
             )
         return message
 
+    def _held_back(
+        self,
+        resource_slice: JSON,
+        namespace: str,
+        consumer: str,
+        tenant: JSON | None,
+        leaving: bool,
+    ) -> HeldBack | None:
+        """Why the slice is not answered now though nothing is wrong with it (past its
+        consumer's count, or its new slices' pace), or None."""
+        if past_count := self._past_count(resource_slice, namespace, consumer):
+            return HeldBack(REASON_COUNT_EXCEEDED, past_count)
+        if leaving or tenant_condition(tenant) is not TenantCondition.ACTIVE:
+            return None  # no new Quota is made: nothing to pace
+        wait = self._new_slice_wait(resource_slice, namespace, consumer)
+        if wait is None:
+            return None
+        # Said the same at each look (the time left would be a status write each).
+        return HeldBack(
+            REASON_RATE_LIMITED,
+            f"{consumer} had its {self._allowed(namespace)} new ResourceSlices answered at "
+            f"once, and gets one more every {self.settings.new_slice_interval:g} s (the "
+            "provider's --new-resource-slice-interval): this one is answered when its turn "
+            "comes, on its own",
+            retry=wait,
+        )
+
+    def _new_slice_wait(self, resource_slice: JSON, namespace: str, consumer: str) -> float | None:
+        """How long the slice waits for its consumer's next new slice (None: it need not, or a
+        turn was there, taken now). A slice that took its turn, holds its place, or has its
+        Quota already (cached: after a restart) is not new."""
+        metadata = resource_slice["metadata"]
+        key, uid = f"{namespace}/{metadata['name']}", metadata.get("uid") or ""
+        if self.settings.new_slice_interval <= 0 or self._turns.get(key) == uid:
+            return None
+        user = resource_slice_user(consumer, metadata["name"])
+        if self._holds_place(resource_slice) or self.quotas.store.get(f"{namespace}/{user}"):
+            return None
+        allowed = self._allowed(namespace)
+        bucket = self._new_slices.get(namespace)
+        if bucket is None:
+            rate = 1 / self.settings.new_slice_interval
+            bucket = self._new_slices[namespace] = TokenBucket(rate, allowed)
+        bucket.resize(allowed)  # as its tenant namespace's label says now
+        wait = bucket.take()
+        if wait > 0:
+            return wait
+        self._turns[key] = uid
+        return None
+
     def _on_classes(self, *_: Any) -> None:
         for resource_slice in self.slices.store.objects():
             self.controller.enqueue(object_key(resource_slice))
@@ -567,6 +641,7 @@ class ProviderResourceSlices(Reconciler):
             # removed, would keep its Quota and leave room for one more. What was applied of
             # it is forgotten (kept, each slice created and deleted would stay held); a
             # request not yet done goes too.
+            self._turns.pop(key, None)
             if (path := quota_path(namespace, name)) is not None:
                 self.applied.forget(path)
                 with contextlib.suppress(NotFound):
@@ -588,7 +663,7 @@ class ProviderResourceSlices(Reconciler):
         status: JSON = dict(resource_slice.get("status") or {})
         consumer = spec.get("consumerClusterID") or ""
         retry: float | None = None
-        past_count = None
+        held_back = None
         tenant = self.tenants.store.get(f"{namespace}/{consumer}") if consumer else None
         # A Tenant being deleted is the peering ending: none of its slices is answered any
         # more (its answered ones going would make room for those waiting, each an identity
@@ -603,7 +678,7 @@ class ProviderResourceSlices(Reconciler):
                 f"spec.consumerClusterID {consumer!r} is not the consumer of namespace {namespace}",
                 now,
             )
-        elif past_count := self._past_count(resource_slice, namespace, consumer):
+        elif held_back := self._held_back(resource_slice, namespace, consumer, tenant, leaving):
             # Resources are denied only of the default class: another's are its controller's
             # to write (no Quota is made of them meanwhile, below).
             granted_here = (spec.get("class") or DEFAULT_RESOURCE_SLICE_CLASS) == (
@@ -611,13 +686,9 @@ class ProviderResourceSlices(Reconciler):
             )
             for kind in (AUTHENTICATION, RESOURCES) if granted_here else (AUTHENTICATION,):
                 status["conditions"] = set_condition(
-                    status.get("conditions"),
-                    kind,
-                    DENIED,
-                    REASON_COUNT_EXCEEDED,
-                    past_count,
-                    now,
+                    status.get("conditions"), kind, DENIED, held_back.reason, held_back.message, now
                 )
+            retry = held_back.retry
             if granted_here:
                 # What its first version was granted (before the consumer wrote its ID).
                 for key in ("resources", "nodeLabels", *CLASS_FIELDS):
@@ -640,7 +711,7 @@ class ProviderResourceSlices(Reconciler):
                 "no resources until the tenant is uncordoned",
                 now,
             )
-        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS and not past_count and not leaving:
+        elif slice_class == DEFAULT_RESOURCE_SLICE_CLASS and not held_back and not leaving:
             self._grant_resources(spec, status, now)
         current = resource_slice.get("status") or {}
         if {k: v for k, v in status.items() if v is not None} != current:
@@ -664,7 +735,7 @@ class ProviderResourceSlices(Reconciler):
         if (
             granted
             and path is not None
-            and not past_count
+            and not held_back
             and not leaving
             and consumer == tenant_of_namespace(namespace)
             and (accepted or condition is not TenantCondition.ACTIVE)

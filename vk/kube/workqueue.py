@@ -44,25 +44,48 @@ class ShutDown(Exception):
 
 
 class TokenBucket:
-    """Overall rate limit (client-go's default: 10 per second, bursts of 100). Each call reserves
-    a token and says how long to wait for it."""
+    """Overall rate limit (client-go's default: 10 per second, bursts of 100): `rate` tokens a
+    second, `burst` at most, full at first."""
 
-    def __init__(self, rate: float, burst: int) -> None:
+    def __init__(
+        self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rate = rate
         self.burst = burst
+        self._clock = clock
         self._tokens = float(burst)
-        self._last = time.monotonic()
+        self._last = clock()
 
     def full(self) -> bool:
         """Whether it has refilled to its burst: forgotten, it would be made again as it is."""
-        return self._tokens + (time.monotonic() - self._last) * self.rate >= self.burst
+        return self._tokens + (self._clock() - self._last) * self.rate >= self.burst
 
     def reserve(self) -> float:
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
-        self._last = now
+        """Reserves a token, there or to come, and says how long to wait for it."""
+        self._refill()
         self._tokens -= 1
         return 0.0 if self._tokens >= 0 else -self._tokens / self.rate
+
+    def take(self) -> float:
+        """Takes a token if one is there (0.0); else takes none, and says how long until one
+        is: for what is refused meanwhile, not delayed."""
+        self._refill()
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return 0.0
+        return (1 - self._tokens) / self.rate
+
+    def resize(self, burst: int) -> None:
+        """A new burst: raised, the tokens it adds are there at once (more allowed is more
+        allowed now); lowered, those past it go."""
+        self._refill()
+        self._tokens = min(burst, self._tokens + max(0, burst - self.burst))
+        self.burst = burst
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+        self._last = now
 
 
 def exponential_backoff(failures: int, base: float, cap: float) -> float:
