@@ -115,6 +115,23 @@ def conditions(obj: dict[str, Any] | None) -> dict[str, str]:
     }
 
 
+ANSWERED = {"Authentication": "Accepted", "Resources": "Accepted"}
+
+
+def consumer_slice(clusters: Clusters, name: str) -> Any:
+    return get_json(clusters, CONSUMER, RSLICE, name, "-n", CONSUMER_TENANT)
+
+
+def wait_answered(clusters: Clusters, name: str, what: str) -> Any:
+    """venice's slice `name` once naples has answered it (both conditions Accepted)."""
+    return wait_until(
+        lambda: (s := consumer_slice(clusters, name)) and conditions(s) == ANSWERED and s,
+        what,
+        timeout=60,
+        explain=lambda: str(consumer_slice(clusters, name)),
+    )
+
+
 def apply(clusters: Clusters, cluster: str, obj: dict[str, Any]) -> None:
     clusters.kubectl(cluster, "apply", "-f", "-", input=json.dumps(obj))
 
@@ -140,15 +157,7 @@ def test_a_default_slice_is_accepted_and_gets_a_quota_a_kubeconfig_and_a_virtual
     peered: Clusters, tmp_path: Path
 ) -> None:
     apply(peered, CONSUMER, forge_resource_slice("mypool", PROVIDER))
-    accepted = wait_until(
-        lambda: (
-            (s := get_json(peered, CONSUMER, RSLICE, "mypool", "-n", CONSUMER_TENANT))
-            and conditions(s) == {"Authentication": "Accepted", "Resources": "Accepted"}
-            and s
-        ),
-        "the slice Accepted Accepted",
-        timeout=60,
-    )
+    accepted = wait_answered(peered, "mypool", "the slice Accepted Accepted")
     table = peered.kubectl(CONSUMER, "get", RSLICE, "mypool", "-n", CONSUMER_TENANT).stdout
     assert table.split("\n")[1].split()[:3] == ["mypool", "Accepted", "Accepted"]
     granted = {"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "20Gi"}
@@ -560,7 +569,7 @@ def test_a_deleted_slices_pods_hold_its_place_in_the_count_until_they_are_gone(
         return [s for s in found if not s["metadata"].get("deletionTimestamp")]
 
     def refill() -> Any:
-        return get_json(peered, CONSUMER, RSLICE, "refill", "-n", CONSUMER_TENANT)
+        return consumer_slice(peered, "refill")
 
     # Room for one more than venice holds: the slice that will be deleted.
     set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(answered()) + 1)
@@ -584,13 +593,8 @@ def test_a_deleted_slices_pods_hold_its_place_in_the_count_until_they_are_gone(
                 "-n", leaked.twin, "--wait=false",
             )  # fmt: skip
             assert deleted.returncode == 0, deleted.stderr
-            wait_until(
-                lambda: (
-                    conditions(refill()) == {"Authentication": "Accepted", "Resources": "Accepted"}
-                ),
-                "the new slice answered once the deleted one's pods are gone",
-                timeout=60,
-                explain=lambda: str(refill()),
+            wait_answered(
+                peered, "refill", "the new slice answered once the deleted one's pods are gone"
             )
     finally:
         set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
@@ -632,14 +636,7 @@ def test_a_consumer_making_slices_again_and_again_is_paced(
                 name = f"churn-{n}"
                 made.append(name)
                 apply(peered, CONSUMER, forge_resource_slice(name, PROVIDER))
-                wait_until(
-                    lambda name=name: (
-                        conditions(get_json(peered, CONSUMER, RSLICE, name, "-n", CONSUMER_TENANT))
-                        == {"Authentication": "Accepted", "Resources": "Accepted"}
-                    ),
-                    f"new slice {name} answered",
-                    timeout=60,
-                )
+                wait_answered(peered, name, f"new slice {name} answered")
                 delete_consumer_slice(peered, name)
             made.append("churn-held")
             apply(peered, CONSUMER, forge_resource_slice("churn-held", PROVIDER))
@@ -687,7 +684,7 @@ def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_t
     set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, len(held))
 
     def capped() -> Any:
-        return get_json(peered, CONSUMER, RSLICE, "capped", "-n", CONSUMER_TENANT)
+        return consumer_slice(peered, "capped")
 
     try:
         apply(peered, CONSUMER, forge_resource_slice("capped", PROVIDER))
@@ -722,12 +719,7 @@ def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_t
         )
         # Allowed more: answered at once.
         set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None)
-        wait_until(
-            lambda: conditions(capped()) == {"Authentication": "Accepted", "Resources": "Accepted"},
-            "the slice answered once allowed",
-            timeout=60,
-            explain=lambda: str(capped()),
-        )
+        wait_answered(peered, "capped", "the slice answered once allowed")
     finally:
         set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
         delete_consumer_slice(peered, "capped")
