@@ -17,7 +17,9 @@ from tests.plain_manifests import (
 )
 from vk.api.constants import (
     CREATOR_USER_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
     TENANT_MAX_TWIN_NAMESPACES_LABEL,
+    consumer_of_namespace,
     tenant_limit,
     tenant_of_namespace,
 )
@@ -549,6 +551,17 @@ def test_only_a_tenant_namespace_has_a_tenant() -> None:
     assert tenant_of_namespace("liqo-tenant-venice") == "venice"
     assert tenant_of_namespace("liqo-tenant-") is None
     assert tenant_of_namespace("shop") is None
+
+
+def test_a_namespace_names_its_consumer_by_the_label_the_provider_wrote() -> None:
+    def labelled(labels: JSON) -> JSON:
+        return {"metadata": {"name": "shop-venice", "labels": labels}}
+
+    assert consumer_of_namespace(labelled({REMOTE_CLUSTER_ID_LABEL: "venice"})) == "venice"
+    assert consumer_of_namespace(labelled({REMOTE_CLUSTER_ID_LABEL: ""})) is None
+    assert consumer_of_namespace(labelled({"app": "shop"})) is None
+    assert consumer_of_namespace({"metadata": {"name": "shop"}}) is None
+    assert consumer_of_namespace(None) is None
 
 
 # --- How many twin namespaces a consumer may have ---------------------------------------------

@@ -148,6 +148,14 @@ def tenant_of_namespace(namespace: str) -> str | None:
     return cluster_id if cluster_id and cluster_id != namespace else None
 
 
+def consumer_of_namespace(namespace: Mapping[str, Any] | None) -> str | None:
+    """The consumer a provider's tenant or twin namespace was made for (its
+    REMOTE_CLUSTER_ID_LABEL: only the provider writes namespaces), or None (none, or another)."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    consumer = labels.get(REMOTE_CLUSTER_ID_LABEL)
+    return str(consumer) if consumer else None
+
+
 # On a provider's tenant namespace, set by its administrator (a consumer cannot write
 # namespaces): how many twin namespaces, and ResourceSlices, that one consumer may have there,
 # instead of the provider's defaults.

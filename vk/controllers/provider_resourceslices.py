@@ -39,6 +39,7 @@ from vk.api.constants import (
     REPLICATED_LABEL,
     RESOURCE_SLICE_NAME_LABEL,
     TENANT_MAX_RESOURCE_SLICES_LABEL,
+    consumer_of_namespace,
     resource_slice_user,
     tenant_group,
     tenant_limit,
@@ -456,14 +457,8 @@ class ProviderResourceSlices(Reconciler):
             twin, stamp = value.split("/", 1)
             if self.shadow_pods.store.count_by_index(CREATOR_INDEX, stamp):
                 continue
-            if consumer := self._consumer_of_namespace(twin):
+            if consumer := consumer_of_namespace(self.namespaces.store.get(twin)):
                 self._enqueue_next(tenant_namespace(consumer))
-
-    def _consumer_of_namespace(self, namespace: str) -> str | None:
-        """The consumer the provider made tenant or twin namespace `namespace` for."""
-        cached = self.namespaces.store.get(namespace) or {}
-        consumer = (cached.get("metadata", {}).get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
-        return str(consumer) if consumer else None
 
     def _on_quota(self, event: str, quota: JSON, _: JSON | None) -> None:
         """A Quota gone: its slice looked at again, and its Quota made again unless the slice
@@ -547,7 +542,10 @@ class ProviderResourceSlices(Reconciler):
         # to hundreds, not its thousands of ShadowPods.
         for value in self.shadow_pods.store.index_values(STAMPS_BY_TWIN):
             twin, stamp = value.split("/", 1)
-            if stamp not in live and self._consumer_of_namespace(twin) == consumer:
+            if (
+                stamp not in live
+                and consumer_of_namespace(self.namespaces.store.get(twin)) == consumer
+            ):
                 draining.add(stamp)
         return draining
 

@@ -35,6 +35,7 @@ from vk.api.constants import (
     DEFAULT_SHADOW_ENDPOINTSLICE_WORKERS,
     REMOTE_CLUSTER_ID_LABEL,
     TENANT_NAMESPACE_LABEL,
+    consumer_of_namespace,
     tenant_namespace,
 )
 from vk.api.offloading import ShadowEndpointSlice
@@ -338,7 +339,7 @@ class ProviderShadowEndpointSlices(Reconciler):
         self.controller = Controller(self, workers=workers, group=self._group_of)
 
     def _on_namespace(self, _: str, namespace: JSON, __: JSON | None) -> None:
-        consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        consumer = consumer_of_namespace(namespace)
         for shadow in self.shadows.store.objects():
             if self._consumer_of(shadow["metadata"]["namespace"]) == consumer:
                 self.controller.enqueue(object_key(shadow))
@@ -362,11 +363,9 @@ class ProviderShadowEndpointSlices(Reconciler):
     def _consumer_of(self, namespace: str) -> str | None:
         """The consumer a twin namespace was made for (None: not one)."""
         found = self.consumer_namespaces.store.get(namespace)
-        labels = (found or {}).get("metadata", {}).get("labels") or {}
-        if TENANT_NAMESPACE_LABEL in labels:
+        if TENANT_NAMESPACE_LABEL in ((found or {}).get("metadata", {}).get("labels") or {}):
             return None
-        consumer = labels.get(REMOTE_CLUSTER_ID_LABEL)
-        return str(consumer) if consumer else None
+        return consumer_of_namespace(found)
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)

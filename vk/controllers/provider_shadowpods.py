@@ -50,6 +50,7 @@ from vk.api.constants import (
     SHADOW_POD_NAME_TAKEN,
     SHADOW_POD_NOT_RESERVED,
     SHADOW_POD_OWNED_LABEL,
+    consumer_of_namespace,
 )
 from vk.api.jsondata import is_integer
 from vk.api.offloading import Quota, ShadowPod, ShadowPodConditionType
@@ -355,9 +356,7 @@ class ProviderShadowPods(Reconciler):
         """The consumer whose namespace a key is in: each consumer's ShadowPods are served in
         turn, however many another has queued or failing (the work queue's groups)."""
         namespace = namespace_of_key(key)
-        cached = self.consumer_namespaces.store.get(namespace) or {}
-        labels = cached.get("metadata", {}).get("labels") or {}
-        return str(labels.get(REMOTE_CLUSTER_ID_LABEL) or namespace)
+        return consumer_of_namespace(self.consumer_namespaces.store.get(namespace)) or namespace
 
     def _on_shadow_pod(self, event: str, shadow: JSON, _: JSON | None) -> None:
         key = object_key(shadow)
