@@ -333,6 +333,42 @@ async def test_a_consumer_making_slices_again_and_again_is_paced() -> None:
     assert condition(api.statuses["c"], RESOURCES)["status"] == ACCEPTED
 
 
+async def test_new_slices_waiting_for_turns_get_them_the_oldest_first() -> None:
+    """Turns go as the count's room does, the oldest slice first, whichever of those waiting is
+    looked at first when one comes: the younger leaves it to the older, brought back now."""
+    now = [0.0]
+    api = ProviderApi()
+    controller = ProviderResourceSlices(
+        api,  # type: ignore[arg-type]
+        ProviderSettings(
+            "naples", {}, "https://naples", b"", max_resource_slices=2, new_slice_interval=60
+        ),
+        clock=lambda: now[0],
+    )
+    controller.namespaces.store.upsert({"metadata": {"name": TENANT, "labels": {}}})
+
+    async def look_at(name: str) -> str:
+        await controller.reconcile(f"{TENANT}/{name}")
+        return str(condition(api.statuses[name], RESOURCES)["reason"])
+
+    for name in ("a", "b"):  # the burst, taken and gone
+        controller.slices.store.upsert(resource_slice(name, "2026-11-29T10:00:00Z"))
+        await controller.reconcile(f"{TENANT}/{name}")
+        controller.slices.store.delete(f"{TENANT}/{name}")
+        await controller.reconcile(f"{TENANT}/{name}")
+    controller.slices.store.upsert(resource_slice("older", "2026-11-29T11:00:00Z"))
+    controller.slices.store.upsert(resource_slice("younger", "2026-11-29T11:00:01Z"))
+    await queued(controller)
+    assert await look_at("younger") == REASON_RATE_LIMITED
+    now[0] = 60.0  # one turn comes: the younger, looked at first, leaves it to the older
+    assert await look_at("younger") == REASON_RATE_LIMITED
+    assert await queued(controller) == [f"{TENANT}/older"]
+    assert await look_at("older") != REASON_RATE_LIMITED
+    assert await look_at("younger") == REASON_RATE_LIMITED
+    now[0] = 120.0
+    assert await look_at("younger") != REASON_RATE_LIMITED
+
+
 async def test_a_slice_whose_identity_is_being_signed_keeps_its_place() -> None:
     """The newer slice of the same second, by name older, does not take the place of one whose
     request is made already: that one would flip from being signed to Denied (and vkctl stop

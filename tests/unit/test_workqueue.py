@@ -115,6 +115,18 @@ def test_a_token_taken_is_only_one_there_and_a_refusal_takes_none() -> None:
     assert [bucket.take(), bucket.take(), bucket.take()] == [0, 0, pytest.approx(10)]
 
 
+def test_how_long_until_tokens_are_there_takes_none() -> None:
+    now = [0.0]
+    bucket = TokenBucket(rate=0.1, burst=2, clock=lambda: now[0])
+    assert (bucket.wait(), bucket.wait(2)) == (0, 0)
+    assert [bucket.take(), bucket.take()] == [0, 0]
+    now[0] = 5.0
+    assert (bucket.wait(), bucket.wait(2)) == (pytest.approx(5), pytest.approx(15))
+    now[0] = 10.0
+    assert bucket.wait() == 0
+    assert bucket.take() == 0  # what waiting said was there
+
+
 async def test_shutdown_drains_then_stops_workers() -> None:
     queue: WorkQueue[str] = WorkQueue("shutdown")
     queue.add("last")

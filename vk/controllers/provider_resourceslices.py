@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -380,9 +381,16 @@ def quota_path(namespace: str, slice_name: str) -> str | None:
 class ProviderResourceSlices(Reconciler):
     name = "provider-resourceslices"
 
-    def __init__(self, client: KubeClient, settings: ProviderSettings) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: ProviderSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.client = client
         self.settings = settings
+        self.clock = clock  # the new slices' turns'
         self.slices = shared_informer(
             client,
             ResourceSlice.group_version(),
@@ -556,10 +564,11 @@ class ProviderResourceSlices(Reconciler):
         draining = len(self._draining(namespace, slices))
         return slice_line(slices, self._allowed(namespace), self._holds_place, draining)
 
-    def _past_count(self, resource_slice: JSON, namespace: str, consumer: str) -> str | None:
+    def _past_count(
+        self, resource_slice: JSON, line: SliceLine, namespace: str, consumer: str
+    ) -> str | None:
         """Why the slice is past what its consumer gets answered at once, or None."""
         name = resource_slice["metadata"]["name"]
-        line = self._line(namespace)
         if all(s["metadata"]["name"] != name for s in line.waiting):
             return None
         message = (
@@ -585,11 +594,12 @@ class ProviderResourceSlices(Reconciler):
     ) -> HeldBack | None:
         """Why the slice is not answered now though nothing is wrong with it (past its
         consumer's count, or its new slices' pace), or None."""
-        if past_count := self._past_count(resource_slice, namespace, consumer):
+        line = self._line(namespace)
+        if past_count := self._past_count(resource_slice, line, namespace, consumer):
             return HeldBack(REASON_COUNT_EXCEEDED, past_count)
         if leaving or tenant_condition(tenant) is not TenantCondition.ACTIVE:
             return None  # no new Quota is made: nothing to pace
-        wait = self._new_slice_wait(resource_slice, namespace, consumer)
+        wait = self._new_slice_wait(resource_slice, line, namespace, consumer)
         if wait is None:
             return None
         # Said the same at each look (the time left would be a status write each).
@@ -602,27 +612,49 @@ class ProviderResourceSlices(Reconciler):
             retry=wait,
         )
 
-    def _new_slice_wait(self, resource_slice: JSON, namespace: str, consumer: str) -> float | None:
-        """How long the slice waits for its consumer's next new slice (None: it need not, or a
-        turn was there, taken now). A slice that took its turn, holds its place, or has its
-        Quota already (cached: after a restart) is not new."""
+    def _is_new(self, resource_slice: JSON, namespace: str, consumer: str) -> bool:
+        """Whether the slice waits for a turn of its consumer's new slices: it is the
+        consumer's, took no turn, holds no place, and has no Quota (cached: after a
+        restart)."""
         metadata = resource_slice["metadata"]
-        key, uid = f"{namespace}/{metadata['name']}", metadata.get("uid") or ""
-        if self.settings.new_slice_interval <= 0 or self._turns.get(key) == uid:
-            return None
+        if (resource_slice.get("spec") or {}).get("consumerClusterID") != consumer:
+            return False  # refused, never answered: it takes no turn
+        if self._turns.get(f"{namespace}/{metadata['name']}") == metadata.get("uid"):
+            return False
         user = resource_slice_user(consumer, metadata["name"])
-        if self._holds_place(resource_slice) or self.quotas.store.get(f"{namespace}/{user}"):
+        return not (
+            self._holds_place(resource_slice) or self.quotas.store.get(f"{namespace}/{user}")
+        )
+
+    def _new_slice_wait(
+        self, resource_slice: JSON, line: SliceLine, namespace: str, consumer: str
+    ) -> float | None:
+        """How long the slice waits for its turn among its consumer's new slices (None: it
+        need not, or its turn was there, taken now). The turns go the oldest first, as the
+        count's room does (`line.next`): a slice looked at when a turn comes leaves it to an
+        older one waiting, which is looked at again now."""
+        if self.settings.new_slice_interval <= 0 or not self._is_new(
+            resource_slice, namespace, consumer
+        ):
             return None
         allowed = self._allowed(namespace)
         bucket = self._new_slices.get(namespace)
         if bucket is None:
             rate = 1 / self.settings.new_slice_interval
-            bucket = self._new_slices[namespace] = TokenBucket(rate, allowed)
+            bucket = self._new_slices[namespace] = TokenBucket(rate, allowed, clock=self.clock)
         bucket.resize(allowed)  # as its tenant namespace's label says now
+        uid = resource_slice["metadata"].get("uid")
+        ahead = [s for s in line.next if self._is_new(s, namespace, consumer)]
+        place = next((i for i, s in enumerate(ahead) if s["metadata"].get("uid") == uid), 0)
+        if place > 0 and (wait := bucket.wait(place + 1)) > 0:
+            # Turns there are the older slices'.
+            if bucket.wait() == 0:
+                self.controller.enqueue(object_key(ahead[0]))
+            return wait
         wait = bucket.take()
         if wait > 0:
             return wait
-        self._turns[key] = uid
+        self._turns[f"{namespace}/{resource_slice['metadata']['name']}"] = uid or ""
         return None
 
     def _on_classes(self, *_: Any) -> None:

@@ -69,11 +69,15 @@ class TokenBucket:
     def take(self) -> float:
         """Takes a token if one is there (0.0); else takes none, and says how long until one
         is: for what is refused meanwhile, not delayed."""
-        self._refill()
-        if self._tokens >= 1:
+        wait = self.wait()
+        if wait == 0:
             self._tokens -= 1
-            return 0.0
-        return (1 - self._tokens) / self.rate
+        return wait
+
+    def wait(self, tokens: int = 1) -> float:
+        """How long until `tokens` are there (0.0: they are), taking none."""
+        self._refill()
+        return max(0.0, (tokens - self._tokens) / self.rate)
 
     def resize(self, burst: int) -> None:
         """A new burst: raised, the tokens it adds are there at once (more allowed is more
