@@ -10,6 +10,7 @@ from vk.kube.workqueue import (
     MAX_BUCKETS,
     ShutDown,
     TokenBucket,
+    TokenBuckets,
     WorkQueue,
     exponential_backoff,
 )
@@ -113,6 +114,22 @@ def test_a_token_taken_is_only_one_there_and_a_refusal_takes_none() -> None:
     assert [bucket.take(), bucket.take()] == [0, pytest.approx(10)]
     bucket.resize(3)  # raised: the two more are there at once
     assert [bucket.take(), bucket.take(), bucket.take()] == [0, 0, pytest.approx(10)]
+
+
+def test_buckets_refilled_are_forgotten_and_those_in_use_kept() -> None:
+    now = [0.0]
+    buckets: TokenBuckets[int] = TokenBuckets(rate=1.0, burst=1, most=4, clock=lambda: now[0])
+    for key in range(5):  # the fifth sweeps, and finds the four in use
+        assert buckets[key].take() == 0
+    assert len(buckets) == 5
+    assert buckets[0].take() == pytest.approx(1)  # kept, empty
+    for key in range(5, 8):  # no sweep before twice the four it left
+        assert buckets[key].take() == 0
+    assert len(buckets) == 8
+    now[0] = 10.0  # all refilled: the next new key sweeps them all
+    assert buckets[8].take() == 0
+    assert len(buckets) == 1
+    assert buckets[0].wait() == 0  # made again, full
 
 
 def test_how_long_until_tokens_are_there_takes_none() -> None:

@@ -47,6 +47,8 @@ class TokenBucket:
     """Overall rate limit (client-go's default: 10 per second, bursts of 100): `rate` tokens a
     second, `burst` at most, full at first."""
 
+    __slots__ = ("_clock", "_last", "_tokens", "burst", "rate")
+
     def __init__(
         self, rate: float, burst: int, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
@@ -92,6 +94,38 @@ class TokenBucket:
         self._last = now
 
 
+class TokenBuckets(Generic[T]):
+    """A TokenBucket for each key, made full when a key first needs one: `rate` and `burst`
+    each. At `most` kept (or twice what the last sweep left, if more), those refilled are
+    forgotten (they hold nothing: made again, they would be as they are): keys that come and
+    go cost no more than those in use, and a sweep is paid for by the keys added since."""
+
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        *,
+        most: int = MAX_BUCKETS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate, self.burst, self.most = rate, burst, most
+        self._clock = clock
+        self._buckets: dict[T, TokenBucket] = {}
+        self._sweep_at = most
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def __getitem__(self, key: T) -> TokenBucket:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= self._sweep_at:
+                self._buckets = {k: b for k, b in self._buckets.items() if not b.full()}
+                self._sweep_at = max(self.most, 2 * len(self._buckets))
+            bucket = self._buckets[key] = TokenBucket(self.rate, self.burst, clock=self._clock)
+        return bucket
+
+
 def exponential_backoff(failures: int, base: float, cap: float) -> float:
     """base * 2^failures, at most cap (client-go: 5 ms doubling up to 1000 s)."""
     return float(min(cap, base * 2.0 ** min(failures, 64)))
@@ -124,8 +158,7 @@ class WorkQueue(Generic[T]):
         self._shutting_down = False
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._rate, self._burst = rate, burst
-        self._buckets: dict[Hashable, TokenBucket] = {}
+        self._buckets: TokenBuckets[Hashable] = TokenBuckets(rate, burst)
         self._depth = QUEUE_DEPTH.labels(name)
         self._adds = QUEUE_ADDS.labels(name)
         self._retries = QUEUE_RETRIES.labels(name)
@@ -180,15 +213,9 @@ class WorkQueue(Generic[T]):
         failures = self._failures.get(item, 0)
         self._failures[item] = failures + 1
         self._retries.inc()
-        group = self._group_of(item)
-        bucket = self._buckets.get(group)
-        if bucket is None:
-            if len(self._buckets) >= MAX_BUCKETS:  # those full again hold nothing
-                self._buckets = {g: b for g, b in self._buckets.items() if not b.full()}
-            bucket = self._buckets[group] = TokenBucket(self._rate, self._burst)
         delay = max(
             exponential_backoff(failures, self._base_delay, self._max_delay),
-            bucket.reserve(),
+            self._buckets[self._group_of(item)].reserve(),
         )
         self.add_after(item, delay)
 
