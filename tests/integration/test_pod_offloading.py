@@ -31,6 +31,7 @@ from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 from vk.controllers.local_processes import read_pid
 from vk.reflection.forge.pods import forge_remote_pod
+from vk.reflection.workload.pods import STATUS_WRITE_INTERVAL_SECONDS, STATUS_WRITES_BURST
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
 HOLD = {"metadata": {"finalizers": ["vk.test/hold"]}}
@@ -60,6 +61,19 @@ def running(pods: list[dict]) -> list[dict]:
         if p.get("status", {}).get("phase") == "Running"
         and not p["metadata"].get("deletionTimestamp")
     ]
+
+
+def apply_bare_pod(setup: VirtualNodeSetup, name: str, namespace: str) -> None:
+    """A Pod of no controller, of the test Deployment's pod spec."""
+    spec = setup.deployment(name, namespace, 1)["spec"]["template"]["spec"]
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+    )
 
 
 def hold(setup: VirtualNodeSetup, remote: str, pod: str) -> None:
@@ -389,15 +403,7 @@ def test_remote_pod_not_created_by_vk_is_left_alone_and_reported(workload: Offlo
         "naples", "run", "taken", "-n", remote, "--image=nginx", "--labels=owner=someone-else"
     )
     before = setup.pods("naples", remote, "owner=someone-else")[0]
-    pod = setup.deployment("taken", namespace, 1)["spec"]["template"]
-    setup.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "taken", "namespace": namespace},
-            "spec": pod["spec"],
-        }
-    )
+    apply_bare_pod(setup, "taken", namespace)
 
     def reason() -> str | None:
         local = json.loads(
@@ -555,6 +561,49 @@ def test_a_remote_pod_that_finishes_shows_succeeded_locally(workload: Offloaded)
     local = setup.pods("venice", namespace, "app=once")[0]
     terminated = local["status"]["containerStatuses"][0]["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+
+
+def test_a_provider_flipping_a_pods_status_has_it_written_home_at_a_pace(
+    workload: Offloaded,
+) -> None:
+    """The attack: the provider writes its Pods' statuses as it likes, and flips one's
+    readiness on and on. Each change was a status written home, as fast as the provider's
+    writes came; past a burst, one is written every STATUS_WRITE_INTERVAL_SECONDS, and the
+    last the provider says is what home shows."""
+    setup, namespace, remote = workload
+    apply_bare_pod(setup, "flapping", namespace)
+
+    def local_ready() -> str | None:
+        local = setup.kubectl("get", "pod", "flapping", "-n", namespace, "-o", "json").stdout
+        conditions = json.loads(local).get("status", {}).get("conditions") or []
+        return next((c["status"] for c in conditions if c["type"] == "Ready"), None)
+
+    wait_until(lambda: local_ready() == "True", "the pod Ready at home")
+
+    def status_writes() -> float:
+        return sum(
+            s.value
+            for f in text_string_to_metric_families(setup.replicas[0].metrics())
+            for s in f.samples
+            if f.name == "vk_api_requests"
+            and s.labels["client"] == "home"
+            and (s.labels["verb"], s.labels["resource"]) == ("PATCH", "pods/status")
+        )
+
+    before, started = status_writes(), time.monotonic()
+    flips = 40
+    for flip in range(flips):
+        ready = "True" if flip % 2 else "False"
+        status = {"conditions": [{"type": "Ready", "status": ready}]}
+        setup.clusters.kubectl(
+            "naples", "patch", "pod", "flapping", "-n", remote, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": status}),
+        )  # fmt: skip
+    elapsed = time.monotonic() - started
+    wait_until(lambda: local_ready() == "True", "home showing the provider's last word")
+    written = status_writes() - before
+    paced = STATUS_WRITES_BURST + elapsed / STATUS_WRITE_INTERVAL_SECONDS + 1
+    assert written <= paced < flips, (written, elapsed)
 
 
 def test_the_provider_keeps_the_pods_while_the_virtual_kubelet_is_away(workload: Offloaded) -> None:

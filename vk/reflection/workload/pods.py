@@ -65,6 +65,7 @@ from vk.kube.informer import (
     shared_informer,
     split_key,
 )
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.addresses import HomeAddresses, HomeNetwork, trusted_pod_ips, without_pod_ips
 from vk.reflection.forge.meta import is_owned_by_us, ownership_labels
 from vk.reflection.forge.pods import (
@@ -253,6 +254,13 @@ _REMOTE_POD_METADATA_READ = (
 # status as it likes, up to the 1.5 MiB of an object: ten thousand of those would be 15 GiB in
 # the virtual kubelet, and as much written home.
 MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
+# How often the provider's changes of one pod's status are written home: at once up to
+# STATUS_WRITES_BURST times, then once each STATUS_WRITE_INTERVAL_SECONDS, with the status it
+# reports then. A pod's status changes a few times as it starts, and seldom after (a probe's
+# period is seconds); a provider writes its Pods' statuses as it likes, and changing them on
+# and on would have the virtual kubelet write home as fast as it can, for each of its pods.
+STATUS_WRITES_BURST = 10
+STATUS_WRITE_INTERVAL_SECONDS = 2.0
 # Where the cache's copy of a remote Pod whose status was not kept says how large it was.
 STATUS_REFUSED = "statusBytesRefused"
 # Where the cache's copy of a remote Pod says which ShadowPod controls it (its UID, kept up to
@@ -368,6 +376,9 @@ class PodReflector(Reconciler):
         )
         # The local pods' statuses this virtual kubelet wrote, until their informer shows them.
         self.status_writes = RecentWrites()
+        self.status_pace: TokenBuckets[str] = TokenBuckets(
+            1 / STATUS_WRITE_INTERVAL_SECONDS, STATUS_WRITES_BURST
+        )
         self._first_seen: dict[str, tuple[str, float]] = {}  # key -> (local uid, when)
         # Pods whose offload time was observed: a second look at a local pod whose cache has
         # not caught up with our own Running yet is not a second offload.
@@ -786,7 +797,8 @@ class PodReflector(Reconciler):
         elif (phase := (shadow.get("status") or {}).get("phase")) in POD_TERMINAL_PHASES:
             # Finished while this virtual kubelet was away, and gone since: the provider's
             # record of how it ended is all there is to report.
-            await self._reflect_status(key, local, {"status": {"phase": phase}})
+            wait = await self._reflect_status(key, local, {"status": {"phase": phase}})
+            return Result(requeue_after=wait or None)
         elif refusal := provider_refusal(shadow):
             reason, message = refusal
             if reason == SHADOW_POD_NOT_RESERVED:
@@ -834,13 +846,12 @@ class PodReflector(Reconciler):
                 and informer is not None
                 and informer.synced.is_set()
             ):
-                await self._report_stopped(key, local)
+                return Result(requeue_after=await self._report_stopped(key, local) or None)
             return Result()
         if remote.get(SHADOW_POD_UID, shadow["metadata"]["uid"]) != shadow["metadata"]["uid"]:
             return Result()  # a Pod still cached from an earlier ShadowPod of the name
         self._count_recreation(key, local, remote)
-        await self._reflect_status(key, local, remote)
-        return Result()
+        return Result(requeue_after=await self._reflect_status(key, local, remote) or None)
 
     async def _create(self, client: KubeClient, local: JSON, remote_namespace: str) -> Result:
         phase = local.get("status", {}).get("phase")
@@ -1073,13 +1084,16 @@ class PodReflector(Reconciler):
         seen = self._remote_uids.get(key)
         return seen[2] if seen is not None and seen[0] == local["metadata"]["uid"] else 0
 
-    async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> None:
+    async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> float:
+        """The remote pod's status written home, if it says more than the local pod's; how
+        long to wait to write it, if its pod's statuses are coming faster than
+        STATUS_WRITE_INTERVAL_SECONDS (0.0: written, or nothing to write)."""
         if remote.get(STATUS_REFUSED):
             await self._refuse_status(local, remote[STATUS_REFUSED])
-            return  # the local pod says what it said before
+            return 0.0  # the local pod says what it said before
         self._refused_statuses.pop(key, None)  # said again if it comes again
         if not status_worth_reporting(remote):
-            return
+            return 0.0
         if self.pod_forging.reflect_ips:
             home = self.home_network.current() if self.home_network else HomeAddresses()
             remote_status, refused = trusted_pod_ips(remote.get("status") or {}, home)
@@ -1093,16 +1107,19 @@ class PodReflector(Reconciler):
             node_ip=self.node_ip,
             extra_restarts=self._recreations(key, local),
         )
-        await self._write_local_status(key, local, desired)
+        return await self._write_local_status(key, local, desired)
 
-    async def _report_stopped(self, key: str, local: JSON) -> None:
+    async def _report_stopped(self, key: str, local: JSON) -> float:
         desired = forge_stopped_status(local, kube_time(datetime.now(UTC)))
-        if desired is not None:
-            await self._write_local_status(key, local, desired)
+        return 0.0 if desired is None else await self._write_local_status(key, local, desired)
 
-    async def _write_local_status(self, key: str, local: JSON, desired: JSON) -> None:
+    async def _write_local_status(self, key: str, local: JSON, desired: JSON) -> float:
+        """`desired` written as the local pod's status, if it changes it and the pod's pace
+        (`status_pace`) allows; else how long until it does."""
         if not local_status_needs_update(local, desired):
-            return
+            return 0.0
+        if (wait := self.status_pace[key].take()) > 0:
+            return wait  # written then, as the provider's Pod says then
         was_running = local.get("status", {}).get("phase") == "Running"
         written = await self.home.merge_patch(
             pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
@@ -1130,6 +1147,7 @@ class PodReflector(Reconciler):
         ):
             self._offload_observed.add(key)
             POD_OFFLOAD_SECONDS.labels(self.node_name).observe(time.monotonic() - first[1])
+        return 0.0
 
     async def _refuse_status(self, local: JSON, size: int) -> None:
         """Says, once per pod, that the provider's status of it is too large to reflect."""
