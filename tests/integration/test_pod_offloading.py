@@ -29,9 +29,9 @@ from tests.integration.conftest import (
 )
 from tests.integration.polling import wait_until
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
+from vk.api.constants import PROVIDER_STATUS_BURST, PROVIDER_STATUS_INTERVAL_SECONDS
 from vk.controllers.local_processes import read_pid
 from vk.reflection.forge.pods import forge_remote_pod
-from vk.reflection.workload.pods import STATUS_WRITE_INTERVAL_SECONDS, STATUS_WRITES_BURST
 
 OWNERSHIP = "offloading.liqo.io/origin=venice,offloading.liqo.io/destination=naples"
 HOLD = {"metadata": {"finalizers": ["vk.test/hold"]}}
@@ -568,7 +568,7 @@ def test_a_provider_flipping_a_pods_status_has_it_written_home_at_a_pace(
 ) -> None:
     """The attack: the provider writes its Pods' statuses as it likes, and flips one's
     readiness on and on. Each change was a status written home, as fast as the provider's
-    writes came; past a burst, one is written every STATUS_WRITE_INTERVAL_SECONDS, and the
+    writes came; past a burst, one is written every PROVIDER_STATUS_INTERVAL_SECONDS, and the
     last the provider says is what home shows."""
     setup, namespace, remote = workload
     apply_bare_pod(setup, "flapping", namespace)
@@ -602,7 +602,7 @@ def test_a_provider_flipping_a_pods_status_has_it_written_home_at_a_pace(
     elapsed = time.monotonic() - started
     wait_until(lambda: local_ready() == "True", "home showing the provider's last word")
     written = status_writes() - before
-    paced = STATUS_WRITES_BURST + elapsed / STATUS_WRITE_INTERVAL_SECONDS + 1
+    paced = PROVIDER_STATUS_BURST + elapsed / PROVIDER_STATUS_INTERVAL_SECONDS + 1
     assert written <= paced < flips, (written, elapsed)
 
 

@@ -20,6 +20,8 @@ from vk.api.constants import (
     LOCAL_POD_UID_ANNOTATION,
     NODENAME_LABEL,
     ORIGIN_LABEL,
+    PROVIDER_STATUS_BURST,
+    PROVIDER_STATUS_INTERVAL_SECONDS,
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
     VIRTUAL_NODE_TAINT_VALUE,
@@ -28,12 +30,7 @@ from vk.kube.client import JSON, ApiError, NotFound
 from vk.kube.events import EventRecorder
 from vk.kube.informer import DELETED
 from vk.kube.workqueue import TokenBuckets
-from vk.reflection.workload.pods import (
-    STATUS_WRITE_INTERVAL_SECONDS,
-    STATUS_WRITES_BURST,
-    PodReflector,
-    remote_pod_as_read,
-)
+from vk.reflection.workload.pods import PodReflector, remote_pod_as_read
 
 KEY = "shop/web"
 OWNERSHIP = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
@@ -204,13 +201,13 @@ async def test_a_remote_pod_put_out_and_made_again_is_a_restart_not_a_failure() 
 async def test_a_provider_changing_a_pods_status_on_and_on_has_it_written_home_at_a_pace() -> None:
     """The attack: the provider writes its Pods' statuses as it likes, and flips one's
     readiness on and on, each change a write home as fast as the virtual kubelet goes. Past a
-    burst, one is written each STATUS_WRITE_INTERVAL_SECONDS, and it is what the provider's Pod
+    burst, one is written each PROVIDER_STATUS_INTERVAL_SECONDS, and it is what the provider's Pod
     says then: nothing it says last is lost."""
     now = [0.0]
     home, provider = Home(), Provider()
     pods = reflector(home, provider)
     pods.status_pace = TokenBuckets(
-        1 / STATUS_WRITE_INTERVAL_SECONDS, STATUS_WRITES_BURST, clock=lambda: now[0]
+        1 / PROVIDER_STATUS_INTERVAL_SECONDS, PROVIDER_STATUS_BURST, clock=lambda: now[0]
     )
     cached(pods, local=local_pod("a"), shadow=shadow_pod("a"), remote=None)
 
@@ -222,12 +219,12 @@ async def test_a_provider_changing_a_pods_status_on_and_on_has_it_written_home_a
         status = {**RUNNING, "conditions": [{"type": "Ready", "status": str(flip % 2 == 1)}]}
         pods.remote["shop-home"].store.upsert(remote_pod("r1", status))
         retries.append((await pods.reconcile_status(KEY)).requeue_after)
-    assert len(home.status_writes) == STATUS_WRITES_BURST
-    assert retries[:STATUS_WRITES_BURST] == [None] * STATUS_WRITES_BURST
-    assert all(r == pytest.approx(STATUS_WRITE_INTERVAL_SECONDS) for r in retries[10:])
-    now[0] += STATUS_WRITE_INTERVAL_SECONDS  # asked back then: the provider's last word
+    assert len(home.status_writes) == PROVIDER_STATUS_BURST
+    assert retries[:PROVIDER_STATUS_BURST] == [None] * PROVIDER_STATUS_BURST
+    assert all(r == pytest.approx(PROVIDER_STATUS_INTERVAL_SECONDS) for r in retries[10:])
+    now[0] += PROVIDER_STATUS_INTERVAL_SECONDS  # asked back then: the provider's last word
     assert (await pods.reconcile_status(KEY)).requeue_after is None
-    assert len(home.status_writes) == STATUS_WRITES_BURST + 1
+    assert len(home.status_writes) == PROVIDER_STATUS_BURST + 1
     assert ready(home.status_writes[-1]) == "True"
 
 

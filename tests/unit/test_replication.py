@@ -1,6 +1,6 @@
 """What a provider, not trusted, can make the consumer's replication do: hold no more of our
-twins there than their budget, and not hold the workers every provider shares while it does
-not answer."""
+twins there than their budget, not hold the workers every provider shares while it does not
+answer, and not have their statuses copied home faster than a pace."""
 
 from __future__ import annotations
 
@@ -12,7 +12,12 @@ import orjson
 import pytest
 
 from vk.api.authentication import ResourceSlice
-from vk.api.constants import REMOTE_CLUSTER_ID_LABEL, tenant_namespace
+from vk.api.constants import (
+    PROVIDER_STATUS_BURST,
+    PROVIDER_STATUS_INTERVAL_SECONDS,
+    REMOTE_CLUSTER_ID_LABEL,
+    tenant_namespace,
+)
 from vk.controllers.replication import (
     REASON_REFUSED,
     REFUSED_RETRY,
@@ -28,6 +33,7 @@ from vk.controllers.replication import (
 from vk.kube.client import ApiError, NotFound
 from vk.kube.controller import Result
 from vk.kube.informer import Informer, Store
+from vk.kube.workqueue import TokenBuckets
 
 CONSUMER = "rome"
 SLICES = ResourceSlice.PLURAL
@@ -182,6 +188,45 @@ async def test_a_provider_that_does_not_answer_is_not_asked_again_for_a_while() 
     # Another provider's keys go on.
     assert await replicator.reconcile(f"{SLICES}|{tenant_namespace('venice')}/v1") == Result()
     assert answering.writes == 1
+
+
+class StatusCopies(Home):
+    def __init__(self) -> None:
+        self.statuses: list[Any] = []
+
+    async def merge_patch(self, path: str, patch: Any) -> Any:
+        if path.endswith("/status"):
+            self.statuses.append(patch["status"])
+        return patch
+
+
+async def test_a_provider_changing_a_twins_status_on_and_on_has_it_copied_home_at_a_pace() -> None:
+    """The attack: the provider writes our twins' statuses as it likes, and flips one's on and
+    on, each change a status written home. Past a burst, one is copied every
+    PROVIDER_STATUS_INTERVAL_SECONDS, as the provider has it then: its last word is not lost."""
+    now = [0.0]
+    home = StatusCopies()
+    replicator = Replicator(home, CONSUMER)  # type: ignore[arg-type]
+    replicator.status_pace = TokenBuckets(
+        1 / PROVIDER_STATUS_INTERVAL_SECONDS, PROVIDER_STATUS_BURST, clock=lambda: now[0]
+    )
+    link = linked(replicator, "naples", AnsweringProvider())
+    replicator.local[SLICES].store.upsert(local_slice("n1", "naples"))
+    key = f"{SLICES}|{tenant_namespace('naples')}/n1"
+    twin = local_slice("n1", "naples")
+    twin["metadata"]["namespace"] = tenant_namespace(CONSUMER)
+    retries = []
+    for flip in range(30):
+        reason = f"flip {flip}"
+        twin["status"] = {"conditions": [{"type": "Resources", "reason": reason}]}
+        link.informers[SLICES].store.upsert(dict(twin))
+        retries.append((await replicator.reconcile(key)).requeue_after)
+    assert len(home.statuses) == PROVIDER_STATUS_BURST
+    assert retries[:PROVIDER_STATUS_BURST] == [None] * PROVIDER_STATUS_BURST
+    assert all(r == pytest.approx(PROVIDER_STATUS_INTERVAL_SECONDS) for r in retries[10:])
+    now[0] += PROVIDER_STATUS_INTERVAL_SECONDS
+    assert (await replicator.reconcile(key)).requeue_after is None
+    assert home.statuses[-1]["conditions"][0]["reason"] == "flip 29"
 
 
 async def test_each_providers_objects_are_served_in_turn() -> None:

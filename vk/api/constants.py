@@ -78,6 +78,15 @@ NODENAME_LABEL = "offloading.liqo.io/nodename"
 # On the Secret holding an offloaded pod's ServiceAccount tokens: whose tokens they are.
 SERVICE_ACCOUNT_NAME_LABEL = "offloading.liqo.io/service-account-name"
 
+# How often a status the provider writes is copied home for one object (a remote pod's, or a
+# replicated ResourceSlice's or NamespaceMap's): as often as it changes up to
+# PROVIDER_STATUS_BURST times at once, then once every PROVIDER_STATUS_INTERVAL_SECONDS, as
+# the provider has it then. A pod's status changes a few times as it starts, and seldom after
+# (a probe's period is seconds); a provider writes its statuses as it likes, and changing them
+# on and on would have the consumer write home as fast as it goes, for each of its objects.
+PROVIDER_STATUS_BURST = 10
+PROVIDER_STATUS_INTERVAL_SECONDS = 2.0
+
 # With the DenyList policy, an object carrying this annotation is not reflected.
 SKIP_REFLECTION_ANNOTATION = "liqo.io/skip-reflection"
 # With the AllowList policy, only objects carrying this annotation are reflected.

@@ -23,6 +23,8 @@ from vk.api.authentication import ResourceSlice
 from vk.api.constants import (
     IDENTITY_CONTROL_PLANE,
     IDENTITY_TYPE_LABEL,
+    PROVIDER_STATUS_BURST,
+    PROVIDER_STATUS_INTERVAL_SECONDS,
     REMOTE_CLUSTER_ID_LABEL,
     REMOTE_ID_LABEL,
     REPLICATED_LABEL,
@@ -52,6 +54,7 @@ from vk.kube.informer import (
 )
 from vk.kube.kubeconfig import InvalidKubeconfig, parse_secret_kubeconfig
 from vk.kube.supervision import BackgroundTasks
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 
 log = structlog.get_logger("vk.controllers.replication")
@@ -256,6 +259,10 @@ class Replicator(Reconciler):
         )
         self.links: dict[str, ProviderLink] = {}
         self._kubeconfigs: dict[str, bytes] = {}
+        # Each object's status copied home at the provider's pace, within bounds.
+        self.status_pace: TokenBuckets[str] = TokenBuckets(
+            1 / PROVIDER_STATUS_INTERVAL_SECONDS, PROVIDER_STATUS_BURST
+        )
         self._stopping = BackgroundTasks("provider-links-stopping")
         # Each provider's objects (in its tenant namespace) served in turn.
         self.controller = Controller(
@@ -406,6 +413,8 @@ class Replicator(Reconciler):
         if status and kind.kind == NamespaceMap.KIND:
             status = await self._trusted_status(key, local, status, provider)
         if status and status != local.get("status"):
+            if (wait := self.status_pace[key].take()) > 0:
+                return Result(requeue_after=wait)  # copied then, as the provider has it then
             await self.client.merge_patch(
                 resource_path(
                     kind.api_version, plural, namespace=namespace, name=name, subresource="status"

@@ -37,6 +37,8 @@ from vk.api.constants import (
     NODENAME_LABEL,
     ORIGIN_LABEL,
     POD_TERMINAL_PHASES,
+    PROVIDER_STATUS_BURST,
+    PROVIDER_STATUS_INTERVAL_SECONDS,
     SHADOW_POD_NAME_TAKEN,
     SHADOW_POD_NOT_RESERVED,
 )
@@ -254,13 +256,6 @@ _REMOTE_POD_METADATA_READ = (
 # status as it likes, up to the 1.5 MiB of an object: ten thousand of those would be 15 GiB in
 # the virtual kubelet, and as much written home.
 MAX_REMOTE_POD_STATUS_BYTES = 32 * 1024
-# How often the provider's changes of one pod's status are written home: at once up to
-# STATUS_WRITES_BURST times, then once each STATUS_WRITE_INTERVAL_SECONDS, with the status it
-# reports then. A pod's status changes a few times as it starts, and seldom after (a probe's
-# period is seconds); a provider writes its Pods' statuses as it likes, and changing them on
-# and on would have the virtual kubelet write home as fast as it can, for each of its pods.
-STATUS_WRITES_BURST = 10
-STATUS_WRITE_INTERVAL_SECONDS = 2.0
 # Where the cache's copy of a remote Pod whose status was not kept says how large it was.
 STATUS_REFUSED = "statusBytesRefused"
 # Where the cache's copy of a remote Pod says which ShadowPod controls it (its UID, kept up to
@@ -377,7 +372,7 @@ class PodReflector(Reconciler):
         # The local pods' statuses this virtual kubelet wrote, until their informer shows them.
         self.status_writes = RecentWrites()
         self.status_pace: TokenBuckets[str] = TokenBuckets(
-            1 / STATUS_WRITE_INTERVAL_SECONDS, STATUS_WRITES_BURST
+            1 / PROVIDER_STATUS_INTERVAL_SECONDS, PROVIDER_STATUS_BURST
         )
         self._first_seen: dict[str, tuple[str, float]] = {}  # key -> (local uid, when)
         # Pods whose offload time was observed: a second look at a local pod whose cache has
@@ -1087,7 +1082,7 @@ class PodReflector(Reconciler):
     async def _reflect_status(self, key: str, local: JSON, remote: JSON) -> float:
         """The remote pod's status written home, if it says more than the local pod's; how
         long to wait to write it, if its pod's statuses are coming faster than
-        STATUS_WRITE_INTERVAL_SECONDS (0.0: written, or nothing to write)."""
+        PROVIDER_STATUS_INTERVAL_SECONDS (0.0: written, or nothing to write)."""
         if remote.get(STATUS_REFUSED):
             await self._refuse_status(local, remote[STATUS_REFUSED])
             return 0.0  # the local pod says what it said before
