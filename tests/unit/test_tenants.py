@@ -23,8 +23,14 @@ from vk.cli import peer
 from vk.cli.peer import describe_remaining, left_on_provider
 from vk.cli.peering import another_cluster, forge_tenant, forge_tenant_namespace
 from vk.cli.vkctl import vkctl
-from vk.controllers.provider_namespacemaps import MANAGED_BY_ANNOTATION, twin_namespaces_of
+from vk.controllers.provider_namespacemaps import (
+    MANAGED_BY_ANNOTATION,
+    TWINS_BY_TENANT,
+    tenant_of_twin,
+    twin_namespaces_of,
+)
 from vk.controllers.tenants import forge_control_plane_rbac, tenant_consumer
+from vk.kube.informer import Store
 from vk.kube.kubeconfig import ClusterConnection
 
 TENANT_CRD = next(m for m in crd_manifests() if m["spec"]["names"]["kind"] == "Tenant")
@@ -152,13 +158,15 @@ def test_the_teardown_takes_the_twin_namespaces_of_this_tenant_only() -> None:
         annotations = {MANAGED_BY_ANNOTATION: managed_by} if managed_by else {}
         return {"metadata": {"name": name, "annotations": annotations}}
 
-    namespaces = [
-        namespace("shop-venice", "liqo-tenant-venice/florence"),
+    namespaces = Store({TWINS_BY_TENANT: tenant_of_twin})
+    for each in (
         namespace("web-venice", "liqo-tenant-venice/florence"),
+        namespace("shop-venice", "liqo-tenant-venice/florence"),
         namespace("shop-venice2", "liqo-tenant-venice2/florence"),
         namespace("liqo-tenant-venice", None),
         namespace("default", None),
-    ]
+    ):
+        namespaces.upsert(each)
     assert [
         n["metadata"]["name"] for n in twin_namespaces_of(namespaces, "liqo-tenant-venice")
     ] == [

@@ -78,6 +78,7 @@ from vk.kube.events import WARNING, EventRecorder
 from vk.kube.informer import (
     DELETED,
     MODIFIED,
+    Store,
     namespace_index,
     namespace_of_key,
     object_key,
@@ -374,11 +375,6 @@ def managed_by(namespace: Mapping[str, Any] | None) -> str | None:
     return str(value) if value else None
 
 
-def twin_namespaces_of(namespaces: Iterable[JSON], tenant: str) -> list[JSON]:
-    """The namespaces made for the NamespaceMaps of the tenant namespace `tenant`."""
-    return [ns for ns in namespaces if (managed_by(ns) or "").startswith(f"{tenant}/")]
-
-
 # The cached Quotas by namespace: a twin's quota and binding read its consumer's alone.
 QUOTAS_BY_NAMESPACE = "namespace"
 
@@ -391,6 +387,13 @@ def tenant_of_twin(namespace: JSON) -> list[str]:
     """The index TWINS_BY_TENANT: the tenant namespace of the map `namespace` was made for."""
     owner = managed_by(namespace) or ""
     return [owner.split("/", 1)[0]] if "/" in owner else []
+
+
+def twin_namespaces_of(namespaces: Store, tenant: str) -> list[JSON]:
+    """The namespaces made for the NamespaceMaps of the tenant namespace `tenant`, by name, of
+    a store indexed by TWINS_BY_TENANT."""
+    twins = namespaces.by_index(TWINS_BY_TENANT, tenant)
+    return sorted(twins, key=lambda namespace: str(namespace["metadata"]["name"]))
 
 
 @dataclass
@@ -682,7 +685,7 @@ class ProviderNamespaceMaps(Reconciler):
         those made and not cached yet (forgotten past MADE_UNSEEN_SECONDS: one deleted before
         the cache saw it)."""
         cached = {
-            ns["metadata"]["name"] for ns in self.namespaces.store.by_index(TWINS_BY_TENANT, tenant)
+            ns["metadata"]["name"] for ns in twin_namespaces_of(self.namespaces.store, tenant)
         }
         made = self._made_unseen.setdefault(tenant, {})
         now = time.monotonic()

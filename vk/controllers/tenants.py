@@ -47,7 +47,11 @@ from vk.api.core import ForeignCluster
 from vk.api.meta import KubeObject
 from vk.api.offloading import NamespaceMap, Quota, ShadowPod
 from vk.controllers.csr import CSR_API
-from vk.controllers.provider_namespacemaps import twin_namespaces_of
+from vk.controllers.provider_namespacemaps import (
+    TWINS_BY_TENANT,
+    tenant_of_twin,
+    twin_namespaces_of,
+)
 from vk.controllers.provider_resourceslices import tenant_condition
 from vk.controllers.replication import FINALIZER as REPLICATION_FINALIZER
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
@@ -159,6 +163,7 @@ class Tenants(Reconciler):
         self.namespaces = shared_informer(
             client, "v1", "namespaces", label_selector=REMOTE_CLUSTER_ID_LABEL
         )
+        self.namespaces.store.add_indexers({TWINS_BY_TENANT: tenant_of_twin})
         self.events = EventRecorder(client, "tenant-controller")
         self.controller = Controller(self, workers=2)
         self._misplaced: set[str] = set()
@@ -221,7 +226,7 @@ class Tenants(Reconciler):
         period they ask for); how many are still there. Its Quotas, cordoned, admit none
         again; one admitted just before the cordon reached the webhook goes on the next pass."""
         remaining = 0
-        for twin in twin_namespaces_of(self.namespaces.store.objects(), namespace):
+        for twin in twin_namespaces_of(self.namespaces.store, namespace):
             twin_name = twin["metadata"]["name"]
             for shadow in await self._list(
                 resource_path(ShadowPod.group_version(), ShadowPod.PLURAL, namespace=twin_name)
@@ -265,7 +270,7 @@ class Tenants(Reconciler):
         if replicated:
             return f"{len(replicated)} ResourceSlice(s) and NamespaceMap(s) of {consumer}"
 
-        twins = twin_namespaces_of(self.namespaces.store.objects(), namespace)
+        twins = twin_namespaces_of(self.namespaces.store, namespace)
         for twin in twins:
             if not deleting(twin):
                 await self._delete(resource_path("v1", "namespaces", name=twin["metadata"]["name"]))
