@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Clusters
 from tests.integration.conftest import installed_controller_manager_stopped
 from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import apply, deployment, vkctl
+from vk.api.constants import PROVIDER_STATUS_BURST, PROVIDER_STATUS_INTERVAL_SECONDS
+from vk.reflection.event.events import EVENT_WRITE_INTERVAL_SECONDS, MAX_EVENTS_PER_OBJECT
 
 CONSUMER, PROVIDER = "venice", "naples"
 
@@ -211,6 +214,46 @@ def test_a_providers_slice_status_cannot_relabel_the_node_nor_hang_the_consumer(
                          "-p", json.dumps({"spec": {"labels": {"tier": None}}}))  # fmt: skip
 
 
+def test_a_provider_rewriting_a_slices_status_on_and_on_has_it_copied_home_at_a_pace(
+    naples_peered: Clusters,
+) -> None:
+    """The provider writes its copy of venice's ResourceSlice's status as it likes, on and on:
+    each change was a status written at venice. Past a burst, one is copied every
+    PROVIDER_STATUS_INTERVAL_SECONDS, and the last the provider wrote is what venice shows."""
+    clusters = naples_peered
+    twin = ("resourceslices.authentication.liqo.io", PROVIDER, "-n", f"liqo-tenant-{CONSUMER}")
+    local = ("resourceslices.authentication.liqo.io", PROVIDER, "-n", f"liqo-tenant-{PROVIDER}")
+
+    def write_status(status: dict[str, Any]) -> None:
+        clusters.kubectl(PROVIDER, "patch", *twin, "--subresource=status", "--type=merge",
+                         "-p", json.dumps({"status": status}))  # fmt: skip
+
+    def copies() -> float:
+        metrics = controller_manager_metrics(clusters, CONSUMER)
+        return requests_made(metrics, "home", "PATCH", "resourceslices/status")
+
+    def team_at_venice() -> str | None:
+        status = json.loads(clusters.kubectl(CONSUMER, "get", *local, "-o", "json").stdout)
+        team: str | None = (status["status"].get("nodeLabels") or {}).get("provider-team")
+        return team
+
+    rewrites = 30
+    try:
+        with installed_controller_manager_stopped(clusters, PROVIDER):
+            before, started = copies(), time.monotonic()
+            for rewrite in range(rewrites):
+                write_status({"nodeLabels": {"provider-team": f"ops-{rewrite}"}})
+            elapsed = time.monotonic() - started
+            last = f"ops-{rewrites - 1}"
+            wait_until(lambda: team_at_venice() == last, "the provider's last word at venice")
+            copied = copies() - before
+            paced = PROVIDER_STATUS_BURST + elapsed / PROVIDER_STATUS_INTERVAL_SECONDS + 1
+            assert copied <= paced < rewrites, (copied, elapsed)
+    finally:
+        with installed_controller_manager_stopped(clusters, PROVIDER):
+            write_status({"nodeLabels": {"provider-team": None}})
+
+
 def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
     naples_peered: Clusters, offloaded: str
 ) -> None:
@@ -309,6 +352,60 @@ def test_a_provider_flooding_events_about_a_pod_gets_25_copied_home_and_no_more(
     assert longest["message"] == "m" * 1024
 
 
+def test_a_provider_bumping_an_events_count_on_and_on_has_it_copied_home_at_a_pace(
+    naples_peered: Clusters, offloaded: str
+) -> None:
+    """The provider bumps the count of an Event about an offloaded pod on and on: each change
+    was a write at venice. Past MAX_EVENTS_PER_OBJECT about the pod, one is written every
+    EVENT_WRITE_INTERVAL_SECONDS, and the last count the provider wrote is what venice shows."""
+    clusters = naples_peered
+    apply(clusters, offloaded, deployment("web", 1))
+    remote = web_running(clusters, offloaded, PROVIDER)
+    name = f"{remote['metadata']['name']}.bumped"
+    bumped = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": offloaded},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": remote["metadata"]["name"],
+            "namespace": offloaded,
+            "uid": remote["metadata"]["uid"],
+        },
+        "reason": "BackOff",
+        "message": "back-off",
+        "type": "Warning",
+        "source": {"component": "attacker"},
+        "firstTimestamp": "2026-12-07T00:00:00Z",
+        "lastTimestamp": "2026-12-07T00:00:00Z",
+        "count": 1,
+    }
+    clusters.kubectl(PROVIDER, "create", "-f", "-", input=json.dumps(bumped))
+
+    def count_at_venice() -> int | None:
+        found = clusters.kubectl(CONSUMER, "get", "event", name, "-n", offloaded, "-o", "json",
+                                 check=False)  # fmt: skip
+        return json.loads(found.stdout).get("count") if found.returncode == 0 else None
+
+    wait_until(count_at_venice, "the Event copied to venice")
+
+    def writes() -> float:
+        metrics = virtual_kubelet_metrics(clusters, PROVIDER)
+        return sum(requests_made(metrics, "home", verb, "events") for verb in ("POST", "PATCH"))
+
+    before, started = writes(), time.monotonic()
+    bumps = 40
+    for count in range(2, bumps + 2):
+        clusters.kubectl(PROVIDER, "patch", "event", name, "-n", offloaded, "--type=merge",
+                         "-p", json.dumps({"count": count}))  # fmt: skip
+    elapsed = time.monotonic() - started
+    wait_until(lambda: count_at_venice() == bumps + 1, "the provider's last count at venice")
+    written = writes() - before
+    paced = MAX_EVENTS_PER_OBJECT + elapsed / EVENT_WRITE_INTERVAL_SECONDS + 1
+    assert written <= paced < bumps, (written, elapsed)
+
+
 def virtual_kubelet_rss_mib(clusters: Clusters, node: str) -> float:
     """The resident memory of the playground's virtual kubelet of `node` at venice."""
     (pid_file,) = clusters.playground.paths(CONSUMER).virtual_kubelets.glob(f"*/{node}/pid")
@@ -379,14 +476,32 @@ def test_a_pod_status_the_provider_makes_huge_is_not_reflected(
     assert "Bloated" not in [c["type"] for c in local["status"].get("conditions") or []]
 
 
-def watch_events(clusters: Clusters, node: str, resource: str, event_type: str) -> float:
-    """The watch events of `resource` the virtual kubelet of `node` at venice has taken in."""
+def virtual_kubelet_metrics(clusters: Clusters, node: str) -> str:
+    """What the virtual kubelet of `node` at venice exports."""
     (ports_file,) = clusters.playground.paths(CONSUMER).virtual_kubelets.glob(
         f"*/{node}/ports.json"
     )
     port = json.loads(ports_file.read_text())["metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        metrics = response.read().decode()
+        text: str = response.read().decode()
+    return text
+
+
+def requests_made(metrics: str, client: str, verb: str, resource: str) -> float:
+    """The requests a vk process counted (`vk_api_requests_total`) of one kind, all codes."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "vk_api_requests"
+        for sample in family.samples
+        if (sample.labels["client"], sample.labels["verb"], sample.labels["resource"])
+        == (client, verb, resource)
+    )
+
+
+def watch_events(clusters: Clusters, node: str, resource: str, event_type: str) -> float:
+    """The watch events of `resource` the virtual kubelet of `node` at venice has taken in."""
+    metrics = virtual_kubelet_metrics(clusters, node)
     return sum(
         float(line.rsplit(" ", 1)[1])
         for line in metrics.splitlines()

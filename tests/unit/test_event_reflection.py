@@ -13,7 +13,12 @@ import pytest
 from tests.unit.reflectors import reflector_options
 from vk.kube.client import JSON, NotFound
 from vk.kube.informer import Informer
-from vk.reflection.event.events import MAX_EVENTS_PER_OBJECT, EventReflector
+from vk.kube.workqueue import TokenBuckets
+from vk.reflection.event.events import (
+    EVENT_WRITE_INTERVAL_SECONDS,
+    MAX_EVENTS_PER_OBJECT,
+    EventReflector,
+)
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.generic import LOCAL as LOCAL_SIDE
 from vk.reflection.generic import NamespaceReflection
@@ -141,6 +146,61 @@ def test_a_reflected_event_is_written_once_and_its_echo_wakes_nothing() -> None:
     assert len(events.controller.queue) == 0, "our own write coming back"
     events.on_event(state, LOCAL_SIDE, "DELETED", home.created[0])
     assert len(events.controller.queue) == 1, "deleted by another: made again"
+
+
+class Writes(Home):
+    """Stores the Events created, and the patches of the first, each a new version."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patched: list[JSON] = []
+
+    async def merge_patch(self, path: str, body: JSON) -> JSON:
+        self.patched.append(body)
+        stored = self.created[0]
+        version = str(10 + len(self.patched))
+        return {**stored, **body, "metadata": {**stored["metadata"], "resourceVersion": version}}
+
+
+async def test_a_provider_changing_its_events_on_and_on_has_them_written_home_at_a_pace() -> None:
+    """The attack: the provider writes its Events as it likes, and bumps one's count on and
+    on, each change a write home. Past MAX_EVENTS_PER_OBJECT about one object, one is written
+    every EVENT_WRITE_INTERVAL_SECONDS, as the provider has it then."""
+    now = [0.0]
+    home: Any = Writes()
+    events = EventReflector(
+        reflector_options(home),
+        ReflectionPolicy.DENY_LIST,
+        lambda *_: {"metadata": {"name": "web", "namespace": LOCAL, "uid": "local-uid"}},
+    )
+    events.pace = TokenBuckets(
+        1 / EVENT_WRITE_INTERVAL_SECONDS, MAX_EVENTS_PER_OBJECT, clock=lambda: now[0]
+    )
+    local_events = Informer(home, "v1", "events", namespace=LOCAL)
+    remote_events = Informer(home, "v1", "events", namespace=REMOTE)
+    for informer in (local_events, remote_events):
+        informer.synced.set()
+    events.namespaces[LOCAL] = NamespaceReflection(
+        LOCAL, REMOTE, home, [local_events, remote_events]
+    )
+
+    def bumped(count: int) -> JSON:
+        remote = {**event(), "reason": "BackOff", "message": "back-off", "type": "Warning"}
+        return {
+            **remote,
+            "metadata": {**remote["metadata"], "resourceVersion": str(count)},
+            "count": count,
+        }
+
+    retries = []
+    for count in range(1, 61):
+        remote_events.store.upsert(bumped(count))
+        retries.append((await events.reconcile(f"{LOCAL}/web.1")).requeue_after)
+    assert len(home.created) + len(home.patched) == MAX_EVENTS_PER_OBJECT
+    assert all(r == pytest.approx(EVENT_WRITE_INTERVAL_SECONDS) for r in retries[25:])
+    now[0] += EVENT_WRITE_INTERVAL_SECONDS
+    assert (await events.reconcile(f"{LOCAL}/web.1")).requeue_after is None
+    assert home.patched[-1]["count"] == 60
 
 
 class Recorder:

@@ -3,7 +3,8 @@ a probe failing, ...) or a reflected object shows in `kubectl describe` at home,
 object (Liqo's `event/event.go`). Local Events never go to the provider.
 
 Each remote Event becomes a local Event of the same name about the local object, labelled as
-ours, kept up to date while the remote one changes (its count grows) and deleted with it.
+ours, kept up to date while the remote one changes (its count grows), at a pace (below), and
+deleted with it.
 The provider writes its Events as it likes: the cache of a twin namespace's Events holds only
 those about an object vk reflects, as the reflector reads them, within bounds (below).
 """
@@ -21,6 +22,7 @@ from vk.kube.controller import Result
 from vk.kube.events import WARNING
 from vk.kube.informer import PROVIDER_MAX_OBJECTS, Informer, Store, object_key, split_key
 from vk.kube.supervision import BackgroundTasks
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.forge.events import (
     event_needs_update,
     forge_local_event,
@@ -61,6 +63,13 @@ _LOCAL_OBJECTS_KEPT = 4096  # local objects remembered by the UID of their remot
 # bounded, at about 1.5 KiB an Event kept (remote_event_as_read).
 MAX_EVENTS_PER_OBJECT = 25
 MAX_EVENTS_PER_NAMESPACE = 20_000
+# How often the provider's Events about one object are written home (made or changed): as
+# often as they come up to MAX_EVENTS_PER_OBJECT at once, then once every
+# EVENT_WRITE_INTERVAL_SECONDS, each as the provider has it then. A provider writes its Events
+# as it likes, and changing them on and on (a count, a message) would have each change written
+# home; its own components' recorders make no more than that burst about one object at once,
+# and one more every five minutes.
+EVENT_WRITE_INTERVAL_SECONDS = 10.0
 _INVOLVED_INDEX = "involved"
 
 OffloadedPod = Callable[[str, str, str, str, str], JSON | None]
@@ -87,6 +96,10 @@ class EventReflector(NamespacedReflector):
         # remote involved object UID -> the local object it stands for (None: not ours)
         self._local_objects: dict[str, JSON | None] = {}
         self.recent = RecentWrites()  # the local Events written, until their informer shows them
+        # By the UID of the local object the Events are about.
+        self.pace: TokenBuckets[str] = TokenBuckets(
+            1 / EVENT_WRITE_INTERVAL_SECONDS, MAX_EVENTS_PER_OBJECT
+        )
         self._refusals_said: set[tuple[str, str]] = set()  # (twin namespace, why), said once
         self._saying = BackgroundTasks("provider-events-refused")
 
@@ -182,6 +195,10 @@ class EventReflector(NamespacedReflector):
             local_cluster_id=self.home_cluster_id,
             remote_cluster_id=self.remote_cluster_id,
         )
+        writing = local is None or event_needs_update(desired, local)
+        about = involved["metadata"].get("uid") or object_key(involved)
+        if writing and (wait := self.pace[about].take()) > 0:
+            return Result(requeue_after=wait)  # written then, as the provider has it then
         if local is None:
             with contextlib.suppress(AlreadyExists):  # someone else's Event of that name
                 self.recent.wrote(
