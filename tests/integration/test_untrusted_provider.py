@@ -283,6 +283,30 @@ def test_a_pod_ip_of_the_consumers_own_is_not_reflected(
     assert hijack not in [entry.get("ip") for entry in reflected.get("podIPs") or []]
 
 
+def event_about(pod: dict[str, Any], name: str, reason: str, message: str) -> dict[str, Any]:
+    """A Warning Event `name` the provider makes about its copy of an offloaded pod."""
+    namespace = pod["metadata"]["namespace"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod["metadata"]["name"],
+            "namespace": namespace,
+            "uid": pod["metadata"]["uid"],
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "source": {"component": "attacker"},
+        "firstTimestamp": "2026-11-27T00:00:00Z",
+        "lastTimestamp": "2026-11-27T00:00:00Z",
+        "count": 1,
+    }
+
+
 def test_a_provider_flooding_events_about_a_pod_gets_25_copied_home_and_no_more(
     naples_peered: Clusters, offloaded: str
 ) -> None:
@@ -305,31 +329,13 @@ def test_a_provider_flooding_events_about_a_pod_gets_25_copied_home_and_no_more(
 
     # The provider's own Events about the pod (its scheduler's) copied home first.
     wait_until(lambda: reflected() or None, "the provider's own Events copied to venice")
-    flood_size = 40
+    messages = ["m" * 1_000_000] + [f"flood {i}" for i in range(1, 40)]
     flood = {
         "apiVersion": "v1",
         "kind": "List",
         "items": [
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": f"{name}.flood{i:03}", "namespace": offloaded},
-                "involvedObject": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": name,
-                    "namespace": offloaded,
-                    "uid": remote["metadata"]["uid"],
-                },
-                "reason": "Flood",
-                "message": ("m" * 1_000_000) if i == 0 else f"flood {i}",
-                "type": "Warning",
-                "source": {"component": "attacker"},
-                "firstTimestamp": "2026-11-27T00:00:00Z",
-                "lastTimestamp": "2026-11-27T00:00:00Z",
-                "count": 1,
-            }
-            for i in range(flood_size)
+            event_about(remote, f"{name}.flood{i:03}", "Flood", message)
+            for i, message in enumerate(messages)
         ],
     }
     clusters.kubectl(PROVIDER, "create", "-f", "-", input=json.dumps(flood))
@@ -362,25 +368,7 @@ def test_a_provider_bumping_an_events_count_on_and_on_has_it_copied_home_at_a_pa
     apply(clusters, offloaded, deployment("web", 1))
     remote = web_running(clusters, offloaded, PROVIDER)
     name = f"{remote['metadata']['name']}.bumped"
-    bumped = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": name, "namespace": offloaded},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": remote["metadata"]["name"],
-            "namespace": offloaded,
-            "uid": remote["metadata"]["uid"],
-        },
-        "reason": "BackOff",
-        "message": "back-off",
-        "type": "Warning",
-        "source": {"component": "attacker"},
-        "firstTimestamp": "2026-12-07T00:00:00Z",
-        "lastTimestamp": "2026-12-07T00:00:00Z",
-        "count": 1,
-    }
+    bumped = event_about(remote, name, "BackOff", "back-off")
     clusters.kubectl(PROVIDER, "create", "-f", "-", input=json.dumps(bumped))
 
     def count_at_venice() -> int | None:
