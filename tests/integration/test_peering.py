@@ -335,6 +335,21 @@ def delete_tenants_namespace_map(peered: Clusters, name: str) -> None:
     )
 
 
+def settled_twins(peered: Clusters) -> list[Any]:
+    """venice's twin namespaces on naples, once none of them is going."""
+
+    def settled() -> list[list[Any]]:
+        listed = get_json(peered, PROVIDER, "namespaces", "-l", REMOTE_CLUSTER_ID_LABEL)
+        found = [
+            ns for ns in listed["items"] if (managed_by(ns) or "").startswith(f"{PROVIDER_TENANT}/")
+        ]
+        going = [ns for ns in found if ns.get("status", {}).get("phase") == "Terminating"]
+        return [] if going else [found]
+
+    held: list[Any] = wait_until(settled, "venice's twin namespaces settled", timeout=120)[0]
+    return held
+
+
 def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
     peered: Clusters, tmp_path: Path
 ) -> None:
@@ -343,20 +358,8 @@ def test_a_tenant_asking_past_its_twin_namespaces_is_refused_and_told(
     The provider makes what its count allows, refuses the rest entry by entry, saying why on
     the map, and makes them once its administrator allows more."""
     control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
-
-    def twins() -> list[Any]:
-        listed = get_json(peered, PROVIDER, "namespaces", "-l", REMOTE_CLUSTER_ID_LABEL)
-        return [
-            ns for ns in listed["items"] if (managed_by(ns) or "").startswith(f"{PROVIDER_TENANT}/")
-        ]
-
-    def settled() -> list[list[Any]]:
-        found = twins()
-        going = [ns for ns in found if ns.get("status", {}).get("phase") == "Terminating"]
-        return [] if going else [found]
-
     # Counted once none is going: one gone meanwhile would make room for both entries.
-    held = wait_until(settled, "venice's twin namespaces settled", timeout=120)[0]
+    held = settled_twins(peered)
     flood = tenants_namespace_map(
         "flood", {"flood-a": "flood-a-venice", "flood-b": "flood-b-venice"}
     )
@@ -666,6 +669,54 @@ def test_a_consumer_making_slices_again_and_again_is_paced(
             set_tenant_limit(peered, TENANT_MAX_RESOURCE_SLICES_LABEL, None, check=False)
             for name in made:
                 delete_consumer_slice(peered, name)
+
+
+def test_a_consumer_mapping_and_unmapping_again_and_again_is_paced(
+    peered: Clusters, tmp_path: Path
+) -> None:
+    """The attack: venice's control-plane identity maps a namespace and unmaps it, again and
+    again: each time naples makes a namespace, its quota and bindings, and deletes it walking
+    every resource kind. Past its count's worth of new twins at once (naples' controller
+    manager, restarted, starts with that many), venice gets one more per
+    --new-twin-namespace-interval (here 1h): the next entry stays CreationLoopBackOff, saying
+    why, and no namespace is made for it."""
+    control_plane = secret_kubeconfig(peered, "vk-control-plane-naples", tmp_path / "cp")
+    count = len(settled_twins(peered)) + 1  # room for one twin more than venice holds
+    set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, count)
+    log = tmp_path / "controller-manager.log"
+
+    def map_only(local: str) -> None:
+        churn = tenants_namespace_map("churn", {local: f"{local}-venice"})
+        written = kubectl_as(control_plane, "apply", "-f", "-", input=json.dumps(churn))
+        assert written.returncode == 0, written.stderr
+
+    def told() -> str | None:
+        events = get_json(peered, PROVIDER, "events", "-n", PROVIDER_TENANT,
+                          "--field-selector", "involvedObject.name=churn")["items"]  # fmt: skip
+        said = (e["message"] for e in events)
+        return next((m for m in said if "new twin namespaces made at once" in m), None)
+
+    with installed_controller_manager_stopped(peered, PROVIDER):
+        process = start_controller_manager(
+            peered, PROVIDER, log, "--new-twin-namespace-interval=1h"
+        )
+        try:
+            # Its count's worth of new twins, each mapped and unmapped in turn: all made.
+            for n in range(count):
+                map_only(f"churn-{n}")
+                wait_for_phases(peered, "churn", {f"churn-{n}": "Accepted"}, f"churn-{n} made")
+            map_only("churn-held")
+            message = wait_until(told, "the next new twin held back, and said", timeout=60)
+            assert message.startswith(
+                f"venice had its {count} new twin namespaces made at once, and gets one more "
+                "every 3600 s"
+            ), message
+            wait_for_phases(peered, "churn", {"churn-held": "CreationLoopBackOff"}, "held back")
+            assert get_json(peered, PROVIDER, "namespace", "churn-held-venice") is None
+        finally:
+            stop_controller_manager(process)
+            set_tenant_limit(peered, TENANT_MAX_TWIN_NAMESPACES_LABEL, None, check=False)
+    delete_tenants_namespace_map(peered, "churn")
 
 
 def test_a_slice_past_what_the_provider_answers_for_its_consumer_is_denied_and_told(

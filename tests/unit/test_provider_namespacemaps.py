@@ -323,9 +323,11 @@ def namespace_map(desired: dict[str, str], current: dict[str, JSON] | None = Non
     }
 
 
-def controller_of(api: ProviderApi, the_map: JSON, cached: Iterable[JSON] = ()) -> Any:
+def controller_of(
+    api: ProviderApi, the_map: JSON, cached: Iterable[JSON] = (), **options: Any
+) -> Any:
     """The controller, its caches holding `the_map` and the namespaces `cached`."""
-    controller = ProviderNamespaceMaps(api)  # type: ignore[arg-type]
+    controller = ProviderNamespaceMaps(api, **options)  # type: ignore[arg-type]
     controller.maps.store.upsert(the_map)
     for namespace in cached:
         controller.namespaces.store.upsert(namespace)
@@ -637,9 +639,11 @@ async def test_a_twin_made_counts_before_the_cache_shows_it() -> None:
 
 
 async def test_a_twin_made_and_gone_before_the_cache_held_it_leaves_its_room() -> None:
-    """Its events seen (created, then deleted at once): not counted for a minute more."""
+    """Its events seen (created, then deleted at once): not counted for a minute more (the
+    pace aside: below)."""
     api = ProviderApi()
-    controller = controller_of(api, namespace_map({"shop": "shop-venice"}), [LIMITED_TO_ONE])
+    the_map = namespace_map({"shop": "shop-venice"})
+    controller = controller_of(api, the_map, [LIMITED_TO_ONE], new_twin_interval=0)
     await controller.reconcile(MAP_KEY)
     made = api.namespaces["shop-venice"]
     controller._on_namespace(ADDED, made, None)
@@ -649,6 +653,42 @@ async def test_a_twin_made_and_gone_before_the_cache_held_it_leaves_its_room() -
     controller.maps.store.upsert(other)
     await controller.reconcile("liqo-tenant-venice/other")
     assert api.created == ["shop-venice", "web-venice"]
+
+
+async def test_a_consumer_mapping_and_unmapping_again_and_again_is_paced() -> None:
+    """The attack: venice maps a namespace and unmaps it, again and again, within its count.
+    Each time this cluster makes a namespace, its quota and bindings, and then walks every
+    resource kind to delete it. Past its count's worth at once, venice gets one new twin per
+    interval; the entry held back says so, once, and is looked at again when its turn comes."""
+    now = [0.0]
+    api = ProviderApi()
+    controller = controller_of(
+        api,
+        namespace_map({"shop": "shop-venice"}),
+        [LIMITED_TO_ONE],
+        new_twin_interval=10,
+        clock=lambda: now[0],
+    )
+    await controller.reconcile(MAP_KEY)
+    made = api.namespaces.pop("shop-venice")
+    controller._on_namespace(ADDED, made, None)
+    controller._on_namespace(DELETED, made, made)
+    controller.maps.store.upsert(namespace_map({"web": "web-venice"}))
+    result = await controller.reconcile(MAP_KEY)
+    assert api.created == ["shop-venice"]
+    assert api.statuses[-1]["web"]["phase"] == "CreationLoopBackOff"
+    assert result.requeue_after == pytest.approx(10)
+    (held_back,) = event_messages(api, "CreationLoopBackOff")
+    assert held_back.startswith(
+        "venice had its 1 new twin namespaces made at once, and gets one more every 10 s"
+    )
+    now[0] = 5.0
+    await controller.reconcile(MAP_KEY)
+    assert event_messages(api, "CreationLoopBackOff") == [held_back]  # said once
+    now[0] = 10.0
+    await controller.reconcile(MAP_KEY)
+    assert api.created == ["shop-venice", "web-venice"]
+    assert api.statuses[-1]["web"]["phase"] == "Accepted"
 
 
 async def test_a_creation_refused_takes_no_room() -> None:

@@ -472,6 +472,16 @@ def kubelet(
     "this cluster hundreds of writes each.",
 )
 @click.option(
+    "--new-twin-namespace-interval",
+    default="10s",
+    callback=go_duration,
+    show_default=True,
+    help="After its count's worth of new twin namespaces made at once, a consumer gets one more "
+    "per this interval (0: no pace): each is a namespace, its quota and bindings here, and once "
+    "unmapped the namespace controller's walk of every resource kind in it, so mapping and "
+    "unmapping a namespace again and again would cost this cluster that each time.",
+)
+@click.option(
     "--load-balancer-classes",
     default="",
     metavar="CLASS,...",
@@ -557,6 +567,7 @@ def controller_manager(
     max_resource_slices_per_consumer: int,
     deleted_slice_drain_grace: float,
     new_resource_slice_interval: float,
+    new_twin_namespace_interval: float,
     virtual_kubelet_launcher: str,
     virtual_kubelet_image: str | None,
     virtual_kubelet_node_selector: str,
@@ -628,6 +639,7 @@ def controller_manager(
         max_resource_slices=max_resource_slices_per_consumer,
         deleted_slice_drain_grace=deleted_slice_drain_grace,
         new_resource_slice_interval=new_resource_slice_interval,
+        new_twin_namespace_interval=new_twin_namespace_interval,
         launcher=launcher,
         node_failure_controller=enable_node_failure_controller,
         shadow_pod_workers=shadow_pod_ctrl_workers,

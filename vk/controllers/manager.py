@@ -39,7 +39,11 @@ from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.namespaceoffloading import NamespaceOffloadings
 from vk.controllers.offloaded_pod_availability import OffloadedPodAvailability
-from vk.controllers.provider_namespacemaps import DEFAULT_MAX_TWIN_NAMESPACES, ProviderNamespaceMaps
+from vk.controllers.provider_namespacemaps import (
+    DEFAULT_MAX_TWIN_NAMESPACES,
+    NEW_TWIN_INTERVAL_SECONDS,
+    ProviderNamespaceMaps,
+)
 from vk.controllers.provider_node_failure import ProviderNodeFailure
 from vk.controllers.provider_quotas import ProviderQuotaUsage
 from vk.controllers.provider_resourceslices import (
@@ -86,6 +90,8 @@ class ManagerOptions:
     deleted_slice_drain_grace: float = UNANSWERED_GRACE_SECONDS
     # After its count's worth at once, one new slice of a consumer answered per this (provider).
     new_resource_slice_interval: float = NEW_SLICE_INTERVAL_SECONDS
+    # After its count's worth at once, one new twin namespace of a consumer per this (provider).
+    new_twin_namespace_interval: float = NEW_TWIN_INTERVAL_SECONDS
     # How virtual kubelets run (None: no VirtualNode controller in this process).
     launcher: Callable[[KubeClient], Launcher] | None = None
     # The loadBalancerClasses offered to consumers (provider), the first the default.
@@ -143,6 +149,7 @@ async def run_manager(options: ManagerOptions) -> int:
                     options.reserved_namespaces,
                     options.tenant_namespace_quota,
                     options.max_twin_namespaces,
+                    options.new_twin_namespace_interval,
                 ).run(),
                 ProviderShadowPods(
                     client,

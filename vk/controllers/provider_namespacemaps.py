@@ -85,6 +85,7 @@ from vk.kube.informer import (
     shared_informer,
     split_key,
 )
+from vk.kube.workqueue import TokenBuckets
 
 log = structlog.get_logger("vk.controllers.provider_namespacemaps")
 
@@ -121,6 +122,11 @@ DEFAULT_MAX_TWIN_NAMESPACES = 256
 # A twin made is counted, until the cache shows it, for this long at most (one deleted before
 # the cache saw it would otherwise be counted for ever).
 MADE_UNSEEN_SECONDS = 60.0
+# After its count's worth of new twin namespaces made at once, a consumer gets one more per
+# this interval (0: no pace). Each costs this cluster a namespace, its quota and bindings, and
+# once unmapped the namespace controller's walk of every resource kind in it: a consumer
+# mapping and unmapping a namespace again and again would have it do that without end.
+NEW_TWIN_INTERVAL_SECONDS = 10.0
 # The core ResourceQuota of every twin namespace: what a consumer's reflected objects may take
 # of the provider's API server.
 TWIN_QUOTA = "vk-tenant-objects"
@@ -157,7 +163,12 @@ RESERVED_NAMESPACES = (
 
 class MappingRefused(Exception):
     """This provider will not make the mapping as asked, and says why (to the consumer, in an
-    Event on its NamespaceMap); the entry stays CreationLoopBackOff."""
+    Event on its NamespaceMap); the entry stays CreationLoopBackOff, and is looked at again
+    after `retry` seconds (or when what refused it changes)."""
+
+    def __init__(self, message: str, retry: float = REFUSED_RETRY) -> None:
+        super().__init__(message)
+        self.retry = retry
 
 
 def refuses_entry(error: ApiError) -> bool:
@@ -415,10 +426,14 @@ class ProviderNamespaceMaps(Reconciler):
         reserved_namespaces: tuple[str, ...] = (),
         namespace_quota: Mapping[str, str] | None = None,
         max_twin_namespaces: int = DEFAULT_MAX_TWIN_NAMESPACES,
+        new_twin_interval: float = NEW_TWIN_INTERVAL_SECONDS,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.pod_security = pod_security
         self.max_twin_namespaces = max_twin_namespaces
+        self.new_twin_interval = new_twin_interval
         self.namespace_quota = dict(
             DEFAULT_TWIN_NAMESPACE_QUOTA if namespace_quota is None else namespace_quota
         )
@@ -462,6 +477,11 @@ class ProviderNamespaceMaps(Reconciler):
         # twins made and not in the cache yet, with when, counted too.
         self._making: dict[str, asyncio.Lock] = {}
         self._made_unseen: dict[str, dict[str, float]] = {}
+        # By tenant namespace: its consumer's new twins made (NEW_TWIN_INTERVAL_SECONDS), each
+        # bucket sized to its count when taken from.
+        self._new_twins: TokenBuckets[str] = TokenBuckets(
+            1 / new_twin_interval if new_twin_interval > 0 else 1.0, 1, clock=clock
+        )
 
     def _on_namespace(self, event: str, namespace: JSON, __: JSON | None) -> None:
         owner = managed_by(namespace)
@@ -619,7 +639,7 @@ class ProviderNamespaceMaps(Reconciler):
             # way: `_on_namespace`), not every few seconds: a map of thousands of refused
             # entries, rewalked each time, would take the process's core.
             await self._report(namespace_map, key, local, "CreationLoopBackOff", str(refusal))
-            return MappingPhase.CREATION_LOOP_BACK_OFF.value, REFUSED_RETRY
+            return MappingPhase.CREATION_LOOP_BACK_OFF.value, refusal.retry
         except ApiError as error:
             if not refuses_entry(error):
                 raise
@@ -702,7 +722,9 @@ class ProviderNamespaceMaps(Reconciler):
             async with self._making.setdefault(tenant, asyncio.Lock()):
                 room.full = self._held_twins(tenant) >= room.allowed
                 if not room.full:
+                    self._wait_for_turn(room, tenant, consumer)
                     await self.client.create(resource_path("v1", "namespaces"), twin)
+                    self._new_twins[tenant].take()  # made: a creation refused takes none
                     self._made_unseen[tenant][twin["metadata"]["name"]] = time.monotonic()
                     return
         raise MappingRefused(
@@ -710,6 +732,24 @@ class ProviderNamespaceMaps(Reconciler):
             "unoffload a namespace first, or ask the provider's administrator for more "
             f"(label {TENANT_MAX_TWIN_NAMESPACES_LABEL} on {tenant})"
         )
+
+    def _wait_for_turn(self, room: TwinRoom, tenant: str, consumer: str) -> None:
+        """Raises MappingRefused, with how long until one comes, unless a turn of the
+        consumer's new twins is there: its count's worth at once (the count raised, the
+        difference is there at once), then one per `new_twin_interval`."""
+        if self.new_twin_interval <= 0:
+            return
+        bucket = self._new_twins[tenant]
+        bucket.resize(room.allowed)
+        if (wait := bucket.wait()) > 0:
+            # Said the same at each look: an Event each, else.
+            raise MappingRefused(
+                f"{consumer} had its {room.allowed} new twin namespaces made at once, and gets "
+                f"one more every {self.new_twin_interval:g} s (the provider's "
+                "--new-twin-namespace-interval): this one is made when its turn comes, on its "
+                "own",
+                retry=wait,
+            )
 
     async def _ensure_twin(
         self,
