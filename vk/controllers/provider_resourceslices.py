@@ -71,7 +71,7 @@ from vk.kube.informer import (
     split_key,
 )
 from vk.kube.pki import csr_subject
-from vk.kube.workqueue import TokenBucket
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.forge.storage import VIRTUAL_STORAGE_CLASS
 
 log = structlog.get_logger("vk.controllers.provider_resourceslices")
@@ -390,7 +390,6 @@ class ProviderResourceSlices(Reconciler):
     ) -> None:
         self.client = client
         self.settings = settings
-        self.clock = clock  # the new slices' turns'
         self.slices = shared_informer(
             client,
             ResourceSlice.group_version(),
@@ -428,9 +427,13 @@ class ProviderResourceSlices(Reconciler):
             indexers={STAMPS_BY_TWIN: twin_stamp_index, CREATOR_INDEX: shadow_pod_creator_index},
         )
         self._said: dict[str, str] = {}  # tenant namespace -> what is wrong with its label
-        # By tenant namespace: its consumer's new slices answered (NEW_SLICE_INTERVAL_SECONDS);
-        # and by slice, the UID of the one that took its turn.
-        self._new_slices: dict[str, TokenBucket] = {}
+        # By tenant namespace: its consumer's new slices answered (NEW_SLICE_INTERVAL_SECONDS),
+        # each bucket sized to its count when taken from; and by slice, the UID of the one that
+        # took its turn.
+        interval = settings.new_slice_interval
+        self._new_slices: TokenBuckets[str] = TokenBuckets(
+            1 / interval if interval > 0 else 1.0, 1, clock=clock
+        )
         self._turns: dict[str, str] = {}
 
     def _on_request(self, _: str, csr: JSON, __: JSON | None) -> None:
@@ -637,12 +640,8 @@ class ProviderResourceSlices(Reconciler):
             resource_slice, namespace, consumer
         ):
             return None
-        allowed = self._allowed(namespace)
-        bucket = self._new_slices.get(namespace)
-        if bucket is None:
-            rate = 1 / self.settings.new_slice_interval
-            bucket = self._new_slices[namespace] = TokenBucket(rate, allowed, clock=self.clock)
-        bucket.resize(allowed)  # as its tenant namespace's label says now
+        bucket = self._new_slices[namespace]
+        bucket.resize(self._allowed(namespace))  # as its tenant namespace's label says now
         uid = resource_slice["metadata"].get("uid")
         ahead = [s for s in line.next if self._is_new(s, namespace, consumer)]
         place = next((i for i, s in enumerate(ahead) if s["metadata"].get("uid") == uid), 0)
