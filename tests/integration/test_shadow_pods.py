@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,12 +26,14 @@ from tests.integration.test_namespace_offloading import (
     deployment,
     vkctl,
 )
+from tests.integration.test_untrusted_provider import controller_manager_metrics, requests_made
 from vk.api.constants import (
     CREATOR_USER_LABEL,
     kubeconfig_secret_name,
     resource_slice_user,
     tenant_group,
 )
+from vk.controllers.provider_shadowpods import POD_PATCH_BURST, POD_PATCH_INTERVAL_SECONDS
 from vk.webhooks.configuration import SHADOW_POD_WEBHOOK, STAMP_WEBHOOK
 
 CONSUMER, PROVIDER = "venice", "naples"
@@ -284,6 +287,43 @@ def test_a_consumers_shadow_pod_that_bypassed_the_webhook_gets_no_pod(tenancy: T
     assert unadmitted_key not in (quota_status(tenancy).get("reservations") or {})
     for name in ("unadmitted", "admitted"):
         tenancy.provider("delete", "shadowpod", name, "-n", tenancy.namespace)
+
+
+def test_a_consumer_changing_a_shadow_pod_on_and_on_has_its_pod_patched_at_a_pace(
+    tenancy: Tenancy,
+) -> None:
+    """The attack: venice relabels one of its ShadowPods on and on. Each change was a patch of
+    its Pod on naples, and an event of it for each of the Pod's watchers; past a burst, one is
+    patched every POD_PATCH_INTERVAL_SECONDS, and the Pod ends as the ShadowPod says last."""
+    spec = {"containers": [{"name": "app", "image": "nginx"}]}
+    made = tenancy.as_slice("create", "-f", "-", input=tenancy.shadow_pod("relabelled", spec))
+    assert made.returncode == 0, made.stderr
+    wait_until(lambda: tenancy.get("pod", "relabelled"), "its Pod")
+
+    def patches() -> float:
+        metrics = controller_manager_metrics(tenancy.clusters, PROVIDER)
+        return requests_made(metrics, "home", "PATCH", "pods")
+
+    def flip() -> str | None:
+        labels = ((tenancy.get("pod", "relabelled") or {}).get("metadata") or {}).get("labels")
+        return (labels or {}).get("flip")
+
+    before, started = patches(), time.monotonic()
+    rewrites = 30
+    for rewrite in range(rewrites):
+        relabelled = tenancy.as_slice(
+            "label", "shadowpod", "relabelled", "-n", tenancy.namespace, f"flip={rewrite}",
+            "--overwrite",
+        )  # fmt: skip
+        assert relabelled.returncode == 0, relabelled.stderr
+    elapsed = time.monotonic() - started
+    wait_until(lambda: flip() == str(rewrites - 1), "the Pod as its ShadowPod says last")
+    patched = patches() - before
+    assert patched <= POD_PATCH_BURST + elapsed / POD_PATCH_INTERVAL_SECONDS + 1 < rewrites, (
+        patched,
+        elapsed,
+    )
+    tenancy.provider("delete", "shadowpod", "relabelled", "-n", tenancy.namespace)
 
 
 def test_a_shadow_pod_that_bypassed_every_webhook_is_still_the_consumers_and_gets_no_pod(

@@ -30,6 +30,8 @@ from vk.controllers.provider_caches import (
 )
 from vk.controllers.provider_quotas import CREATOR_INDEX, quota_creator_index, share_of
 from vk.controllers.provider_shadowpods import (
+    POD_PATCH_BURST,
+    POD_PATCH_INTERVAL_SECONDS,
     REASON_FORBIDDEN,
     REASON_INVALID,
     REASON_POD_SECURITY,
@@ -46,6 +48,7 @@ from vk.controllers.provider_shadowpods import (
 )
 from vk.kube.client import ApiError, NotFound
 from vk.kube.informer import ADDED, DELETED, Informer
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.forge.pods import (
     consumer_grace_period,
     controller_uid,
@@ -555,6 +558,35 @@ def test_a_new_image_is_patched_onto_the_whole_pod_read_afresh() -> None:
     ]
     # On the version read: a list built on it never replaces a newer one.
     assert patch["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_consumer_changing_a_shadow_pod_on_and_on_has_its_pod_patched_at_a_pace() -> None:
+    """The attack: a consumer writes its ShadowPods as it likes, and changes one's labels on
+    and on: each change was a patch of the Pod, and an event of it for each of the Pod's
+    watchers. Past a burst, one is patched every POD_PATCH_INTERVAL_SECONDS, as the ShadowPod
+    says then: its last word is not lost."""
+    now = [0.0]
+    shadow = shadow_pod()
+    shadow["metadata"].update(resourceVersion="1", finalizers=[SHADOW_POD_FINALIZER])
+    api = ProviderObjects(shadow, a_whole_pod())
+    the_controller = controller_on(api, shadow)
+    the_controller.pod_patch_pace = TokenBuckets(
+        1 / POD_PATCH_INTERVAL_SECONDS, POD_PATCH_BURST, clock=lambda: now[0]
+    )
+    the_controller.pods.store.upsert(provider_pod_as_read(a_whole_pod()))
+
+    async def relabelled(value: str) -> float | None:
+        labels = {**OWNERSHIP, "app": "web", "flip": value}
+        changed = {**shadow["metadata"], "labels": labels, "resourceVersion": f"1{value:0>3}"}
+        the_controller.shadow_pods.store.upsert({**shadow, "metadata": changed})
+        return (await the_controller.reconcile("shop-venice/web")).requeue_after
+
+    retries = [asyncio.run(relabelled(str(flip))) for flip in range(30)]
+    assert len(api.pod_patches) == POD_PATCH_BURST
+    assert all(r == pytest.approx(POD_PATCH_INTERVAL_SECONDS) for r in retries[10:])
+    now[0] += POD_PATCH_INTERVAL_SECONDS  # asked back then
+    asyncio.run(the_controller.reconcile("shop-venice/web"))
+    assert api.pod_patches[-1]["metadata"]["labels"]["flip"] == "29"
 
 
 def a_whole_shadow_pod(**status: Any) -> JSON:

@@ -85,6 +85,7 @@ from vk.kube.informer import (
     shared_informer,
     split_key,
 )
+from vk.kube.workqueue import TokenBuckets
 from vk.reflection.forge.pods import (
     consumer_grace_period,
     controller_uid,
@@ -113,6 +114,13 @@ REFUSALS = {400: "BadRequest", 403: REASON_FORBIDDEN, 422: REASON_INVALID}
 REFUSED_RETRY = 30.0
 # How long a deleted ShadowPod's Pod may still be there before it is looked at again.
 WAIT_FOR_GARBAGE_COLLECTION = 2.0
+# How often a consumer's changes of a ShadowPod are patched onto its Pod: up to POD_PATCH_BURST
+# at once, then one every POD_PATCH_INTERVAL_SECONDS, as the ShadowPod says then. A consumer
+# writes its ShadowPods as it likes; changing one on and on (its labels, say) had this
+# controller patch the Pod as often, and the Pod's every watcher (its kubelet among them) take
+# in each change.
+POD_PATCH_BURST = 10
+POD_PATCH_INTERVAL_SECONDS = 2.0
 # How long a consumer's ShadowPods outlive their creator's Quota (its slice deleted): its
 # virtual kubelet's drain, which the unpeering waits 300 s for, with room to spare.
 UNANSWERED_GRACE_SECONDS = 600.0
@@ -337,6 +345,9 @@ class ProviderShadowPods(Reconciler):
         # (scheduled, say) often comes first, and a status judged on the cache's older copy
         # was written again, its transition time moved to a transition that never was.
         self.recent = RecentWrites()
+        self.pod_patch_pace: TokenBuckets[str] = TokenBuckets(
+            1 / POD_PATCH_INTERVAL_SECONDS, POD_PATCH_BURST
+        )
         self.controller = Controller(self, workers=workers, group=self._consumer_of)
 
     async def run(self) -> None:
@@ -456,6 +467,8 @@ class ProviderShadowPods(Reconciler):
             # it was made, its labels and annotations alone kept in line.
             desired["spec"] = {}
         patch = live_pod_patch(desired, pod)
+        if patch is not None and (wait := self.pod_patch_pace[f"{namespace}/{name}"].take()) > 0:
+            return Result(requeue_after=wait)  # patched then, as the ShadowPod is then
         try:
             if replaces_containers(patch):
                 # The cache keeps only the containers' names and images: a new image is patched
