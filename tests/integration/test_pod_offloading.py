@@ -28,6 +28,7 @@ from tests.integration.conftest import (
     stop_controller_manager,
 )
 from tests.integration.polling import wait_until
+from tests.integration.test_untrusted_provider import requests_made
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
 from vk.api.constants import PROVIDER_STATUS_BURST, PROVIDER_STATUS_INTERVAL_SECONDS
 from vk.controllers.local_processes import read_pid
@@ -581,14 +582,7 @@ def test_a_provider_flipping_a_pods_status_has_it_written_home_at_a_pace(
     wait_until(lambda: local_ready() == "True", "the pod Ready at home")
 
     def status_writes() -> float:
-        return sum(
-            s.value
-            for f in text_string_to_metric_families(setup.replicas[0].metrics())
-            for s in f.samples
-            if f.name == "vk_api_requests"
-            and s.labels["client"] == "home"
-            and (s.labels["verb"], s.labels["resource"]) == ("PATCH", "pods/status")
-        )
+        return requests_made(setup.replicas[0].metrics(), "home", "PATCH", "pods/status")
 
     before, started = status_writes(), time.monotonic()
     flips = 40
