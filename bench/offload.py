@@ -23,9 +23,11 @@ API server did (its requests, webhook calls and watch events per pod, from its o
 Last, what its requests and watch events per pod cost alone, at the price of vk's API client
 timed in the bench's own process (`client_costs`): the floor under its CPU per pod. `--heap`,
 `--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py;
-`--stages` at the cost of a few per cent of its CPU, where cProfile triples it).
+`--stages` at the cost of a few per cent of its CPU, where cProfile triples it). `--pin`: the
+virtual kubelet alone on a core, every other process on the rest, so that its CPU per pod is
+measured without the clusters' processes on its core.
 
-    .venv/bin/python -m bench.offload [--pods 1000]
+    .venv/bin/python -m bench.offload [--pods 1000] [--pin]
 """
 
 from __future__ import annotations
@@ -341,6 +343,12 @@ def main() -> None:
         "event's decode, keep and handlers; the bytes read) and print their CPU per pod in "
         "the offloaded phase",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="run the virtual kubelet alone on the last core, everything else on the others: "
+        "its CPU per pod without the clusters' processes on its core",
+    )
     arguments = parser.parse_args()
     n = arguments.pods
     probed: dict[str, Any] | None = None
@@ -361,6 +369,7 @@ def main() -> None:
             )
             if count is not None
         },
+        pin=arguments.pin,
     ) as scene:
         home = scene.home
         kubectl(home, "create", "namespace", "bench-local")
@@ -456,6 +465,12 @@ def main() -> None:
         return "met" if ok else "MISSED"
 
     print(f"\n== results ({n} pods)")
+    if scene.cores is not None:
+        print(
+            f"pinned (--pin): the virtual kubelet alone on core "
+            f"{', '.join(map(str, sorted(scene.cores.virtual_kubelet)))}, every other process "
+            f"on {', '.join(map(str, sorted(scene.cores.others)))}"
+        )
     baseline_rate = n / local_time
     print(
         f"time to all Ready, local kwok node:    {local_time:7.1f} s   ({baseline_rate:.0f} "

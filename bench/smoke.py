@@ -83,8 +83,13 @@ BENCHES = [
             "restart with 20 pods:",
         ],
     ),
-    # The stages probe (bench/probe.py), whose report no other run reads.
-    ("bench.offload", "--pods 10 --stages", ["the virtual kubelet's CPU by stage"]),
+    # The stages probe (bench/probe.py), whose report no other run reads, and the virtual
+    # kubelet on a core of its own.
+    (
+        "bench.offload",
+        "--pods 10 --stages --pin",
+        ["the virtual kubelet's CPU by stage", "pinned (--pin):"],
+    ),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
     ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
     (

@@ -182,11 +182,15 @@ class BenchVirtualNode:
         twin_namespace_quota: str | None = None,
         probe: str | None = None,
         workers: Mapping[str, int] | None = None,
+        pin: bool = False,
     ) -> None:
         """`twin_namespace_quota`: far's `--tenant-namespace-quota`, when the benchmark
         reflects more objects than the default allows; `probe`: the virtual kubelet runs under
         bench/probe.py's `heap`, `profile` or `stages`, for `probe_report()`; `workers`: its
-        `--<resource>-reflection-workers` by resource (the product's defaults for the others)."""
+        `--<resource>-reflection-workers` by resource (the product's defaults for the others);
+        `pin`: the virtual kubelet alone on a core of its own, every other process of the scene
+        on the others (`pinned_cores`)."""
+        self.cores = pinned_cores() if pin else None
         self.twin_namespace_quota = twin_namespace_quota
         self.probe = probe
         self.workers = dict(workers or {})
@@ -210,6 +214,9 @@ class BenchVirtualNode:
     def __enter__(self) -> BenchVirtualNode:
         # Stopped (a timeout, CI), the benchmark still tears its clusters down on the way out.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        if self.cores is not None:
+            # Before any process of the scene starts: each inherits the benchmark's cores.
+            pin(os.getpid(), self.cores.others)
         try:
             self._set_up()
         except BaseException as error:
@@ -379,6 +386,8 @@ class BenchVirtualNode:
                 stderr=subprocess.STDOUT,
                 cwd=REPOSITORY,
             )
+        if self.cores is not None:
+            pin(self.process.pid, self.cores.virtual_kubelet)
         return self.process
 
     def probe_report(self) -> dict[str, Any]:
@@ -499,6 +508,30 @@ class BenchVirtualNode:
             ),
             "webhook": scrape(f"https://127.0.0.1:{ports['vk-webhook']}/metrics", trust),
         }
+
+
+@dataclass(frozen=True)
+class PinnedCores:
+    virtual_kubelet: frozenset[int]
+    others: frozenset[int]
+
+
+def pinned_cores() -> PinnedCores:
+    """The last core this process may run on for the virtual kubelet, the rest for everything
+    else (both clusters, the benchmark): its CPU per pod measured without the other processes
+    on its core, as on a node where it has a core of its own."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise SystemExit(f"--pin needs 2 cores or more; this process may use {len(cores)}")
+    return PinnedCores(frozenset(cores[-1:]), frozenset(cores[:-1]))
+
+
+def pin(pid: int, cores: frozenset[int]) -> None:
+    """Every thread of `pid` on `cores` (the threads and processes it starts later inherit
+    them)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(task.name), cores)
 
 
 def proc_stats(pid: int) -> tuple[float, float, float]:
