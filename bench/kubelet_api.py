@@ -1,13 +1,14 @@
 """The kubelet API through the virtual kubelet against the same directly on the provider, in
 one run (issue 5's benchmark): port-forward throughput (an echo, both ways) and exec round trip
-(the Python client over WebSocket, so no kubectl start-up hides the difference), then the
+(the Python client over WebSocket, so no kubectl start-up hides the difference; the
+port-forwards in rounds, direct then through in turn, their medians compared), then the
 virtual kubelet's memory with 50 concurrent `kubectl logs -f` streams; then 1000 slowloris
 connections on the kubelet port (no credentials, 900 KiB of unfinished request head each, issue
 19's probe): how many get through TLS, when the server has closed them all, the virtual
 kubelet's memory over idle, the node Ready, and logs and exec served meanwhile.
 
-    .venv/bin/python -m bench.kubelet_api [--megabytes 20] [--execs 20] [--streams 50]
-        [--slowloris 1000]
+    .venv/bin/python -m bench.kubelet_api [--megabytes 20] [--rounds 5] [--execs 20]
+        [--streams 50] [--slowloris 1000]
 """
 
 from __future__ import annotations
@@ -160,7 +161,16 @@ def main() -> None:
     parser.add_argument("--execs", type=int, default=20)
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--slowloris", type=int, default=1000)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="port-forward runs, direct then through in turn: the medians are compared, so a "
+        "moment of the shared machine's weighs on neither side alone",
+    )
     arguments = parser.parse_args()
+    if arguments.rounds < 1:
+        parser.error("--rounds must be 1 or more")
     with BenchVirtualNode(pods_capacity=110, name="kubelet-api") as scene:
         process = scene.process
         assert process is not None
@@ -169,9 +179,6 @@ def main() -> None:
         local_pod = wait_running_pod(scene.home, LOCAL_NAMESPACE)
         remote_pod = wait_running_pod(scene.far, REMOTE_NAMESPACE)
 
-        direct_mbps = port_forward_throughput(
-            scene.far, REMOTE_NAMESPACE, remote_pod, arguments.megabytes
-        )
         # Who spends the CPU on the relayed path (two cores for all of it).
         processes = {
             "virtual kubelet": process.pid,
@@ -179,13 +186,21 @@ def main() -> None:
             "provider kube-apiserver": scene.component_pid("far", "kube-apiserver"),
             "provider kwok": scene.component_pid("far", "kwok"),
         }
-        cpu_before = {name: proc_stats(pid)[2] for name, pid in processes.items()}
-        relayed_mbps = port_forward_throughput(
-            scene.home, LOCAL_NAMESPACE, local_pod, arguments.megabytes
-        )
-        relayed_cpu = {
-            name: proc_stats(pid)[2] - cpu_before[name] for name, pid in processes.items()
-        }
+        relayed_cpu = dict.fromkeys(processes, 0.0)
+        direct_runs, relayed_runs = [], []
+        for _ in range(arguments.rounds):
+            direct_runs.append(
+                port_forward_throughput(
+                    scene.far, REMOTE_NAMESPACE, remote_pod, arguments.megabytes
+                )
+            )
+            cpu_before = {name: proc_stats(pid)[2] for name, pid in processes.items()}
+            relayed_runs.append(
+                port_forward_throughput(scene.home, LOCAL_NAMESPACE, local_pod, arguments.megabytes)
+            )
+            for name, pid in processes.items():
+                relayed_cpu[name] += proc_stats(pid)[2] - cpu_before[name]
+        direct_mbps, relayed_mbps = statistics.median(direct_runs), statistics.median(relayed_runs)
         direct_exec = asyncio.run(
             exec_round_trips(scene.far, REMOTE_NAMESPACE, remote_pod, arguments.execs)
         )
@@ -249,13 +264,20 @@ def main() -> None:
 
     ratio = relayed_mbps / direct_mbps
     direct_median, relayed_median = statistics.median(direct_exec), statistics.median(relayed_exec)
-    print(f"\n== results ({arguments.megabytes} MB echoed, {arguments.execs} execs)")
-    print(f"port-forward, direct on the provider:   {direct_mbps:7.1f} MB/s")
+    print(
+        f"\n== results ({arguments.megabytes} MB echoed {arguments.rounds} times each way, "
+        f"{arguments.execs} execs)"
+    )
+    print(
+        f"port-forward, direct on the provider:   {direct_mbps:7.1f} MB/s   (median; "
+        f"{min(direct_runs):.1f} to {max(direct_runs):.1f})"
+    )
     print(
         f"port-forward, through the virtual node: {relayed_mbps:7.1f} MB/s   "
-        f"ratio {ratio:.2f} (goal >= 0.8: {'met' if ratio >= 0.8 else 'MISSED'})"
+        f"ratio {ratio:.2f} (goal >= 0.8: {'met' if ratio >= 0.8 else 'MISSED'}; median; "
+        f"{min(relayed_runs):.1f} to {max(relayed_runs):.1f})"
     )
-    print("CPU seconds spent during the relayed port-forward:")
+    print(f"CPU seconds spent during the relayed port-forwards ({arguments.rounds}):")
     for name, seconds in relayed_cpu.items():
         print(f"  {name:<24} {seconds:6.2f} s")
     print(f"exec round trip, direct (median):       {direct_median * 1000:7.1f} ms")

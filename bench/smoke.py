@@ -52,7 +52,7 @@ BENCHES = [
     ),
     (
         "bench.kubelet_api",
-        "--megabytes 2 --execs 3 --streams 5 --slowloris 300",
+        "--megabytes 2 --rounds 2 --execs 3 --streams 5 --slowloris 300",
         [
             "port-forward, through the virtual node:",
             "exec round trip, through (median):",
