@@ -39,6 +39,7 @@ from vk.controllers.csr import ServingCSRApprover
 from vk.controllers.foreignclusters import ForeignClusters
 from vk.controllers.namespaceoffloading import NamespaceOffloadings
 from vk.controllers.offloaded_pod_availability import OffloadedPodAvailability
+from vk.controllers.peer_flowschemas import PeerFlowSchemas
 from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     NEW_TWIN_INTERVAL_SECONDS,
@@ -163,6 +164,7 @@ async def run_manager(options: ManagerOptions) -> int:
                 quota_usage.run(),
                 ForeignClusters(client).run(),
                 Tenants(client).run(),
+                PeerFlowSchemas(client).run(),
                 NamespaceOffloadings(client, cluster.cluster_id, options.namespace).run(),
                 OffloadedPodAvailability(client).run(),
             ]
