@@ -331,3 +331,34 @@ def test_sigterm_releases_the_lease_and_exits_cleanly(running: VirtualNodeSetup)
     )
     assert not lease["spec"].get("holderIdentity")
     assert '"released the lease"' in replica.logs()
+
+
+def requests_made(metrics: str) -> dict[str, float]:
+    """Every request the virtual kubelet made so far (watches and retries too), by client."""
+    made: dict[str, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        if family.name == "vk_api_requests":
+            for sample in family.samples:
+                if sample.name == "vk_api_requests_total":
+                    client = sample.labels["client"]
+                    made[client] = made.get(client, 0.0) + sample.value
+    return made
+
+
+def test_client_qps_holds_each_client_to_its_rate_from_the_start(setup: VirtualNodeSetup) -> None:
+    """Liqo's --client-qps and --client-max-burst: at start a virtual kubelet lists and watches
+    some thirty things on each side at once; rate limited, no client makes more than its burst
+    and its rate's worth since the process started, and the node still comes Ready."""
+    qps, burst = 5, 5
+    setup.create()
+    replica = setup.start("replica-1", f"--client-qps={qps}", f"--client-max-burst={burst}")
+    started = time.monotonic()
+    wait_until(setup.ready, "the virtual node Ready, rate limited", timeout=90)
+    for _ in range(3):
+        made = requests_made(replica.metrics())
+        allowed = burst + qps * (time.monotonic() - started)
+        assert set(made) == {"home", "provider"}, made
+        assert all(count <= allowed for count in made.values()), (made, allowed)
+        time.sleep(2)
+    # The informers' lists and watches alone were more than the burst: the limit was met.
+    assert made["home"] > burst

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from tests.liqo import liqo_virtual_kubelet_args
 from vk.cli import components
-from vk.virtualkubelet.process import VirtualKubeletOptions
+from vk.virtualkubelet.process import VirtualKubeletOptions, client_rate
 
 REQUIRED = [
     "--nodename=vn",
@@ -83,9 +83,15 @@ def test_flags_with_a_meaning_in_vk_have_it(started: list[VirtualKubeletOptions]
         "--enable-ingress=false",
         "--remote-real-ingress-class-name=nginx",
         "--remote-real-load-balancer-class-name=metallb",
+        "--client-qps=50",
+        "--client-max-burst=20",
     )
     assert result.exit_code == 0, result.output
     (options,) = started
+    assert (options.client_qps, options.client_max_burst) == (50, 20)
+    budget = client_rate(options)
+    assert budget is not None
+    assert (budget.rate, budget.burst) == (50, 20)
     assert options.reflect_pod_ips is False
     assert options.shared_reflection_lease is False
     assert (options.ha_lease_duration, options.ha_renew_deadline, options.ha_retry_period) == (
@@ -104,6 +110,17 @@ def test_vks_defaults(started: list[VirtualKubeletOptions]) -> None:
     assert options.reflect_pod_ips is True
     assert options.shared_reflection_lease is True
     assert options.ignored_flags == ()
+    assert client_rate(options) is None  # no client-side limit unless asked
+
+
+@pytest.mark.parametrize("flag", ["--client-qps=-1", "--client-max-burst=0", "--client-qps=x"])
+def test_a_client_rate_out_of_range_is_refused_naming_its_flag(
+    started: list[VirtualKubeletOptions], flag: str
+) -> None:
+    result = invoke(*REQUIRED, flag)
+    assert result.exit_code == 2
+    assert flag.split("=")[0] in result.output
+    assert started == []
 
 
 def test_klog_flags_are_taken_with_or_without_an_equals_sign(

@@ -130,9 +130,9 @@ def reflection_options(command: F) -> F:
 
 
 # Liqo's virtual-kubelet flags that mean nothing in vk, which does no networking (pod CIDRs,
-# remapping, the network check), no client rate limiting, and no profiling, and watches rather
-# than resyncs: accepted so that a VkOptionsTemplate, a VirtualNode or Helm values written for
-# Liqo run unchanged, and named in one warning line at start. Values: (multiple, bare value).
+# remapping, the network check) and no profiling, and watches rather than resyncs: accepted so
+# that a VkOptionsTemplate, a VirtualNode or Helm values written for Liqo run unchanged, and
+# named in one warning line at start. Values: (multiple, bare value).
 LIQO_FLAGS_WITHOUT_MEANING: dict[str, tuple[bool, str | None]] = {
     "--liqo-namespace": (False, None),
     "--resync-period": (False, None),
@@ -145,8 +145,6 @@ LIQO_FLAGS_WITHOUT_MEANING: dict[str, tuple[bool, str | None]] = {
     "--enable-profiling": (False, "true"),
     "--metrics-enabled": (False, "true"),
     "--client-timeout": (False, None),
-    "--client-qps": (False, None),
-    "--client-max-burst": (False, None),
     "--resourceslice-reflection-workers": (False, None),
     "--resourceclaim-reflection-workers": (False, None),
 }
@@ -290,6 +288,21 @@ def reflection_settings(flags: dict[str, Any], *, reflect_ips: bool = True) -> R
     help="Declare ExtendWebSocketsToKubelet in the Node's status.declaredFeatures.",
 )
 @click.option(
+    "--client-qps",
+    type=click.FloatRange(min=0),
+    default=0,
+    show_default=True,
+    help="Requests a second each API client (this cluster's, the provider's) makes at most, "
+    "as Liqo's flag; 0: no limit.",
+)
+@click.option(
+    "--client-max-burst",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Requests each API client makes at once past --client-qps.",
+)
+@click.option(
     "--pod-reflection-workers",
     default=10,
     show_default=True,
@@ -329,6 +342,8 @@ def kubelet(
     labels_not_reflected: str,
     annotations_not_reflected: str,
     extend_websockets_to_kubelet: bool,
+    client_qps: float,
+    client_max_burst: int,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
     log_level: str,
@@ -363,6 +378,8 @@ def kubelet(
         node_extra_annotations=node_extra_annotations,
         create_node=create_node,
         pod_reflection_workers=pod_reflection_workers,
+        client_qps=client_qps,
+        client_max_burst=client_max_burst,
         reflection=reflection_settings(reflection, reflect_ips=not disable_ip_reflection),
         home_api_server_host=reflection["home_api_server_host"],
         home_api_server_port=reflection["home_api_server_port"],

@@ -21,6 +21,7 @@ from prometheus_client import Counter
 
 from vk.kube.kubeconfig import ClusterConnection, ExecCredential
 from vk.kube.transport import MAX_BODY_BYTES, MAX_ERROR_BODY_BYTES, BodyTooLarge, Endpoint
+from vk.kube.workqueue import TokenBucket
 
 log = structlog.get_logger("vk.kube.client")
 
@@ -253,7 +254,9 @@ class KubeClient:
     """One API server, one identity. Use as `async with KubeClient(conn) as client:`.
     `max_body`: the largest answer, or watch line, taken from the server (a provider's:
     PROVIDER_MAX_BODY_BYTES); `timeout`: the most one request takes, its retries (429, 401)
-    and the waits before them included, past which it raises TimeoutError (watches aside)."""
+    and the waits before them included, past which it raises TimeoutError (watches aside);
+    `rate`: client-go's client-side rate limit (`--client-qps`, `--client-max-burst`), a token
+    each request and each retry of one waits for (None: no limit)."""
 
     def __init__(
         self,
@@ -262,10 +265,12 @@ class KubeClient:
         name: str = "api",
         timeout: float = 30.0,
         max_body: int = MAX_BODY_BYTES,
+        rate: TokenBucket | None = None,
     ) -> None:
         self.connection = connection
         self.name = name  # the `client` label of vk_api_requests_total
         self.max_body = max_body
+        self.rate = rate
         self._max_watch_line = min(max_body, MAX_WATCH_EVENT_BYTES)
         self._timeout = timeout
         self._endpoint: Endpoint | None = None
@@ -300,6 +305,12 @@ class KubeClient:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
+
+    async def _wait_for_rate(self) -> None:
+        """A request's token, when the client is rate limited: reserved in the order asked
+        (none jumps the queue), and waited for within the request's own deadline."""
+        if self.rate is not None and (wait := self.rate.reserve()) > 0:
+            await asyncio.sleep(wait)
 
     def _endpoint_or_new(self) -> Endpoint:
         """The connections to the server (vk/kube/transport.py), opened as requests need them,
@@ -364,6 +375,7 @@ class KubeClient:
         # shared with every other provider) for minutes.
         async with asyncio.timeout(self._timeout) as deadline:
             while True:
+                await self._wait_for_rate()
                 answer, raw = await self._endpoint_or_new().request(
                     method,
                     request_target(path, params),
@@ -509,6 +521,7 @@ class KubeClient:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
         }
+        await self._wait_for_rate()
         async with self._endpoint_or_new().stream(
             "GET",
             request_target(path, query),

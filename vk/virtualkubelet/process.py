@@ -27,6 +27,7 @@ from vk.kube.informer import Informer, informer_scope, retry_informers_now
 from vk.kube.kubeconfig import default_connection
 from vk.kube.leaderelection import LeaderElector, run_while_leading
 from vk.kube.observability import MetricsServer, configure_logging
+from vk.kube.workqueue import TokenBucket
 from vk.kubelet.auth import KubeletAuth
 from vk.kubelet.probes import ProbeResults, probed_pod
 from vk.kubelet.server import KubeletServer
@@ -86,6 +87,10 @@ class VirtualKubeletOptions:
     shared_reflection_lease: bool = True
     # False (--disable-ip-reflection): offloaded pods are reported without their pod IPs.
     reflect_pod_ips: bool = True
+    # Liqo's --client-qps and --client-max-burst: the requests a second each API client (home's,
+    # the provider's) makes at most, in bursts of so many (0: no limit, vk's default).
+    client_qps: float = 0.0
+    client_max_burst: int = 100
     # Liqo's flags given that mean nothing in vk: said once at start.
     ignored_flags: tuple[str, ...] = ()
     # Kept home besides what the VirtualNode's offloadingPatch says (a VkOptionsTemplate's).
@@ -107,10 +112,20 @@ async def kubelet_version(home: KubeClient) -> str:
         return FALLBACK_KUBELET_VERSION
 
 
+def client_rate(options: VirtualKubeletOptions) -> TokenBucket | None:
+    """A new budget for one API client, as client-go gives each client of a rest.Config
+    with a QPS (Liqo's --client-qps); None without one."""
+    if options.client_qps <= 0:
+        return None
+    return TokenBucket(options.client_qps, options.client_max_burst)
+
+
 class VirtualKubelet:
     def __init__(self, options: VirtualKubeletOptions) -> None:
         self.options = options
-        self.home = KubeClient(default_connection(options.home_kubeconfig), name="home")
+        self.home = KubeClient(
+            default_connection(options.home_kubeconfig), name="home", rate=client_rate(options)
+        )
         self.elector = LeaderElector(
             self.home,
             namespace=options.tenant_namespace,
@@ -156,6 +171,7 @@ class VirtualKubelet:
             self.home,
             namespace=options.tenant_namespace,
             secret_name=options.foreign_kubeconfig_secret_name,
+            rate=client_rate(options),
         )
         node = NodeController(
             self.home,

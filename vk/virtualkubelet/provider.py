@@ -17,6 +17,7 @@ from vk.kube.client import PROVIDER_MAX_BODY_BYTES, ApiError, KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, connection_from_secret
 from vk.kube.supervision import BackgroundTasks
+from vk.kube.workqueue import TokenBucket
 
 RETIRED_CLIENT_GRACE = 60.0  # seconds an old client stays open after the Secret changed
 
@@ -24,8 +25,19 @@ log = structlog.get_logger("vk.virtualkubelet.provider")
 
 
 class ProviderConnection:
-    def __init__(self, home: KubeClient, *, namespace: str, secret_name: str) -> None:
+    """`rate`: the client-side rate limit of every client made here, one for them all: a
+    kubeconfig rotated gives a new client, not a new budget."""
+
+    def __init__(
+        self,
+        home: KubeClient,
+        *,
+        namespace: str,
+        secret_name: str,
+        rate: TokenBucket | None = None,
+    ) -> None:
         self.where = f"{namespace}/{secret_name}"
+        self.rate = rate
         self.secrets = Informer(
             home,
             "v1",
@@ -88,7 +100,9 @@ class ProviderConnection:
         if self.client is not None:
             self._retire(self.client)
         self._connection = connection
-        self.client = KubeClient(connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES)
+        self.client = KubeClient(
+            connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES, rate=self.rate
+        )
         self.problem = None
         log.info("provider kubeconfig loaded", server=connection.server)
         self._notify()
