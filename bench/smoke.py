@@ -90,6 +90,11 @@ BENCHES = [
         "--pods 10 --stages --pin",
         ["the virtual kubelet's CPU by stage", "pinned (--pin):"],
     ),
+    (
+        "bench.peer_flood",
+        "--workers 20 --seconds 3 --configmaps 50 --rounds 1",
+        ["no flood", "flood in vk-peers", "the consumer's flood in global-default over"],
+    ),
     ("bench.playground", "", ["up, 3 clusters:", "down:"]),
     ("bench.ledger", "--reservations 10,100 --runs 1", ["| 100 |"]),
     (
