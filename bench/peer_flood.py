@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from bench.offload import percentile
 from bench.virtual_node import (
     REMOTE_NAMESPACE,
     SECRET,
@@ -166,8 +167,8 @@ def far_metrics(far: Path) -> Sample:
 
 
 def percentiles(latencies: list[float]) -> tuple[float, float]:
-    ordered = sorted(latencies)
-    return statistics.median(ordered) * 1000, ordered[int(0.99 * (len(ordered) - 1))] * 1000
+    """p50 and p99, in ms."""
+    return percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000
 
 
 def main() -> None:

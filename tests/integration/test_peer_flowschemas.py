@@ -19,6 +19,7 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.test_peering import get_json
+from tests.integration.test_vkctl_resources import vkctl
 from vk.api.constants import CONTROLLER_MANAGER, VK_NAMESPACE, tenant_group
 from vk.cli.peering import forge_tenant, forge_tenant_namespace
 from vk.controllers.peer_flowschemas import (
@@ -73,11 +74,7 @@ def token_kubeconfig(
 
 def identity_kubeconfig(clusters: Clusters, path: Path, *extra: str) -> Path:
     """One of the consumer's identities on the provider (`vkctl get kubeconfig`)."""
-    printed = subprocess.run(
-        ["vkctl", f"--kubeconfig={clusters.kubeconfig(CONSUMER)}", "get", "kubeconfig",
-         f"--remote-cluster-id={PROVIDER}", *extra],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    printed = vkctl(clusters, "get", "kubeconfig", f"--remote-cluster-id={PROVIDER}", *extra)
     assert printed.returncode == 0, printed.stderr
     path.write_text(printed.stdout)
     return path
