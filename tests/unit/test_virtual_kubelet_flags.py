@@ -4,14 +4,18 @@ the others are named once, and anything else is still an error."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from tests.liqo import liqo_virtual_kubelet_args
+from tests.unit.test_client_rate import self_contained_kubeconfig
 from vk.cli import components
-from vk.virtualkubelet.process import VirtualKubeletOptions, client_rate
+from vk.kube.client import DEFAULT_REQUEST_TIMEOUT
+from vk.virtualkubelet.process import VirtualKubelet, VirtualKubeletOptions, client_rate
 
 REQUIRED = [
     "--nodename=vn",
@@ -85,6 +89,7 @@ def test_flags_with_a_meaning_in_vk_have_it(started: list[VirtualKubeletOptions]
         "--remote-real-load-balancer-class-name=metallb",
         "--client-qps=50",
         "--client-max-burst=20",
+        "--client-timeout=7s",
     )
     assert result.exit_code == 0, result.output
     (options,) = started
@@ -92,6 +97,7 @@ def test_flags_with_a_meaning_in_vk_have_it(started: list[VirtualKubeletOptions]
     budget = client_rate(options)
     assert budget is not None
     assert (budget.rate, budget.burst) == (50, 20)
+    assert options.client_timeout == 7.0
     assert options.reflect_pod_ips is False
     assert options.shared_reflection_lease is False
     assert (options.ha_lease_duration, options.ha_renew_deadline, options.ha_retry_period) == (
@@ -111,9 +117,40 @@ def test_vks_defaults(started: list[VirtualKubeletOptions]) -> None:
     assert options.shared_reflection_lease is True
     assert options.ignored_flags == ()
     assert client_rate(options) is None  # no client-side limit unless asked
+    assert options.client_timeout == DEFAULT_REQUEST_TIMEOUT
 
 
-@pytest.mark.parametrize("flag", ["--client-qps=-1", "--client-max-burst=0", "--client-qps=x"])
+def test_the_client_timeout_bounds_home_clients_requests(
+    started: list[VirtualKubeletOptions], tmp_path: Path
+) -> None:
+    """The provider's clients: test_client_rate.py."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(self_contained_kubeconfig("https://127.0.0.1:6443")))
+    assert (
+        invoke(*REQUIRED, f"--home-kubeconfig={kubeconfig}", "--client-timeout=7s").exit_code == 0
+    )
+    assert VirtualKubelet(started[0]).home.timeout == 7.0
+
+
+def test_a_client_timeout_of_zero_is_vks_default_not_none(
+    started: list[VirtualKubeletOptions],
+) -> None:
+    """Liqo's 0 means no timeout at all: a provider that never answers would hold a worker
+    for ever. vk keeps its own bound."""
+    assert invoke(*REQUIRED, "--client-timeout=0").exit_code == 0
+    assert started[0].client_timeout == DEFAULT_REQUEST_TIMEOUT
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--client-qps=-1",
+        "--client-max-burst=0",
+        "--client-qps=x",
+        "--client-timeout=-1s",
+        "--client-timeout=soon",
+    ],
+)
 def test_a_client_rate_out_of_range_is_refused_naming_its_flag(
     started: list[VirtualKubeletOptions], flag: str
 ) -> None:

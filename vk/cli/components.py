@@ -28,6 +28,7 @@ from vk.controllers.provider_namespacemaps import (
     DEFAULT_MAX_TWIN_NAMESPACES,
     DEFAULT_TWIN_NAMESPACE_QUOTA,
 )
+from vk.kube.client import DEFAULT_REQUEST_TIMEOUT
 from vk.kube.kubeconfig import InvalidKubeconfig
 from vk.reflection.forge.meta import ReflectionPolicy
 from vk.reflection.resources import DEFAULT_WORKERS, POLICY_RESOURCES, ReflectionSettings
@@ -144,7 +145,6 @@ LIQO_FLAGS_WITHOUT_MEANING: dict[str, tuple[bool, str | None]] = {
     "--node-check-network": (False, "true"),
     "--enable-profiling": (False, "true"),
     "--metrics-enabled": (False, "true"),
-    "--client-timeout": (False, None),
     "--resourceslice-reflection-workers": (False, None),
     "--resourceclaim-reflection-workers": (False, None),
 }
@@ -303,6 +303,13 @@ def reflection_settings(flags: dict[str, Any], *, reflect_ips: bool = True) -> R
     help="Requests each API client makes at once past --client-qps.",
 )
 @click.option(
+    "--client-timeout",
+    default="0",
+    callback=go_duration,
+    help="The most one request of an API client takes, its retries included (Liqo's flag); "
+    f"0: vk's {DEFAULT_REQUEST_TIMEOUT:g}s (never without one, where Liqo's 0 means none).",
+)
+@click.option(
     "--pod-reflection-workers",
     default=10,
     show_default=True,
@@ -344,6 +351,7 @@ def kubelet(
     extend_websockets_to_kubelet: bool,
     client_qps: float,
     client_max_burst: int,
+    client_timeout: float,
     pod_reflection_workers: int,
     home_kubeconfig: str | None,
     log_level: str,
@@ -380,6 +388,7 @@ def kubelet(
         pod_reflection_workers=pod_reflection_workers,
         client_qps=client_qps,
         client_max_burst=client_max_burst,
+        client_timeout=client_timeout or DEFAULT_REQUEST_TIMEOUT,
         reflection=reflection_settings(reflection, reflect_ips=not disable_ip_reflection),
         home_api_server_host=reflection["home_api_server_host"],
         home_api_server_port=reflection["home_api_server_port"],

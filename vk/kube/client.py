@@ -52,6 +52,9 @@ def resource_of(path: str) -> str:
     return f"{rest[0]}/{rest[2]}" if len(rest) > 2 else rest[0]
 
 
+# The most one call takes, its retries and their sleeps included, unless the client is given
+# another (`vk kubelet --client-timeout`): a server that never answers holds no worker for ever.
+DEFAULT_REQUEST_TIMEOUT = 30.0
 # How often a 429 is retried before it is an error (client-go: 10), within the client's
 # timeout, which bounds the whole call, retries and their sleeps included.
 TOO_MANY_REQUESTS_RETRIES = 10
@@ -263,7 +266,7 @@ class KubeClient:
         connection: ClusterConnection,
         *,
         name: str = "api",
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_body: int = MAX_BODY_BYTES,
         rate: TokenBucket | None = None,
     ) -> None:
@@ -279,6 +282,10 @@ class KubeClient:
         # Whether the API server streams lists (a watch that sends the objects there are
         # first): None until asked, False once it refused.
         self._streams_lists: bool | None = None
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
 
     async def __aenter__(self) -> KubeClient:
         return self

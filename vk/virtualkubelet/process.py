@@ -21,7 +21,7 @@ import structlog
 from vk.api.constants import REMOTE_CLUSTER_ID_LABEL
 from vk.api.offloading import NamespaceMap, VirtualNode
 from vk.kube import daemon
-from vk.kube.client import ApiError, KubeClient
+from vk.kube.client import DEFAULT_REQUEST_TIMEOUT, ApiError, KubeClient
 from vk.kube.events import EventRecorder
 from vk.kube.informer import Informer, informer_scope, retry_informers_now
 from vk.kube.kubeconfig import default_connection
@@ -91,6 +91,9 @@ class VirtualKubeletOptions:
     # the provider's) makes at most, in bursts of so many (0: no limit, vk's default).
     client_qps: float = 0.0
     client_max_burst: int = 100
+    # Liqo's --client-timeout: the most one request of each API client takes, retries included
+    # (vk's default where Liqo's 0 would mean none).
+    client_timeout: float = DEFAULT_REQUEST_TIMEOUT
     # Liqo's flags given that mean nothing in vk: said once at start.
     ignored_flags: tuple[str, ...] = ()
     # Kept home besides what the VirtualNode's offloadingPatch says (a VkOptionsTemplate's).
@@ -124,7 +127,10 @@ class VirtualKubelet:
     def __init__(self, options: VirtualKubeletOptions) -> None:
         self.options = options
         self.home = KubeClient(
-            default_connection(options.home_kubeconfig), name="home", rate=client_rate(options)
+            default_connection(options.home_kubeconfig),
+            name="home",
+            rate=client_rate(options),
+            timeout=options.client_timeout,
         )
         self.elector = LeaderElector(
             self.home,
@@ -172,6 +178,7 @@ class VirtualKubelet:
             namespace=options.tenant_namespace,
             secret_name=options.foreign_kubeconfig_secret_name,
             rate=client_rate(options),
+            timeout=options.client_timeout,
         )
         node = NodeController(
             self.home,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
-from vk.kube.client import PROVIDER_MAX_BODY_BYTES, ApiError, KubeClient
+from vk.kube.client import DEFAULT_REQUEST_TIMEOUT, PROVIDER_MAX_BODY_BYTES, ApiError, KubeClient
 from vk.kube.informer import Informer
 from vk.kube.kubeconfig import ClusterConnection, InvalidKubeconfig, connection_from_secret
 from vk.kube.supervision import BackgroundTasks
@@ -26,7 +26,8 @@ log = structlog.get_logger("vk.virtualkubelet.provider")
 
 class ProviderConnection:
     """`rate`: the client-side rate limit of every client made here, one for them all: a
-    kubeconfig rotated gives a new client, not a new budget."""
+    kubeconfig rotated gives a new client, not a new budget; `timeout`: the most one request
+    of each takes."""
 
     def __init__(
         self,
@@ -35,9 +36,11 @@ class ProviderConnection:
         namespace: str,
         secret_name: str,
         rate: TokenBucket | None = None,
+        timeout: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> None:
         self.where = f"{namespace}/{secret_name}"
         self.rate = rate
+        self.timeout = timeout
         self.secrets = Informer(
             home,
             "v1",
@@ -101,7 +104,11 @@ class ProviderConnection:
             self._retire(self.client)
         self._connection = connection
         self.client = KubeClient(
-            connection, name="provider", max_body=PROVIDER_MAX_BODY_BYTES, rate=self.rate
+            connection,
+            name="provider",
+            max_body=PROVIDER_MAX_BODY_BYTES,
+            rate=self.rate,
+            timeout=self.timeout,
         )
         self.problem = None
         log.info("provider kubeconfig loaded", server=connection.server)
