@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.kubeconfigs import token_kubeconfig
 from tests.integration.polling import wait_until
 from tests.integration.test_identities import README, identity_tables, parse_can_i
 from tests.plain_manifests import CONTROLLER_MANAGER_ACCOUNT, covers, find, granted_rules
@@ -356,9 +357,7 @@ def test_webhook_keeps_its_own_certificate_with_the_charts_rbac(
     token = run(env, "kubectl", "-n", "vk", "create", "token", "vk-webhook").stdout.strip()
     admin = yaml.safe_load(Path(env["KUBECONFIG"]).read_text())
     as_webhook = tmp_path / "webhook.kubeconfig"
-    admin["users"] = [{"name": "webhook", "user": {"token": token}}]
-    admin["contexts"][0]["context"]["user"] = "webhook"
-    as_webhook.write_text(yaml.safe_dump(admin))
+    as_webhook.write_text(yaml.safe_dump(token_kubeconfig(admin, token)))
 
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(

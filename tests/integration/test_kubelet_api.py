@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.kubeconfigs import token_kubeconfig
 from tests.integration.polling import wait_until
 from tests.integration.streams import attached_line, forwarded_port
 from tests.integration.virtual_kubelets import Offloaded, VirtualNodeSetup
@@ -504,9 +505,7 @@ def test_a_provider_taking_the_tenants_rights_away_makes_logs_and_exec_fail_clea
         )
         token = naples.kubectl("naples", "create", "token", "tenant", "-n", remote).stdout
         admin = yaml.safe_load(naples.kubeconfig("naples").read_text())
-        admin["users"] = [{"name": "tenant", "user": {"token": token.strip()}}]
-        admin["contexts"][0]["context"]["user"] = "tenant"
-        setup.write_secret(yaml.safe_dump(admin).encode())
+        setup.write_secret(yaml.safe_dump(token_kubeconfig(admin, token.strip())).encode())
         setup.start()
         wait_until(setup.ready, "the virtual node Ready")
         setup.apply(setup.deployment("web", namespace, 1))

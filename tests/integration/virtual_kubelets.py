@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.kubeconfigs import token_kubeconfig
 from tests.integration.polling import wait_until
 from vk.api.constants import TENANT_NAMESPACE_LABEL, virtual_kubelet_service_account
 from vk.controllers.local_processes import free_port
@@ -25,7 +26,6 @@ from vk.controllers.virtualkubelet_rbac import (
     forge_offloaded_namespace_binding,
     forge_virtual_kubelet_rbac,
 )
-from vk.kube.kubeconfig import load_kubeconfig_file
 
 VK = str(Path(sys.executable).parent / "vk")
 HOME = "venice"
@@ -143,31 +143,9 @@ class VirtualNodeSetup:
             self.namespace,
             "--duration=2h",
         ).stdout.strip()
-        admin = load_kubeconfig_file(self.clusters.kubeconfig(HOME))
-        assert admin.ca_pem is not None
+        admin = yaml.safe_load(Path(self.clusters.kubeconfig(HOME)).read_text())
         path = self.workdir / f"{self.node}.kubeconfig"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "vk",
-                    "clusters": [
-                        {
-                            "name": HOME,
-                            "cluster": {
-                                "server": admin.server,
-                                "certificate-authority-data": base64.b64encode(
-                                    admin.ca_pem
-                                ).decode(),
-                            },
-                        }
-                    ],
-                    "users": [{"name": "vk", "user": {"token": token}}],
-                    "contexts": [{"name": "vk", "context": {"cluster": HOME, "user": "vk"}}],
-                }
-            )
-        )
+        path.write_text(yaml.safe_dump(token_kubeconfig(admin, token)))
         return path
 
     def start(self, identity: str = "replica-1", *extra: str) -> Replica:
