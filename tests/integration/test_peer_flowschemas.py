@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import Clusters
+from tests.integration.kubeconfigs import token_kubeconfig
 from tests.integration.polling import wait_until
 from tests.integration.test_peering import get_json
 from tests.integration.test_vkctl_resources import vkctl
@@ -26,6 +27,7 @@ from vk.controllers.peer_flowschemas import (
     PEERS_PRIORITY_LEVEL,
     TENANTS_FLOW_SCHEMA,
     VIRTUAL_KUBELETS_FLOW_SCHEMA,
+    forge_flow_schema_rules,
 )
 
 CONSUMER, PROVIDER = "venice", "naples"
@@ -51,7 +53,7 @@ def taken_by(kubeconfig: Path) -> tuple[str, str]:
     return headers["Flowschema"], headers["Prioritylevel"]
 
 
-def token_kubeconfig(
+def service_account_kubeconfig(
     clusters: Clusters, cluster: str, namespace: str, account: str, path: Path
 ) -> Path:
     """A kubeconfig of the cluster's API server for a ServiceAccount's token, and no other
@@ -60,15 +62,7 @@ def token_kubeconfig(
     token = clusters.kubectl(
         cluster, "create", "token", account, "-n", namespace, "--duration=10m"
     ).stdout.strip()
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
-        "users": [{"name": "u", "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "c",
-    }
-    path.write_text(json.dumps(kubeconfig))
+    path.write_text(json.dumps(token_kubeconfig(admin, token)))
     return path
 
 
@@ -107,13 +101,15 @@ def test_each_peers_identities_wait_in_vk_peers_and_no_one_else_does(
     assert taken_by(control_plane) == (tenants, level[PROVIDER])
     assert taken_by(resource_slice) == (tenants, level[PROVIDER])
     # On the consumer: its virtual kubelet.
-    virtual_kubelet = token_kubeconfig(
+    virtual_kubelet = service_account_kubeconfig(
         clusters, CONSUMER, TENANT, f"vk-{PROVIDER}", tmp_path / "virtual-kubelet"
     )
     assert taken_by(virtual_kubelet) == (virtual_kubelets, level[CONSUMER])
     # A workload of the tenant namespace, and one of the provider: their cluster's own.
     for cluster, namespace in ((CONSUMER, TENANT), (PROVIDER, "default")):
-        other = token_kubeconfig(clusters, cluster, namespace, "default", tmp_path / "other")
+        other = service_account_kubeconfig(
+            clusters, cluster, namespace, "default", tmp_path / "other"
+        )
         flow_schema, priority_level = taken_by(other)
         assert priority_level != level[cluster], (cluster, namespace)
         assert flow_schema not in (tenants, virtual_kubelets), (cluster, namespace)
@@ -210,3 +206,69 @@ def test_a_tenant_names_its_consumer_while_it_lasts_and_a_misplaced_one_no_one(
         explain=lambda: str(subjects(clusters, PROVIDER, TENANTS_FLOW_SCHEMA)),
     )
     assert tenant_group(CONSUMER) in json.dumps(subjects(clusters, PROVIDER, TENANTS_FLOW_SCHEMA))
+
+
+def patched_as_controller_manager(
+    clusters: Clusters, cluster: str, flow_schema: str, spec: dict[str, object]
+) -> subprocess.CompletedProcess[str]:
+    """A merge patch of the FlowSchema's spec with the controller manager's identity, on a
+    server-side dry run: admission judges it, nothing is kept."""
+    patch = json.dumps({"spec": spec})
+    return clusters.kubectl(
+        cluster, "patch", "flowschema", flow_schema, "--type=merge", "-p", patch,
+        "--dry-run=server", f"--as={CONTROLLER_MANAGER_USER}", check=False,
+    )  # fmt: skip
+
+
+def rules_of(*subjects: dict[str, object]) -> dict[str, object]:
+    return {"rules": forge_flow_schema_rules(list(subjects))}
+
+
+def test_the_controller_managers_patch_right_writes_a_peers_rules_and_nothing_else(
+    naples_peered: Clusters,
+) -> None:
+    """Its token stolen: the API server (vk's ValidatingAdmissionPolicy) refuses it the
+    FlowSchemas' level (`exempt`), precedence and distinguisher, and subjects that are no
+    peer's; the rules the controller writes pass."""
+    clusters = naples_peered
+    tenant = {"kind": "Group", "group": {"name": tenant_group("ghost")}}
+    account = {"kind": "ServiceAccount", "serviceAccount": {"namespace": TENANT, "name": "vk-x"}}
+    every_account = {"kind": "ServiceAccount", "serviceAccount": {"namespace": TENANT, "name": "*"}}
+    exempt = {"priorityLevelConfiguration": {"name": "exempt"}}
+    attempts = {
+        "exempt": (PROVIDER, TENANTS_FLOW_SCHEMA, exempt),
+        "precedence": (PROVIDER, TENANTS_FLOW_SCHEMA, {"matchingPrecedence": 2}),
+        "distinguisher": (CONSUMER, VIRTUAL_KUBELETS_FLOW_SCHEMA, {"distinguisherMethod": None}),
+        "system:masters": (
+            PROVIDER, TENANTS_FLOW_SCHEMA,
+            rules_of(tenant, {"kind": "Group", "group": {"name": "system:masters"}}),
+        ),
+        "every user": (
+            PROVIDER, TENANTS_FLOW_SCHEMA, rules_of({"kind": "User", "user": {"name": "*"}})
+        ),
+        "every ServiceAccount of a tenant namespace": (
+            CONSUMER, VIRTUAL_KUBELETS_FLOW_SCHEMA,
+            rules_of(every_account),
+        ),
+        "a controller of the cluster's own": (
+            CONSUMER, VIRTUAL_KUBELETS_FLOW_SCHEMA,
+            rules_of(account, {"kind": "ServiceAccount",
+                               "serviceAccount": {"namespace": "kube-system", "name": "vk-x"}}),
+        ),
+    }  # fmt: skip
+    for attempt, (cluster, flow_schema, spec) in attempts.items():
+        refused = patched_as_controller_manager(clusters, cluster, flow_schema, spec)
+        assert refused.returncode != 0, f"{attempt}: admitted"
+        assert "vk-peer-flowschemas" in refused.stderr, (attempt, refused.stderr)
+    for cluster, flow_schema, subject in (
+        (PROVIDER, TENANTS_FLOW_SCHEMA, tenant),
+        (CONSUMER, VIRTUAL_KUBELETS_FLOW_SCHEMA, account),
+    ):
+        admitted = patched_as_controller_manager(clusters, cluster, flow_schema, rules_of(subject))
+        assert admitted.returncode == 0, (flow_schema, admitted.stderr)
+    # An administrator's own edit is not the policy's to judge.
+    admitted = clusters.kubectl(
+        PROVIDER, "patch", "flowschema", TENANTS_FLOW_SCHEMA, "--type=merge", "--dry-run=server",
+        "-p", json.dumps({"spec": {"matchingPrecedence": 1001}}), check=False,
+    )  # fmt: skip
+    assert admitted.returncode == 0, admitted.stderr
