@@ -29,9 +29,9 @@ import yaml
 from tests.conftest import Clusters
 from tests.integration.conftest import VK, installed_controller_manager_stopped
 from tests.integration.polling import wait_until
-from vk.api.constants import CREATOR_USER_LABEL, REMOTE_CLUSTER_ID_LABEL, tenant_group
+from tests.integration.test_metrics_agent import twin_namespace
+from vk.api.constants import CREATOR_USER_LABEL, tenant_group
 from vk.controllers.local_processes import free_port
-from vk.controllers.provider_namespacemaps import VIRTUAL_KUBELET_REMOTE_ROLE
 
 PROVIDER, CONSUMER = "naples", "venice"
 GROUP = tenant_group(CONSUMER)
@@ -97,21 +97,10 @@ def new_user() -> str:
 
 @pytest.fixture(scope="module")
 def webhook(installed: Clusters) -> Iterator[QuotaWebhook]:
-    namespace = f"t-{uuid.uuid4().hex[:10]}"
-    setup = QuotaWebhook(installed, namespace)
     # A twin namespace, as the provider makes one for venice, where venice's slices may
     # create ShadowPods.
-    setup.kubectl("create", "namespace", namespace)
-    setup.kubectl("label", "namespace", namespace, f"{REMOTE_CLUSTER_ID_LABEL}={CONSUMER}")
-    setup.kubectl(
-        "create",
-        "rolebinding",
-        "tenant",
-        "-n",
-        namespace,
-        f"--clusterrole={VIRTUAL_KUBELET_REMOTE_ROLE}",
-        f"--group={GROUP}",
-    )
+    namespace = twin_namespace(installed, CONSUMER, GROUP)
+    setup = QuotaWebhook(installed, namespace)
     try:
         probe = new_user()
         setup.quota(probe, {"cpu": "1", "pods": "1"})
