@@ -689,10 +689,12 @@ class QuotaLedgers:
             self.objects[quota_path(quota)] = stored
         self.conflicts = 0
         self.writes = 0
+        self.reads = 0
 
     async def get(self, path: str, params: dict[str, str] | None = None) -> JSON:
         if path not in self.objects:
             raise NotFound(404, "NotFound", path)
+        self.reads += 1
         read = json.loads(json.dumps(self.objects[path]))
         await asyncio.sleep(0)  # other reviews go on meanwhile, as over a network
         return read
@@ -705,7 +707,13 @@ class QuotaLedgers:
         self.writes += 1
         stored["status"] = json.loads(json.dumps(body["status"]))
         stored["metadata"]["resourceVersion"] = str(int(stored["metadata"]["resourceVersion"]) + 1)
-        return stored
+        return json.loads(json.dumps(stored))  # the answer, decoded: not the stored object
+
+    def edit(self, spec: JSON) -> None:
+        """An administrator's edit of each Quota's spec."""
+        for stored in self.objects.values():
+            stored["spec"] = {**stored["spec"], **spec}
+            stored["metadata"]["resourceVersion"] += "0"
 
     def recount(self, *shadow_pods: JSON, now: datetime.datetime = NOW) -> None:
         """What the provider's recount does once the ShadowPod controller accounted
@@ -849,6 +857,57 @@ async def test_a_review_whose_ledger_write_fails_fails_and_the_next_ones_go_on()
         await webhook.admission.validate(review(stamped("first", "1")))
     answer = await webhook.admission.validate(review(stamped("second", "1")))
     assert answer.decision.allowed
+
+
+async def test_a_review_after_another_writes_on_the_webhooks_own_last_write_without_a_read() -> (
+    None
+):
+    webhook = Webhook(quota_json({"cpu": "10", "pods": "10"}))
+    for name in ("a", "b", "c"):
+        assert (await webhook.admission.validate(review(stamped(name, "1")))).decision.allowed
+    assert (webhook.ledgers.reads, webhook.ledgers.writes, webhook.ledgers.conflicts) == (1, 3, 0)
+    [stored] = webhook.ledgers.objects.values()
+    assert sorted(stored["status"]["reservations"]) == [
+        "shop-venice/a",
+        "shop-venice/b",
+        "shop-venice/c",
+    ]
+
+
+async def test_a_later_version_in_the_cache_is_read_before_the_next_write() -> None:
+    """A recount written since the webhook's last write, and shown by its Quota cache: the
+    next review reads the ledger afresh, and writes once, without a conflict."""
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    assert (await webhook.admission.validate(review(stamped("a", "600m")))).decision.allowed
+    webhook.ledgers.recount(stamped("a", "600m"))
+    [stored] = webhook.ledgers.objects.values()
+    webhook.quotas.upsert(quota_as_read(stored))  # the informer's event
+    assert (await webhook.admission.validate(review(stamped("b", "400m")))).decision.allowed
+    assert (webhook.ledgers.reads, webhook.ledgers.conflicts) == (2, 0)
+    denied = (await webhook.admission.validate(review(stamped("c", "1m")))).decision
+    assert not denied.allowed
+
+
+async def test_a_write_on_a_stale_last_write_conflicts_and_is_judged_again() -> None:
+    """A recount the cache does not show yet: the write on the webhook's last one conflicts,
+    and the review is judged on the ledger read afresh."""
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    assert (await webhook.admission.validate(review(stamped("a", "600m")))).decision.allowed
+    webhook.ledgers.recount(stamped("a", "600m"))
+    assert (await webhook.admission.validate(review(stamped("b", "400m")))).decision.allowed
+    assert (webhook.ledgers.reads, webhook.ledgers.conflicts) == (2, 1)
+    assert not (await webhook.admission.validate(review(stamped("c", "1m")))).decision.allowed
+
+
+async def test_a_denial_is_never_judged_on_the_webhooks_own_last_write() -> None:
+    """The administrator raised the Quota since the last write, and the cache does not show it
+    yet: the pod that the last write leaves no room for is judged on a fresh read, and
+    admitted. (A write would have shown the last write stale; a denial writes nothing.)"""
+    webhook = Webhook(quota_json({"cpu": "1", "pods": "10"}))
+    assert (await webhook.admission.validate(review(stamped("a", "1")))).decision.allowed
+    webhook.ledgers.edit({"resources": {"cpu": "2", "pods": "10"}})
+    assert (await webhook.admission.validate(review(stamped("b", "1")))).decision.allowed
+    assert webhook.ledgers.reads == 2
 
 
 def test_creating_a_name_again_cannot_shrink_what_the_first_creation_holds() -> None:

@@ -46,6 +46,7 @@ from vk.api.usage import Ledger, Resources, pod_usage
 from vk.kube.client import Conflict, KubeClient, NotFound, resource_path
 from vk.kube.informer import EventHandler, Informer, Store
 from vk.reflection.forge.pods import shadow_pod_as_pod
+from vk.reflection.generic import rv_newer
 from vk.webhooks.offloading import review_namespace_offloading, review_offloading_pod
 from vk.webhooks.podsecurity import parse_level, pod_security_message, pod_security_violations
 from vk.webhooks.quota import (
@@ -103,9 +104,9 @@ class LedgerClient(Protocol):
 
 def quota_as_read(quota: JSON) -> JSON:
     """What the webhook's Quota cache keeps: which Quota it is and whom it limits. Its ledger
-    (the status) is judged as the API server has it, read at each admission; cached, it was
-    decoded and compacted again at every write of it, several a second in a burst, with every
-    reservation not counted yet."""
+    (the status) is judged as the API server has it, read afresh or as this process last wrote
+    it (`ShadowPodAdmission._ledger_base`); cached, it was decoded and compacted again at every
+    write of it, several a second in a burst, with every reservation not counted yet."""
     return {key: quota[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in quota}
 
 
@@ -237,6 +238,10 @@ class ShadowPodAdmission:
         # Per Quota (its path): the reviews waiting for its ledger, and the task writing it.
         self._pending: dict[str, list[PendingReservation]] = {}
         self._writers: dict[str, asyncio.Task[None]] = {}
+        # Per Quota (its path): the Quota as this process last wrote its ledger (the API
+        # server's answer), the base of its next write: one round trip per batch, not a read
+        # and a write (`_ledger_base`). One entry per Quota written, taken at each use.
+        self._written: dict[str, JSON] = {}
 
     def _requester(self, request: Mapping[str, Any]) -> tuple[str, list[str], bool, list[JSON]]:
         """(user, groups, whether it is a consumer identity, the Quotas naming it)."""
@@ -341,7 +346,10 @@ class ShadowPodAdmission:
         for). The reviews waiting on one Quota are judged and written together, in the order
         they came, by one writer (a group commit: one ledger write for a burst, where one each
         raced into conflicts and capped the admission rate); what a write races with (another
-        replica, a recount) is judged again on a conflict."""
+        replica, a recount) is judged again on a conflict. A batch is judged on this process's
+        last write of the ledger when nothing later is known, and its write, with that
+        version's precondition, proves it current; a batch that writes nothing (denials, dry
+        runs) is judged on a fresh read."""
         waiting = PendingReservation(
             key, uid, pod, dry_run, asyncio.get_running_loop().create_future()
         )
@@ -380,11 +388,15 @@ class ShadowPodAdmission:
     ) -> list[Decision]:
         name = f"{cached['metadata'].get('namespace')}/{cached['metadata']['name']}"
         gone = deny(f"the Quota {name} is gone: the provider grants this identity nothing")
+        path = quota_path(cached)
+        base = self._ledger_base(name, path)
         for _ in range(MAX_LEDGER_CONFLICTS):
+            read = base is None
             try:
-                current = await self.ledger.get(quota_path(cached))
+                current = base or await self.ledger.get(path)
             except NotFound:
                 return [gone] * len(batch)
+            base = None
             try:
                 quota = Quota.model_validate(current)
             except ValidationError as error:
@@ -405,15 +417,18 @@ class ShadowPodAdmission:
                     reserving = True
                 decisions.append(decision)
             if not reserving:
+                if not read:
+                    continue  # judged on our own last write, which no write confirms: read it
                 return decisions  # denials and dry runs: nothing to write
             try:
-                await self.ledger.replace(
+                written = await self.ledger.replace(
                     quota_path(cached, "status"), {**current, "status": ledger.status()}
                 )
             except Conflict:
                 continue  # another replica's admission, or a recount, wrote first: judge again
             except NotFound:
                 return [gone] * len(batch)
+            self._written[path] = written
             return decisions
         return [
             deny(
@@ -421,6 +436,17 @@ class ShadowPodAdmission:
                 f"{MAX_LEDGER_CONFLICTS} conflicts): retry"
             )
         ] * len(batch)
+
+    def _ledger_base(self, key: str, path: str) -> JSON | None:
+        """The Quota at `path` (its cache key `key`) as this process last wrote it, unless the
+        cache shows a later version (a recount, another replica's write, an edit): a write on
+        it carries its resourceVersion, so one that is stale all the same conflicts, and is
+        judged again on a fresh read. None: read it."""
+        written = self._written.pop(path, None)
+        seen = self.quotas.get(key)
+        if written is None or seen is None or rv_newer(seen, written):
+            return None
+        return written
 
     def _judge(
         self, waiting: PendingReservation, quota: Quota, ledger: Ledger, name: str
