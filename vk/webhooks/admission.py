@@ -400,6 +400,8 @@ class ShadowPodAdmission:
             try:
                 quota = Quota.model_validate(current)
             except ValidationError as error:
+                if not read:
+                    continue  # a denial is judged on a fresh read
                 return [
                     deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
                 ] * len(batch)
@@ -407,6 +409,8 @@ class ShadowPodAdmission:
             try:
                 ledger = Ledger(current.get("status") or {})
             except InvalidQuantity as error:
+                if not read:
+                    continue
                 return [unparsable(name, error)] * len(batch)
             decisions: list[Decision] = []
             reserving = False
