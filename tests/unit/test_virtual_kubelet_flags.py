@@ -15,7 +15,12 @@ from tests.liqo import liqo_virtual_kubelet_args
 from tests.unit.test_client_rate import self_contained_kubeconfig
 from vk.cli import components
 from vk.kube.client import DEFAULT_REQUEST_TIMEOUT
-from vk.virtualkubelet.process import VirtualKubelet, VirtualKubeletOptions, client_rate
+from vk.virtualkubelet.process import (
+    VirtualKubelet,
+    VirtualKubeletOptions,
+    client_rate,
+    provider_connection,
+)
 
 REQUIRED = [
     "--nodename=vn",
@@ -120,16 +125,19 @@ def test_vks_defaults(started: list[VirtualKubeletOptions]) -> None:
     assert options.client_timeout == DEFAULT_REQUEST_TIMEOUT
 
 
-def test_the_client_timeout_bounds_home_clients_requests(
+def test_the_client_timeout_bounds_both_sides_clients_requests(
     started: list[VirtualKubeletOptions], tmp_path: Path
 ) -> None:
-    """The provider's clients: test_client_rate.py."""
+    """Home's client, and the provider's connection (each client it makes takes its timeout:
+    test_client_rate.py)."""
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(self_contained_kubeconfig("https://127.0.0.1:6443")))
     assert (
         invoke(*REQUIRED, f"--home-kubeconfig={kubeconfig}", "--client-timeout=7s").exit_code == 0
     )
-    assert VirtualKubelet(started[0]).home.timeout == 7.0
+    virtual_kubelet = VirtualKubelet(started[0])
+    assert virtual_kubelet.home.timeout == 7.0
+    assert provider_connection(started[0], virtual_kubelet.home).timeout == 7.0
 
 
 def test_a_client_timeout_of_zero_is_vks_default_not_none(

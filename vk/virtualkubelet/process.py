@@ -123,6 +123,18 @@ def client_rate(options: VirtualKubeletOptions) -> TokenBucket | None:
     return TokenBucket(options.client_qps, options.client_max_burst)
 
 
+def provider_connection(options: VirtualKubeletOptions, home: KubeClient) -> ProviderConnection:
+    """The provider's kubeconfig Secret, read through `home`, and the clients made of it, with
+    this process's client rate and timeout."""
+    return ProviderConnection(
+        home,
+        namespace=options.tenant_namespace,
+        secret_name=options.foreign_kubeconfig_secret_name,
+        rate=client_rate(options),
+        timeout=options.client_timeout,
+    )
+
+
 class VirtualKubelet:
     def __init__(self, options: VirtualKubeletOptions) -> None:
         self.options = options
@@ -173,13 +185,7 @@ class VirtualKubelet:
             field_selector=f"metadata.name={virtual_node_name}",
         )
         offloading_patch = OffloadingPatchSource(virtual_nodes, f"{namespace}/{virtual_node_name}")
-        provider = ProviderConnection(
-            self.home,
-            namespace=options.tenant_namespace,
-            secret_name=options.foreign_kubeconfig_secret_name,
-            rate=client_rate(options),
-            timeout=options.client_timeout,
-        )
+        provider = provider_connection(options, self.home)
         node = NodeController(
             self.home,
             NodeOptions(
