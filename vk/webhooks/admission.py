@@ -397,33 +397,11 @@ class ShadowPodAdmission:
             except NotFound:
                 return [gone] * len(batch)
             base = None
-            try:
-                quota = Quota.model_validate(current)
-            except ValidationError as error:
-                if not read:
-                    continue  # a denial is judged on a fresh read
-                return [
-                    deny(f"the Quota {name} is not valid, ask the provider to fix it: {error}")
-                ] * len(batch)
-            now = self.clock()
-            try:
-                ledger = Ledger(current.get("status") or {})
-            except InvalidQuantity as error:
-                if not read:
-                    continue
-                return [unparsable(name, error)] * len(batch)
-            decisions: list[Decision] = []
-            reserving = False
-            for waiting in batch:
-                decision, usage = self._judge(waiting, quota, ledger, name)
-                if decision.allowed and not waiting.dry_run and usage is not None:
-                    ledger.reserve(waiting.key, waiting.uid, usage, now)
-                    reserving = True
-                decisions.append(decision)
-            if not reserving:
-                if not read:
-                    continue  # judged on our own last write, which no write confirms: read it
-                return decisions  # denials and dry runs: nothing to write
+            decisions, ledger = self._judge_batch(current, batch, name)
+            if ledger is None:  # denials and dry runs: nothing to write
+                if read:
+                    return decisions
+                continue  # judged on our own last write, which no write confirms: read it
             try:
                 written = await self.ledger.replace(
                     quota_path(cached, "status"), {**current, "status": ledger.status()}
@@ -440,6 +418,31 @@ class ShadowPodAdmission:
                 f"{MAX_LEDGER_CONFLICTS} conflicts): retry"
             )
         ] * len(batch)
+
+    def _judge_batch(
+        self, current: JSON, batch: list[PendingReservation], name: str
+    ) -> tuple[list[Decision], Ledger | None]:
+        """Each review of `batch` on the Quota `current` (named `name`), in turn, on the
+        ledger with the reservations of those before it; and that ledger, if any reserved."""
+        try:
+            quota = Quota.model_validate(current)
+        except ValidationError as error:
+            message = f"the Quota {name} is not valid, ask the provider to fix it: {error}"
+            return [deny(message)] * len(batch), None
+        now = self.clock()
+        try:
+            ledger = Ledger(current.get("status") or {})
+        except InvalidQuantity as error:
+            return [unparsable(name, error)] * len(batch), None
+        decisions: list[Decision] = []
+        reserving = False
+        for waiting in batch:
+            decision, usage = self._judge(waiting, quota, ledger, name)
+            if decision.allowed and not waiting.dry_run and usage is not None:
+                ledger.reserve(waiting.key, waiting.uid, usage, now)
+                reserving = True
+            decisions.append(decision)
+        return decisions, ledger if reserving else None
 
     def _ledger_base(self, key: str, path: str) -> JSON | None:
         """The Quota at `path` (its cache key `key`) as this process last wrote it, unless the
