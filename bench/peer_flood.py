@@ -43,7 +43,7 @@ from bench.virtual_node import (
 from vk.cli.peering import sign_client_certificate
 from vk.controllers.peer_flowschemas import TENANTS_FLOW_SCHEMA
 from vk.kube.client import KubeClient, resource_path
-from vk.kube.kubeconfig import load_kubeconfig_file, parse_secret_kubeconfig
+from vk.kube.kubeconfig import SECRET_KUBECONFIG_KEY, load_kubeconfig_file, parse_secret_kubeconfig
 from vk.kube.pki import forge_client_csr, forge_kubeconfig, new_private_key, private_key_pem
 
 VICTIM = "alice"
@@ -70,7 +70,7 @@ async def victim_kubeconfig(far: Path) -> dict[str, object]:
 def slice_identity(home: Path) -> bytes:
     """home's slice identity on far: the kubeconfig its virtual kubelet uses."""
     secret = json.loads(kubectl(home, "get", "secret", SECRET, "-n", TENANT, "-o", "json"))
-    return base64.b64decode(secret["data"]["kubeconfig"])
+    return base64.b64decode(secret["data"][SECRET_KUBECONFIG_KEY])
 
 
 def fill_twin_namespace(far: Path, count: int) -> None:
