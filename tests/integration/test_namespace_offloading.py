@@ -692,6 +692,50 @@ def test_a_tightened_strategy_or_selector_moves_the_pods(
     )
 
 
+def test_pods_that_ask_for_a_virtual_node_do_not_hold_the_unoffloading(
+    tutorial: Clusters, namespace: str
+) -> None:
+    # Pods that tolerate the virtual nodes' taint and select one themselves: evicted as the
+    # namespace left, their replacements were placed on naples again, offloaded again and
+    # evicted again, and `vkctl unoffload` gave up after its timeout with the twin namespace
+    # still there (seen on the playground).
+    asks = {
+        "nodeSelector": {"liqo.io/type": "virtual-node", "liqo.io/remote-cluster-id": "naples"},
+        "tolerations": [
+            {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists", "effect": "NoExecute"}
+        ],
+    }
+    done = vkctl(tutorial, "offload", "namespace", namespace)
+    assert done.returncode == 0, done.stderr
+    apply(tutorial, namespace, deployment("insists", 2, **asks))
+    wait_until(
+        lambda: running_on(tutorial, namespace) == ["naples"] * 2,
+        "2 pods Running on naples",
+        timeout=90,
+        explain=lambda: wide(tutorial, namespace),
+    )
+    unoffloaded = vkctl(tutorial, "unoffload", "namespace", namespace, "--timeout=90s")
+    assert unoffloaded.returncode == 0, unoffloaded.stderr + wide(tutorial, namespace)
+    assert not namespace_exists(tutorial, "naples", f"{namespace}-venice")
+    labels = get_json(tutorial, CONSUMER, "namespace", namespace)["metadata"].get("labels") or {}
+    assert "liqo.io/scheduling-enabled" not in labels
+    # The replacements wait at home, kept off the virtual nodes while the namespace left.
+    replacements = [
+        p for p in pods(tutorial, namespace) if not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(replacements) == 2, wide(tutorial, namespace)
+    for pod in replacements:
+        assert not pod["spec"].get("nodeName"), wide(tutorial, namespace)
+        required = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        assert all(
+            {"key": "liqo.io/type", "operator": "NotIn", "values": ["virtual-node"]}
+            in term["matchExpressions"]
+            for term in required["nodeSelectorTerms"]
+        )
+
+
 def test_bad_input_is_refused_with_the_fix(tutorial: Clusters, namespace: str) -> None:
     invalid = vkctl(tutorial, "offload", "namespace", namespace, "--selector", "region in europe")
     assert invalid.returncode != 0

@@ -151,6 +151,34 @@ def test_pods_wait_for_the_policy() -> None:
     assert review_offloading_pod(pod_request("UPDATE"), None)[0].allowed
 
 
+@pytest.mark.parametrize(
+    "own",
+    [
+        {},
+        {
+            "tolerations": [VIRTUAL_NODE_TOLERATION],
+            "nodeSelector": {"liqo.io/type": "virtual-node"},
+        },
+        {"runtimeClassName": "liqo"},
+    ],
+    ids=["plain", "asks-for-a-virtual-node", "runtime-class-liqo"],
+)
+def test_a_leaving_namespaces_new_pods_stay_on_local_nodes(own: dict[str, Any]) -> None:
+    # Evicted from a virtual node while the namespace leaves, a pod that asked for one itself
+    # came back there, was offloaded and evicted again: the unoffloading never ended.
+    leaving = {
+        "metadata": {"generation": 1, "deletionTimestamp": "2026-12-07T15:30:00Z"},
+        "spec": offloading_spec("Remote", [SOUTH]),
+        "status": {"observedGeneration": 1},
+    }
+    request = {"operation": "CREATE", "namespace": "liqo-demo", "object": {"spec": own}}
+    decision, patch = review_offloading_pod(request, leaving)
+    assert decision.allowed
+    placed = applied({"spec": own}, patch)
+    assert required_terms(placed) == [[IS_LOCAL]]
+    assert placed["spec"].get("tolerations") == own.get("tolerations")  # none added
+
+
 def offloading_request(
     operation: str,
     spec: dict[str, Any],

@@ -15,7 +15,9 @@ about) and those a tightened policy now forbids: a pod whose controller can recr
 evicted, so that its replacement is placed by the webhook's rules; a bare pod gets an Event.
 Before a provider loses the namespace (deselected, or the NamespaceOffloading deleted), every
 pod of the namespace on its virtual nodes is evicted and gone, so that pods come home first
-and no kubelet chases a remote namespace being deleted.
+and no kubelet chases a remote namespace being deleted. The label stays until the namespace
+has left every provider: meanwhile the webhook keeps its new pods on local nodes, so that
+those evicted cannot come back to a virtual node.
 
 A system namespace (Kubernetes', vk's, a tenant namespace: `system_namespace_problem`) is never
 offloaded, even by a NamespaceOffloading the webhook did not see: no provider is asked for it,
@@ -489,6 +491,8 @@ class NamespaceOffloadings(Reconciler):
         if offloading is None:
             if name == NAMESPACE_OFFLOADING_NAME:
                 self._stop_pods(namespace)
+                # Its finalizer removed by hand, say: no webhook is to place pods there now.
+                await self._label_namespace(namespace, unlabelled=True)
             return Result()
         if name != NAMESPACE_OFFLOADING_NAME:
             await self.events.record(
@@ -503,6 +507,7 @@ class NamespaceOffloadings(Reconciler):
         deleting = bool(metadata.get("deletionTimestamp"))
         if deleting and FINALIZER not in (metadata.get("finalizers") or []):
             self._stop_pods(namespace)
+            await self._label_namespace(namespace, unlabelled=True)
             return Result()
         if not deleting and await self.client.set_finalizer(
             self._path(namespace), offloading, FINALIZER, present=True
@@ -548,7 +553,10 @@ class NamespaceOffloadings(Reconciler):
             return Result(requeue_after=PODS_NOT_LISTED_RETRY)
         pods = [p for p in namespace_pods.store.objects() if is_placed(p)]
 
-        await self._label_namespace(namespace, unlabelled=deleting or system is not None)
+        # Kept while the namespace leaves: the webhook then keeps its new pods on local nodes,
+        # which are all its pods can come home to (one asking for a virtual node itself was
+        # offloaded again as each was evicted, and the namespace never left).
+        await self._label_namespace(namespace, unlabelled=system is not None)
         waiting = False
         if not deleting and system is None:
             # Pods on the virtual nodes of providers losing the namespace leave below.
@@ -599,6 +607,7 @@ class NamespaceOffloadings(Reconciler):
             waiting |= conditions[cluster_id][-1].get("reason") in ON_THE_WAY
 
         if deleting and not conditions:
+            await self._label_namespace(namespace, unlabelled=True)
             await self.client.set_finalizer(
                 self._path(namespace), offloading, FINALIZER, present=False
             )

@@ -7,7 +7,9 @@ strategy is merged into the pod's own required node affinity, so the vanilla sch
 the rest. `LocalAndRemote` tolerates the virtual-node taint and allows local nodes or the
 selected virtual nodes; `Remote` tolerates it and requires selected virtual nodes; `Local`
 requires local nodes (the taint alone kept off only pods that do not tolerate it). A pod of
-RuntimeClass `liqo` is left to the RuntimeClass.
+RuntimeClass `liqo` is left to the RuntimeClass. While the NamespaceOffloading is being
+deleted, new pods go to local nodes only, whatever they tolerate, select or run as: the
+namespace is leaving every provider (the controller keeps the label on until it has left).
 Until the namespace's NamespaceOffloading exists and its controller has seen it, pods are
 refused (their controllers retry), so none is placed before the policy is known. A system
 namespace (Kubernetes', vk's, a tenant namespace) is never offloaded: a NamespaceOffloading is
@@ -46,6 +48,7 @@ VIRTUAL_NODE_TOLERATION: JSON = {
 }
 IS_VIRTUAL: JSON = {"key": TYPE_LABEL, "operator": "In", "values": [TYPE_VIRTUAL_NODE]}
 IS_LOCAL: JSON = {"key": TYPE_LABEL, "operator": "NotIn", "values": [TYPE_VIRTUAL_NODE]}
+LOCAL_NODES: JSON = {"nodeSelectorTerms": [{"matchExpressions": [IS_LOCAL]}]}
 
 
 def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
@@ -66,7 +69,7 @@ def policy_node_selector(spec: Mapping[str, Any]) -> JSON | None:
     if strategy == PodOffloadingStrategy.LOCAL:
         # Local nodes only, whatever the pod tolerates or selects: a pod that chose a virtual
         # node itself was offloaded, then evicted and made again there, in a loop.
-        return {"nodeSelectorTerms": [{"matchExpressions": [IS_LOCAL]}]}
+        return json_copy(LOCAL_NODES)
     return None
 
 
@@ -88,12 +91,26 @@ def forge_pod_placement_patch(pod: Mapping[str, Any], spec: Mapping[str, Any]) -
         )
     policy = policy_node_selector(spec)
     if policy is not None:
-        affinity = json_copy(pod_spec.get("affinity") or {})
-        node_affinity = affinity.setdefault("nodeAffinity", {})
-        required_key = "requiredDuringSchedulingIgnoredDuringExecution"
-        node_affinity[required_key] = merge_node_selectors(node_affinity.get(required_key), policy)
-        patch.append({"op": "add", "path": "/spec/affinity", "value": affinity})
+        patch.append(_required_affinity_patch(pod_spec, policy))
     return patch
+
+
+def forge_leaving_placement_patch(pod: Mapping[str, Any]) -> list[JSON]:
+    """The JSON Patch that keeps `pod` on local nodes while its namespace leaves every provider
+    (its NamespaceOffloading being deleted), whatever it tolerates, selects or runs as
+    (RuntimeClass `liqo` included). The unoffloading waits until no pod of the namespace is on
+    a virtual node: a pod that asked for one itself, placed there again, was offloaded again,
+    evicted again, and the unoffloading never ended."""
+    return [_required_affinity_patch(pod.get("spec") or {}, LOCAL_NODES)]
+
+
+def _required_affinity_patch(pod_spec: Mapping[str, Any], nodes: JSON) -> JSON:
+    """The pod's own required node affinity AND `nodes`, as a JSON Patch operation."""
+    affinity = json_copy(pod_spec.get("affinity") or {})
+    node_affinity = affinity.setdefault("nodeAffinity", {})
+    required_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    node_affinity[required_key] = merge_node_selectors(node_affinity.get(required_key), nodes)
+    return {"op": "add", "path": "/spec/affinity", "value": affinity}
 
 
 def offloading_not_ready(namespace: str, offloading: Mapping[str, Any] | None) -> str | None:
@@ -125,9 +142,10 @@ def review_offloading_pod(
     vk_namespace: str = VK_NAMESPACE,
 ) -> tuple[Decision, list[JSON]]:
     """The answer to a pod CREATE in an offloaded namespace: refused until the policy is
-    known, else placed by it. A NamespaceOffloading being deleted places nothing, nor does a
-    system namespace's, which is never offloaded: its pods are never refused either (a label
-    set there by hand would otherwise hold back its new pods, coredns's among them)."""
+    known, else placed by it; while its NamespaceOffloading is being deleted, on local nodes
+    only (`forge_leaving_placement_patch`). A system namespace's places nothing, since it is
+    never offloaded: its pods are never refused either (a label set there by hand would
+    otherwise hold back its new pods, coredns's among them)."""
     if request.get("operation") != "CREATE":
         return ALLOWED, []
     namespace = str(request.get("namespace") or "")
@@ -138,7 +156,7 @@ def review_offloading_pod(
         return deny(why), []
     assert offloading is not None
     if (offloading.get("metadata") or {}).get("deletionTimestamp"):
-        return ALLOWED, []
+        return ALLOWED, forge_leaving_placement_patch(request.get("object") or {})
     return ALLOWED, forge_pod_placement_patch(
         request.get("object") or {}, offloading.get("spec") or {}
     )
