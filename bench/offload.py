@@ -19,7 +19,8 @@ running, a new one started, the time until it has converged and the number of re
 re-created (must be 0); then the throughput of one virtual kubelet (pods bound while none runs,
 then one started), with where the machine's CPU went in that phase, the rates that CPU per pod
 allows (the whole path on this machine; the virtual kubelet on a core of its own), and what far's
-API server did (its requests, webhook calls and watch events per pod, from its own metrics).
+API server did (its requests, webhook calls, their wait for a seat in API Priority and Fairness
+by priority level, and watch events per pod, from its own metrics).
 Last, what its requests and watch events per pod cost alone, at the price of vk's API client
 timed in the bench's own process (`client_costs`): the floor under its CPU per pod. `--heap`,
 `--profile` and `--stages`: where the virtual kubelet's bytes and CPU per pod go (bench/probe.py;
@@ -672,6 +673,24 @@ def print_far_apiserver(backlog: Backlog, n: int) -> None:
             f"    its webhook {name[0]}: {calls[name] / n:.2f} calls per pod, "
             f"{took.get(name, 0.0) / calls[name] * 1000:.1f} ms each"
         )
+    # API Priority and Fairness: how long requests waited for a seat, by priority level (the
+    # consumer's requests are in vk-peers, whose seats are a share of the server's), so that a
+    # throughput held by queueing there is told from one held by the CPU.
+    wait = "apiserver_flowcontrol_request_wait_duration_seconds"
+    queued = counted_between(before, after, f"{wait}_count", ("priority_level",))
+    waited = counted_between(before, after, f"{wait}_sum", ("priority_level",))
+    levels = sorted(
+        (level for level, count in queued.items() if count >= 1),
+        key=lambda level: -waited.get(level, 0.0),
+    )
+    print(
+        "    its requests' wait for a seat (API Priority and Fairness), by priority level: "
+        + ", ".join(
+            f"{level[0]} {queued[level] / n:.2f} per pod, "
+            f"{waited.get(level, 0.0) / queued[level] * 1000:.1f} ms each"
+            for level in levels[:4]
+        )
+    )
     events = counted_between(before, after, "apiserver_watch_events_total", ("resource",))
     sizes = counted_between(before, after, "apiserver_watch_events_sizes_sum", ("resource",))
     sent = sorted(events, key=lambda resource: -events[resource])
