@@ -301,6 +301,20 @@ def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clu
         )
         time.sleep(5)  # the consumer asks again meanwhile: refused
         assert remote_running() == 0
+
+        def home_ready() -> list[str]:
+            pods = get_json(clusters, CONSUMER, "pods", "-n", namespace, "-l", "app=web")["items"]
+            return [
+                p["metadata"]["name"]
+                for p in pods
+                if {c["type"]: c["status"] for c in p["status"].get("conditions") or []}.get(
+                    "Ready"
+                )
+                == "True"
+            ]
+
+        # Running nowhere, they are not Ready at home (a Service here sent to them, before).
+        wait_until(lambda: home_ready() == [], "home's pods not Ready while drained", 30)
         done = provider_vkctl(clusters, "uncordon", "tenant", CONSUMER)
         assert done.returncode == 0, done.stderr
         wait_until(lambda: remote_running() == 2, "the pods offloaded again once uncordoned", 120)

@@ -418,7 +418,7 @@ def running_here(uid: str = "a") -> JSON:
     return pod
 
 
-def assert_stopped(status: JSON) -> None:
+def assert_stopped(status: JSON, waiting: str = "ContainerCreating") -> None:
     assert status["phase"] == "Running", "a pod's phase never goes back"
     conditions = {c["type"]: c for c in status["conditions"]}
     assert conditions["Ready"]["status"] == conditions["ContainersReady"]["status"] == "False"
@@ -427,7 +427,7 @@ def assert_stopped(status: JSON) -> None:
     assert conditions["PodScheduled"]["status"] == "True"
     [container] = status["containerStatuses"]
     assert container["ready"] is False
-    assert container["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert container["state"] == {"waiting": {"reason": waiting}}
 
 
 async def test_a_pod_whose_remote_pod_is_put_out_is_not_ready_until_made_again() -> None:
@@ -447,6 +447,53 @@ async def test_a_pod_whose_remote_pod_is_gone_is_not_ready_until_made_again() ->
     await pods.reconcile_status(KEY)
     [stopped] = home.status_writes
     assert_stopped(stopped)
+
+
+CORDONED = (
+    'admission webhook "shadowpod.validate.liqo.io" denied the request: the Quota '
+    "liqo-tenant-home/far-1 is cordoned"
+)
+
+
+def refusing_provider() -> Provider:
+    """A provider whose webhook refuses every new ShadowPod: its tenant drained."""
+    provider = Provider()
+
+    async def refused(path: str, body: JSON) -> JSON:
+        raise ApiError(403, "Forbidden", CORDONED)
+
+    provider.create = refused  # type: ignore[method-assign]
+    return provider
+
+
+async def test_a_running_pod_whose_shadow_pod_is_gone_and_refused_again_is_not_ready() -> None:
+    # A provider draining its tenant deletes its ShadowPods and refuses new ones: the pod was
+    # left Running and Ready, its IP in home's Services, while it ran nowhere.
+    home = Home()
+    pods = reflector(home, refusing_provider())
+    cached(pods, local=running_here(), shadow=None, remote=None)
+    await pods.reconcile(KEY)
+    [written] = home.status_writes
+    assert_stopped(written, waiting="OffloadingBackOff")  # what `kubectl get pods` shows
+    assert written["reason"] == "OffloadingBackOff"
+    assert CORDONED in written["message"]
+    # Said once: asked again, the same refusal writes nothing more.
+    pods.local.store.upsert({**running_here(), "status": {**running_here()["status"], **written}})
+    pods._reported.clear()
+    await pods.reconcile(KEY)
+    assert len(home.status_writes) == 1
+
+
+async def test_a_pending_pod_refused_by_the_provider_says_why_and_stays_pending() -> None:
+    home = Home()
+    pods = reflector(home, refusing_provider())
+    cached(pods, local=local_pod("a", phase="Pending"), shadow=None, remote=None)
+    await pods.reconcile(KEY)
+    [written] = home.status_writes
+    assert written["phase"] == "Pending"
+    assert written["reason"] == "OffloadingBackOff"
+    assert "containerStatuses" not in written
+    assert "conditions" not in written
 
 
 @pytest.mark.parametrize("case", ["pending", "finished", "deleting", "unsynced"])

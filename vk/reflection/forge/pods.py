@@ -764,18 +764,21 @@ def forge_local_pod_status(
     return status
 
 
-def forge_stopped_status(local_pod: Mapping[str, Any], now: str) -> JSON | None:
+def forge_stopped_status(
+    local_pod: Mapping[str, Any], now: str, waiting_reason: str = "ContainerCreating"
+) -> JSON | None:
     """The status of a running pod whose remote Pod is gone, or put out, while the provider
     makes it again: what a kubelet reports of a pod whose containers stopped and are started
     again. Still Running (a pod's phase never goes back), not Ready, each container not ready
-    and waiting to be created; its restart is counted once the new Pod shows. So a Service
-    stops sending to it meanwhile, which the last status, Ready, kept doing. `now`: the
-    conditions' transition time. None for a pod that is not Running."""
+    and waiting (`waiting_reason`: to be created, or why it cannot be, which `kubectl get
+    pods` shows); its restart is counted once the new Pod shows. So a Service stops sending to
+    it meanwhile, which the last status, Ready, kept doing. `now`: the conditions' transition
+    time. None for a pod that is not Running."""
     status: JSON = dict(local_pod.get("status") or {})
     if status.get("phase") != "Running":
         return None
     containers = status.get("containerStatuses") or []
-    waiting = {"waiting": {"reason": "ContainerCreating"}}
+    waiting = {"waiting": {"reason": waiting_reason}}
     status["containerStatuses"] = [
         {**container, "ready": False, "started": False, "state": waiting}
         for container in containers

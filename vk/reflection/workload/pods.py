@@ -1199,12 +1199,20 @@ class PodReflector(Reconciler):
             error=message,
         )
         status = local.get("status", {})
-        written = (
-            forge_rejected_status(local, reason, message, kube_time(datetime.now(UTC)))
-            if rejected
-            else {"phase": status.get("phase") or "Pending", "reason": reason, "message": message}
-        )
-        if status.get("reason") != reason or status.get("message") != written["message"]:
+        now = kube_time(datetime.now(UTC))
+        if rejected:
+            written = forge_rejected_status(local, reason, message, now)
+        else:
+            # A pod that ran there (its ShadowPod gone, and refused again: a provider that
+            # drained its tenant, say) runs nowhere now: its containers stopped and not Ready,
+            # as `_report_stopped` says, or Services here would still send to it.
+            written = {
+                **(forge_stopped_status(local, now, waiting_reason=reason) or {}),
+                "phase": status.get("phase") or "Pending",
+                "reason": reason,
+                "message": message,
+            }
+        if local_status_needs_update(local, {**status, **written}):
             try:
                 await self.home.merge_patch(
                     pod_path(local["metadata"]["namespace"], local["metadata"]["name"], "status"),
