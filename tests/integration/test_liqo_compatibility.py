@@ -226,17 +226,18 @@ def provider_vkctl(clusters: Clusters, *args: str) -> subprocess.CompletedProces
     )  # fmt: skip
 
 
-def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clusters) -> None:
-    """Liqo's `liqoctl cordon|drain|uncordon tenant` and `cordon resourceslice`, run against
-    the provider: cordoned, what runs stays and nothing new is admitted; drained, nothing of
-    the consumer runs there; uncordoned, its pods are offloaded again, by themselves."""
-    clusters = naples_peered
-    namespace = f"cordon-{uuid.uuid4().hex[:6]}"
-    twin = f"{namespace}-{CONSUMER}"
+def offloaded_namespace(clusters: Clusters, prefix: str) -> tuple[str, str]:
+    """A new namespace of venice, offloaded: its name, and its twin's on naples."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
     clusters.kubectl(CONSUMER, "create", "namespace", namespace)
     offloaded = vkctl(clusters, "offload", "namespace", namespace)
     assert offloaded.returncode == 0, offloaded.stderr
-    deployment = {
+    return namespace, f"{namespace}-{CONSUMER}"
+
+
+def deployment_on_naples(namespace: str) -> dict[str, object]:
+    """Deployment `web` of one replica, on the virtual node naples."""
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": "web", "namespace": namespace},
@@ -257,6 +258,45 @@ def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clu
             },
         },
     }  # fmt: skip
+
+
+def test_a_twin_namespace_deleted_by_the_provider_is_made_again_and_its_pods_run_again(
+    naples_peered: Clusters,
+) -> None:
+    """naples' administrator deletes a twin namespace: its controller makes it again, but
+    without its ResourceQuota and the tenant's RoleBindings (applied once, never again), so
+    the virtual kubelet was forbidden there and the pod waited for ever."""
+    clusters = naples_peered
+    namespace, twin = offloaded_namespace(clusters, "twin")
+
+    def running_there() -> bool:
+        pods = (get_json(clusters, PROVIDER, "pods", "-n", twin) or {}).get("items", [])
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    try:
+        clusters.kubectl(
+            CONSUMER, "apply", "-f", "-", input=json.dumps(deployment_on_naples(namespace))
+        )
+        wait_until(running_there, "the pod running in naples", 90)
+        clusters.kubectl(PROVIDER, "delete", "namespace", twin, "--timeout=90s")
+        wait_until(running_there, "the pod running in naples again", 120)
+        bindings = get_json(clusters, PROVIDER, "rolebindings", "-n", twin)["items"]
+        assert {"vk-virtual-kubelet-remote", "vk-virtual-kubelet-draining"} <= {
+            b["metadata"]["name"] for b in bindings
+        }
+        assert get_json(clusters, PROVIDER, "resourcequota", "vk-tenant-objects", "-n", twin)
+    finally:
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clusters) -> None:
+    """Liqo's `liqoctl cordon|drain|uncordon tenant` and `cordon resourceslice`, run against
+    the provider: cordoned, what runs stays and nothing new is admitted; drained, nothing of
+    the consumer runs there; uncordoned, its pods are offloaded again, by themselves."""
+    clusters = naples_peered
+    namespace, twin = offloaded_namespace(clusters, "cordon")
+    deployment = deployment_on_naples(namespace)
 
     def remote_running() -> int:
         pods = (get_json(clusters, PROVIDER, "pods", "-n", twin, "-l", "app=web") or {}).get(

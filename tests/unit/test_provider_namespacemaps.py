@@ -485,6 +485,31 @@ async def test_a_slice_gone_takes_its_identitys_rights_in_the_twins_with_it() ->
     assert bound_users(api, "shop-venice") == ["naples-3c4d"]
 
 
+async def test_a_twin_deleted_by_someone_else_is_made_again_with_its_quota_and_bindings() -> None:
+    """The provider's administrator deletes a twin namespace: made again, it had neither its
+    ResourceQuota nor the tenant's RoleBindings (this process had applied them once, and did
+    not again), so the virtual kubelet could do nothing there and its pods waited for ever."""
+    accepted = {"shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"}}
+    made = forge_twin_namespace("shop-venice", "venice", MAP_KEY, "shop")
+    api = ProviderApi([made])
+    controller = controller_of(api, namespace_map({"shop": "shop-venice"}, accepted), [made])
+    controller.quotas.store.upsert(slice_quota("liqo-tenant-venice", "naples-3c4d"))
+    await controller.reconcile(MAP_KEY)
+    twin_objects = {
+        *(twin_binding_path("shop-venice", role) for role in TWIN_ROLES),
+        QUOTA.format("shop-venice"),
+    }
+    assert set(api.applied) == twin_objects
+    # Gone, with what was in it; the cache sees it go.
+    del api.namespaces["shop-venice"]
+    api.applied.clear()
+    controller._on_namespace(DELETED, controller.namespaces.store.delete("shop-venice"), None)
+    await controller.reconcile(MAP_KEY)
+    assert api.created == ["shop-venice"]
+    assert set(api.applied) == twin_objects
+    assert bound_users(api, "shop-venice") == ["naples-3c4d"]
+
+
 def stamped_shadow_pod(twin: str, name: str, user: str) -> JSON:
     labels = {CREATOR_USER_LABEL: creator_label_value(user)}
     return {"metadata": {"name": name, "namespace": twin, "labels": labels}}

@@ -772,6 +772,10 @@ class ProviderNamespaceMaps(Reconciler):
             await self.events.record(namespace_map, WARNING, "InvalidPodSecurityLevel", problem)
         wanted_labels = pod_security_labels(level)
         if existing is None:
+            # Deleted by someone else, say, and made again here: its ResourceQuota and the
+            # tenant's RoleBindings went with it (they were not applied again, and the tenant
+            # could do nothing in it).
+            self._forget_twin(remote)
             try:
                 await self._create_twin(
                     room,
@@ -812,6 +816,14 @@ class ProviderNamespaceMaps(Reconciler):
                 twin_binding_path(remote, role), forge_tenant_binding(remote, bound, role)
             )
         return MappingPhase.ACCEPTED.value
+
+    def _forget_twin(self, twin: str) -> None:
+        """What this process applied and bound in `twin`: a namespace made (again) has none of
+        it, which is applied there anew."""
+        for role in TWIN_ROLES:
+            self.applied.forget(twin_binding_path(twin, role))
+        self.applied.forget(resource_path("v1", "resourcequotas", namespace=twin, name=TWIN_QUOTA))
+        self._bound.pop(twin, None)
 
     def _users_bound(self, twin: str, answered: list[str]) -> TwinUsers:
         """`users_bound` in `twin`, of those bound there as the cache and this process saw it."""
@@ -879,12 +891,7 @@ class ProviderNamespaceMaps(Reconciler):
             return False
         if original_name(existing) not in (None, local):
             return False  # another local namespace's, which this entry was refused
-        for role in TWIN_ROLES:
-            self.applied.forget(twin_binding_path(remote, role))
-        self.applied.forget(
-            resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA)
-        )
-        self._bound.pop(remote, None)
+        self._forget_twin(remote)
         if not existing["metadata"].get("deletionTimestamp"):
             with contextlib.suppress(NotFound):
                 await self.client.delete(resource_path("v1", "namespaces", name=remote))
