@@ -18,6 +18,7 @@ from tests.conftest import Clusters
 from tests.integration.polling import wait_until
 from tests.integration.test_namespace_offloading import vkctl
 from vk.api.constants import resource_slice_user, tenant_group
+from vk.controllers.virtualkubelet_rbac import OFFLOADED_ACCESS_LABEL
 
 CONSUMER, PROVIDER = "venice", "naples"
 GROUP = tenant_group(CONSUMER)
@@ -187,6 +188,25 @@ def test_a_virtual_kubelet_reads_a_namespaces_secrets_only_while_it_is_offloaded
         assert kube_system.stdout.strip() == "no"
         assert vkctl(clusters, "offload", "namespace", namespace).returncode == 0
         wait_until(may_read, "the virtual kubelet bound in the offloaded namespace", 30)
+
+        # Its binding deleted by someone else: bound again (it stayed gone, before, until the
+        # controller manager restarted, and the namespace's objects were reflected no more).
+        def bindings() -> set[str]:
+            found = clusters.kubectl(
+                CONSUMER, "get", "rolebindings", "-n", namespace, "-l", OFFLOADED_ACCESS_LABEL,
+                "-o", "jsonpath={.items[*].metadata.uid}",
+            )  # fmt: skip
+            return set(found.stdout.split())
+
+        deleted = bindings()
+        assert deleted
+        clusters.kubectl(
+            CONSUMER, "delete", "rolebindings", "-n", namespace, "-l", OFFLOADED_ACCESS_LABEL
+        )
+        wait_until(
+            lambda: bindings() - deleted, "its binding made again once deleted by someone", 30
+        )
+        wait_until(may_read, "the virtual kubelet bound again", 30)
         assert (
             vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s").returncode == 0
         )

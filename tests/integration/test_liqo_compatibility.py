@@ -285,6 +285,19 @@ def test_a_twin_namespace_deleted_by_the_provider_is_made_again_and_its_pods_run
             b["metadata"]["name"] for b in bindings
         }
         assert get_json(clusters, PROVIDER, "resourcequota", "vk-tenant-objects", "-n", twin)
+
+        # The tenant's binding alone deleted there: made again too.
+        def binding_uid() -> str | None:
+            found = get_json(
+                clusters, PROVIDER, "rolebinding", "vk-virtual-kubelet-remote", "-n", twin
+            )
+            return found["metadata"]["uid"] if found else None
+
+        deleted = binding_uid()
+        clusters.kubectl(PROVIDER, "delete", "rolebinding", "vk-virtual-kubelet-remote", "-n", twin)
+        wait_until(
+            lambda: binding_uid() not in (None, deleted), "the tenant's binding made again", 30
+        )
     finally:
         vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")

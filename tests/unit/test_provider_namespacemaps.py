@@ -485,16 +485,23 @@ async def test_a_slice_gone_takes_its_identitys_rights_in_the_twins_with_it() ->
     assert bound_users(api, "shop-venice") == ["naples-3c4d"]
 
 
-async def test_a_twin_deleted_by_someone_else_is_made_again_with_its_quota_and_bindings() -> None:
-    """The provider's administrator deletes a twin namespace: made again, it had neither its
-    ResourceQuota nor the tenant's RoleBindings (this process had applied them once, and did
-    not again), so the virtual kubelet could do nothing there and its pods waited for ever."""
+async def twin_shop_venice_made() -> tuple[ProviderApi, Any]:
+    """The twin shop-venice made and Accepted, naples-3c4d's Quota granted: its ResourceQuota
+    and bindings applied."""
     accepted = {"shop": {"remoteNamespace": "shop-venice", "phase": "Accepted"}}
     made = forge_twin_namespace("shop-venice", "venice", MAP_KEY, "shop")
     api = ProviderApi([made])
     controller = controller_of(api, namespace_map({"shop": "shop-venice"}, accepted), [made])
     controller.quotas.store.upsert(slice_quota("liqo-tenant-venice", "naples-3c4d"))
     await controller.reconcile(MAP_KEY)
+    return api, controller
+
+
+async def test_a_twin_deleted_by_someone_else_is_made_again_with_its_quota_and_bindings() -> None:
+    """The provider's administrator deletes a twin namespace: made again, it had neither its
+    ResourceQuota nor the tenant's RoleBindings (this process had applied them once, and did
+    not again), so the virtual kubelet could do nothing there and its pods waited for ever."""
+    api, controller = await twin_shop_venice_made()
     twin_objects = {
         *(twin_binding_path("shop-venice", role) for role in TWIN_ROLES),
         QUOTA.format("shop-venice"),
@@ -507,6 +514,19 @@ async def test_a_twin_deleted_by_someone_else_is_made_again_with_its_quota_and_b
     await controller.reconcile(MAP_KEY)
     assert api.created == ["shop-venice"]
     assert set(api.applied) == twin_objects
+    assert bound_users(api, "shop-venice") == ["naples-3c4d"]
+
+
+async def test_a_tenants_binding_deleted_by_someone_else_is_made_again() -> None:
+    api, controller = await twin_shop_venice_made()
+    role = TWIN_ROLES[0]
+    path = twin_binding_path("shop-venice", role)
+    binding = api.applied.pop(path)
+    api.applied.clear()
+    controller._on_binding(DELETED, binding, None)
+    assert await controller.controller.queue.get() == MAP_KEY  # looked at again
+    await controller.reconcile(MAP_KEY)
+    assert set(api.applied) == {path}  # that one alone: the rest is as applied
     assert bound_users(api, "shop-venice") == ["naples-3c4d"]
 
 

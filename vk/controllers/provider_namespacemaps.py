@@ -535,9 +535,21 @@ class ProviderNamespaceMaps(Reconciler):
             if owner := managed_by(self.namespaces.store.get(twin)):
                 self.controller.enqueue(owner)
 
+    def _on_binding(self, event: str, binding: JSON, __: JSON | None) -> None:
+        """A tenant's binding in a twin deleted by someone else: made again, not taken as
+        applied for ever (the virtual kubelet was forbidden there until a restart)."""
+        if event != DELETED:
+            return
+        twin, role = binding["metadata"].get("namespace") or "", binding["metadata"]["name"]
+        self.applied.forget(twin_binding_path(twin, role))
+        if owner := managed_by(self.namespaces.store.get(twin)):
+            self.controller.enqueue(owner)
+
     async def run(self) -> None:
         self.maps.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.namespaces.add_handler(self._on_namespace)
+        for bindings in self.bindings.values():
+            bindings.add_handler(self._on_binding)
         self.quotas.add_handler(self._on_quota)
         self.shadow_pods.add_handler(self._on_shadow_pod)
         await run_with_informers(

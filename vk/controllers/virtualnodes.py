@@ -45,7 +45,7 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import Informer, object_key, shared_informer, split_key
+from vk.kube.informer import DELETED, Informer, object_key, shared_informer, split_key
 
 log = structlog.get_logger("vk.controllers.virtualnodes")
 
@@ -298,6 +298,18 @@ def forge_conditions(
     ]
 
 
+def role_binding_path(binding: Mapping[str, Any]) -> str:
+    """A RoleBinding's path, from its metadata alone: a cached object from a list has no
+    apiVersion or kind."""
+    metadata = binding["metadata"]
+    return resource_path(
+        "rbac.authorization.k8s.io/v1",
+        "rolebindings",
+        namespace=metadata["namespace"],
+        name=metadata["name"],
+    )
+
+
 def is_drainable(pod: Mapping[str, Any]) -> bool:
     """A pod eviction should move: not a DaemonSet's (it would come straight back), not a
     mirror pod, not finished."""
@@ -361,7 +373,11 @@ class VirtualNodeReconciler(Reconciler):
             if virtual_node["metadata"]["namespace"] == namespace_map["metadata"]["namespace"]:
                 self.controller.enqueue(object_key(virtual_node))
 
-    def _on_offloaded_binding(self, _: str, binding: JSON, __: JSON | None) -> None:
+    def _on_offloaded_binding(self, event: str, binding: JSON, __: JSON | None) -> None:
+        if event == DELETED:
+            # Deleted by someone else (or by `_unbind_offloaded_namespaces`): applied again
+            # if still wanted, not taken as applied for ever.
+            self.applied.forget(role_binding_path(binding))
         node = (binding["metadata"].get("labels") or {}).get(OFFLOADED_ACCESS_LABEL)
         for virtual_node in self.virtual_nodes.store.objects():
             if virtual_node["metadata"]["name"] == node:
@@ -516,12 +532,7 @@ class VirtualNodeReconciler(Reconciler):
                 continue
             if binding_metadata["namespace"] in keep:
                 continue
-            path = resource_path(
-                "rbac.authorization.k8s.io/v1",
-                "rolebindings",
-                namespace=binding_metadata["namespace"],
-                name=binding_metadata["name"],
-            )
+            path = role_binding_path(binding)
             self.applied.forget(path)
             with contextlib.suppress(NotFound):
                 await self.client.delete(path)

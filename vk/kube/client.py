@@ -620,7 +620,9 @@ class AppliedObjects:
     restart each object is applied once again; drift by someone else is corrected then, or when
     the desired body changes. Each body is held as a digest of its JSON (32 bytes), not as its
     JSON: an EndpointSlice of a thousand endpoints held 63 KiB and more. Its users forget the
-    path of an object that goes, or each one created and deleted stays held."""
+    path of an object that goes, or each one created and deleted stays held; and, where they
+    watch what they apply, of one deleted by someone else, which would otherwise stay gone
+    until a restart."""
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
