@@ -562,22 +562,22 @@ async def test_an_offloading_of_a_system_namespace_maps_nothing_and_says_why(
         assert ready["message"] == event["message"]
 
 
+def naples_map(namespace: str) -> dict[str, Any]:
+    """naples' NamespaceMap with `namespace` mapped to `<namespace>-venice`, Accepted."""
+    twin = f"{namespace}-venice"
+    return {
+        "metadata": {"name": "naples", "namespace": "liqo-tenant-naples"},
+        "spec": {"desiredMapping": {namespace: twin}},
+        "status": {"currentMapping": {namespace: {"remoteNamespace": twin, "phase": "Accepted"}}},
+    }
+
+
 async def test_a_system_namespace_offloaded_already_comes_home_then_loses_its_mapping() -> None:
     """Offloaded before vk refused it: its pods on the provider's virtual node are evicted
     (those at home are left alone), then the provider loses the mapping, and its twin."""
     api = HomeApi()
     controller = peered_controller(api, "kube-system", {})
-    controller.maps.store.upsert(
-        {
-            "metadata": {"name": "naples", "namespace": "liqo-tenant-naples"},
-            "spec": {"desiredMapping": {"kube-system": "kube-system-venice"}},
-            "status": {
-                "currentMapping": {
-                    "kube-system": {"remoteNamespace": "kube-system-venice", "phase": "Accepted"}
-                }
-            },
-        }
-    )
+    controller.maps.store.upsert(naples_map("kube-system"))
     coredns = pod_placement(running_pod())
     coredns["metadata"].update(name="coredns-1", namespace="kube-system", uid="c1")
     at_home = copy.deepcopy(coredns)
@@ -591,3 +591,44 @@ async def test_a_system_namespace_offloaded_already_comes_home_then_loses_its_ma
     assert map_path not in api.patched  # its pods first
     await reconciled(controller, "kube-system", (at_home,))
     assert api.patched[map_path] == [{"spec": {"desiredMapping": {"kube-system": None}}}]
+
+
+def leaving(controller: NamespaceOffloadings, namespace: str, labelled: bool) -> None:
+    """The NamespaceOffloading of `namespace` being deleted; the namespace with the scheduling
+    label or without."""
+    key = f"{namespace}/{NAMESPACE_OFFLOADING_NAME}"
+    offloading = copy.deepcopy(controller.offloadings.store.get(key))
+    assert offloading is not None
+    offloading["metadata"]["deletionTimestamp"] = "2026-12-07T16:00:00Z"
+    controller.offloadings.store.upsert(offloading)
+    labels = {SCHEDULING_ENABLED_LABEL: "true"} if labelled else {}
+    controller.namespaces.store.upsert({"metadata": {"name": namespace, "labels": labels}})
+
+
+async def test_a_leaving_namespace_keeps_its_label_until_it_has_left() -> None:
+    """The webhook keeps a leaving namespace's new pods on local nodes only while the label is
+    on: taken off at once, a pod asking for a virtual node itself went back there, and the
+    namespace never left. Off once no provider has it, before the finalizer."""
+    api = HomeApi()
+    controller = peered_controller(api, "shop", {})
+    controller.maps.store.upsert(naples_map("shop"))
+    leaving(controller, "shop", labelled=True)
+    web = pod_placement(running_pod())
+    web["metadata"].update(name="web-1", namespace="shop", uid="w1")
+    await reconciled(controller, "shop", (web,))
+    assert "/api/v1/namespaces/shop" not in api.patched  # labelled still, its pod evicted
+    controller.maps.store.upsert(
+        {"metadata": {"name": "naples", "namespace": "liqo-tenant-naples"}, "spec": {}}
+    )
+    await reconciled(controller, "shop")
+    assert api.patched["/api/v1/namespaces/shop"] == [
+        {"metadata": {"labels": {SCHEDULING_ENABLED_LABEL: None}}}
+    ]
+
+
+async def test_a_leaving_system_namespace_is_never_labelled() -> None:
+    api = HomeApi()
+    controller = peered_controller(api, "kube-system", {})
+    leaving(controller, "kube-system", labelled=False)
+    await reconciled(controller, "kube-system")
+    assert "/api/v1/namespaces/kube-system" not in api.patched

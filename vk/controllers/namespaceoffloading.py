@@ -518,7 +518,8 @@ class NamespaceOffloadings(Reconciler):
         # invalid selector included: the webhook refuses the offloading, unless it was not
         # running then); a provider that has it loses it as a deselected one does.
         system = None
-        if not deleting and (problem := system_namespace_problem(namespace, self.vk_namespace)):
+        system_problem = system_namespace_problem(namespace, self.vk_namespace)
+        if not deleting and (problem := system_problem):
             system = (
                 f"{problem}: no provider is asked for it, and one that has it already loses it, "
                 "its pods coming home first (that provider has had its Secrets: rotate them); "
@@ -556,7 +557,7 @@ class NamespaceOffloadings(Reconciler):
         # Kept while the namespace leaves: the webhook then keeps its new pods on local nodes,
         # which are all its pods can come home to (one asking for a virtual node itself was
         # offloaded again as each was evicted, and the namespace never left).
-        await self._label_namespace(namespace, unlabelled=system is not None)
+        await self._label_namespace(namespace, unlabelled=system_problem is not None)
         waiting = False
         if not deleting and system is None:
             # Pods on the virtual nodes of providers losing the namespace leave below.
