@@ -632,3 +632,16 @@ async def test_a_leaving_system_namespace_is_never_labelled() -> None:
     leaving(controller, "kube-system", labelled=False)
     await reconciled(controller, "kube-system")
     assert "/api/v1/namespaces/kube-system" not in api.patched
+
+
+async def test_a_namespace_whose_offloading_is_gone_unfinished_loses_its_label() -> None:
+    """Its finalizer removed by hand while it left: the label kept meanwhile would have the
+    webhook refuse the namespace's pods ("no NamespaceOffloading yet") for ever."""
+    api = HomeApi()
+    controller = peered_controller(api, "shop", {})
+    leaving(controller, "shop", labelled=True)
+    controller.offloadings.store.delete(f"shop/{NAMESPACE_OFFLOADING_NAME}")
+    await controller.reconcile(f"shop/{NAMESPACE_OFFLOADING_NAME}")
+    assert api.patched["/api/v1/namespaces/shop"] == [
+        {"metadata": {"labels": {SCHEDULING_ENABLED_LABEL: None}}}
+    ]
