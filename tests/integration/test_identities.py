@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,9 +17,14 @@ import pytest
 
 from tests.conftest import Clusters
 from tests.integration.polling import wait_until
+from tests.integration.test_liqo_compatibility import deployment_on_naples, offloaded_namespace
 from tests.integration.test_namespace_offloading import vkctl
 from vk.api.constants import resource_slice_user, tenant_group
-from vk.controllers.virtualkubelet_rbac import OFFLOADED_ACCESS_LABEL
+from vk.controllers.virtualkubelet_rbac import (
+    IDENTITY_SELECTOR,
+    NODE_NAME_LABEL,
+    OFFLOADED_ACCESS_LABEL,
+)
 
 CONSUMER, PROVIDER = "venice", "naples"
 GROUP = tenant_group(CONSUMER)
@@ -26,6 +32,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 Triple = tuple[str, str, str]  # resource, name ("" for any), verb
 # Marks the rows of the chart with `localProcesses` only.
 LOCAL_PROCESSES = "*local processes*"
+# kube-apiserver's cache of the tokens it authenticated (its TokenSuccessCacheTTL).
+TOKEN_CACHE_SECONDS = 10
 LINE = re.compile(r"^(\S+)\s+\[(.*?)\]\s+\[(.*?)\]\s+\[(.*?)\]\s*$")
 
 
@@ -212,6 +220,66 @@ def test_a_virtual_kubelet_reads_a_namespaces_secrets_only_while_it_is_offloaded
         )
         wait_until(lambda: not may_read(), "unbound once the namespace is unoffloaded", 30)
     finally:
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_a_virtual_kubelets_identity_deleted_by_someone_is_made_again_and_it_runs_on(
+    naples_peered: Clusters,
+) -> None:
+    """Its ServiceAccount, roles and bindings, all deleted by someone (they stayed gone until
+    the controller manager restarted): made again, and the virtual kubelet, whose token the
+    ServiceAccount's deletion voided, runs pods again with a token of the new one."""
+    clusters = naples_peered
+    selector = f"{IDENTITY_SELECTOR},{NODE_NAME_LABEL}={PROVIDER}"
+    where = (
+        (f"liqo-tenant-{PROVIDER}", "serviceaccounts,roles,rolebindings"),
+        ("kube-node-lease", "roles,rolebindings"),
+        ("kube-system", "rolebindings"),
+        ("", "clusterroles,clusterrolebindings"),
+    )
+
+    def identity() -> dict[str, str]:
+        """kind/namespace/name -> UID, of what vk made for naples' virtual kubelet."""
+        found: dict[str, str] = {}
+        for namespace, kinds in where:
+            scope = ["-n", namespace] if namespace else []
+            listed = clusters.kubectl(CONSUMER, "get", kinds, *scope, "-l", selector, "-o", "json")
+            for item in json.loads(listed.stdout)["items"]:
+                metadata = item["metadata"]
+                key = f"{item['kind']}/{metadata.get('namespace', '')}/{metadata['name']}"
+                found[key] = metadata["uid"]
+        return found
+
+    before = identity()
+    assert len(before) == 10, sorted(before)  # forge_virtual_kubelet_rbac's, all of them
+    for namespace, kinds in where:
+        scope = ["-n", namespace] if namespace else []
+        clusters.kubectl(CONSUMER, "delete", kinds, *scope, "-l", selector, "--wait=false")
+
+    def made_again() -> bool:
+        now = identity()
+        return now.keys() == before.keys() and not set(now.values()) & set(before.values())
+
+    wait_until(made_again, "everything made again, with new UIDs", 30)
+    # The API server takes a token it accepted as valid for 10 s more (its authentication
+    # cache): only past that is a token of the deleted ServiceAccount refused.
+    time.sleep(TOKEN_CACHE_SECONDS + 5)
+    namespace, twin = offloaded_namespace(clusters, "again")
+    try:
+        clusters.kubectl(
+            CONSUMER, "apply", "-f", "-", input=json.dumps(deployment_on_naples(namespace))
+        )
+        wait_until(
+            lambda: clusters.kubectl(
+                CONSUMER, "get", "pods", "-n", namespace, "-l", "app=web",
+                "-o", "jsonpath={.items[*].status.phase}",
+            ).stdout == "Running",
+            "the virtual kubelet running a new pod with its new identity",
+            120,
+        )  # fmt: skip
+        assert clusters.kubectl(PROVIDER, "get", "pods", "-n", twin, "-o", "name").stdout
+    finally:
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
 
 

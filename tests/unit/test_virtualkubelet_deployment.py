@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from vk.controllers.virtualkubelet_deployment import (
     DEFAULT_RESOURCES,
+    SERVICE_ACCOUNT_UID_ANNOTATION,
     deployment_available,
     forge_virtual_kubelet_deployment,
     parse_pod_placement,
@@ -83,6 +85,17 @@ def test_the_pod_is_locked_down_and_scrapeable() -> None:
     annotations = template["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == "5872"
+
+
+def test_a_service_account_made_again_rolls_the_pods_out_for_new_tokens() -> None:
+    spec = forge_virtual_kubelet_spec(virtual_node(), "venice")
+    first, again = (
+        forge_virtual_kubelet_deployment(dataclasses.replace(spec, service_account_uid=uid), IMAGE)
+        for uid in ("uid-1", "uid-2")
+    )
+    annotations = first["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[SERVICE_ACCOUNT_UID_ANNOTATION] == "uid-1"
+    assert first["spec"]["template"] != again["spec"]["template"]
 
 
 def test_the_virtual_nodes_template_sets_replicas_pod_fields_labels_and_extra_args() -> None:

@@ -33,6 +33,7 @@ from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, delete_op
 from vk.kube.informer import Informer, object_key, shared_informer
 
 KUBELET_PORT = 10250
+SERVICE_ACCOUNT_UID_ANNOTATION = "vk.io/service-account-uid"
 METRICS_PORT = 5872
 # The uid of the image's user (the Dockerfile's), so that runAsNonRoot can be checked.
 RUN_AS_USER = 65532
@@ -152,6 +153,9 @@ def forge_virtual_kubelet_deployment(
         "prometheus.io/port": str(METRICS_PORT),
         "prometheus.io/path": "/metrics",
     }
+    if spec.service_account_uid:
+        # A ServiceAccount made again invalidates the pods' tokens: new pods get new ones.
+        annotations[SERVICE_ACCOUNT_UID_ANNOTATION] = spec.service_account_uid
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -66,13 +66,17 @@ class LocalProcessLauncher(Launcher):
     def __init__(self, client: KubeClient, root: Path) -> None:
         self.client = client
         self.root = root
+        # The ServiceAccount UID each token was minted for: a token of one deleted (and made
+        # again) is refused, so it is minted anew (once more after a restart of this process).
+        self._token_account: dict[Path, str] = {}
 
     def directory(self, namespace: str, name: str) -> Path:
         return self.root / namespace / name
 
     async def _refresh_token(self, spec: VirtualKubeletSpec, directory: Path) -> None:
         token_file = directory / "token"
-        if token_file.exists() and time.time() - token_file.stat().st_mtime < TOKEN_REFRESH:
+        fresh = token_file.exists() and time.time() - token_file.stat().st_mtime < TOKEN_REFRESH
+        if fresh and self._token_account.get(directory) == spec.service_account_uid:
             return
         review = await self.client.create(
             resource_path(
@@ -93,6 +97,7 @@ class LocalProcessLauncher(Launcher):
         with os.fdopen(fd, "w") as handle:
             handle.write(review["status"]["token"])
         scratch.replace(token_file)  # whole, never half-written, for the kubelet re-reading it
+        self._token_account[directory] = spec.service_account_uid
 
     async def ensure(self, spec: VirtualKubeletSpec) -> bool:
         directory = self.directory(spec.namespace, spec.name)
@@ -163,4 +168,5 @@ class LocalProcessLauncher(Launcher):
         if pid is not None:
             await asyncio.to_thread(stop_processes, [pid], marker=str(directory))
         shutil.rmtree(directory, ignore_errors=True)
+        self._token_account.pop(directory, None)
         return True  # stopping waits for the process to exit

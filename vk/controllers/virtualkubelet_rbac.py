@@ -39,6 +39,16 @@ AUTHENTICATION_READER_ROLE = "extension-apiserver-authentication-reader"
 NODE_NAME_LABEL = "offloading.liqo.io/nodename"
 # Marks the RoleBindings of offloaded namespaces (value: the node), found again to unbind.
 OFFLOADED_ACCESS_LABEL = "vk.io/offloaded-to-node"
+# What every object made here carries (`_labels`), and the kinds of them: the VirtualNode
+# controller watches them all, to make again one deleted by someone else.
+IDENTITY_SELECTOR = f"app.kubernetes.io/name=virtual-kubelet,{NODE_NAME_LABEL}"
+IDENTITY_KINDS = (
+    ("v1", "serviceaccounts"),
+    (RBAC_API, "clusterroles"),
+    (RBAC_API, "clusterrolebindings"),
+    (RBAC_API, "roles"),
+    (RBAC_API, "rolebindings"),
+)
 
 
 def _rule(

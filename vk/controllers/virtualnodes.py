@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,10 +25,15 @@ from vk.api.constants import (
     REMOTE_CLUSTER_ID_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
+    virtual_kubelet_service_account,
 )
 from vk.api.offloading import NamespaceMap, VirtualNode, VkOptionsTemplate
 from vk.controllers.virtualkubelet_rbac import (
+    IDENTITY_KINDS,
+    IDENTITY_SELECTOR,
+    NODE_NAME_LABEL,
     OFFLOADED_ACCESS_LABEL,
+    RBAC_API,
     forge_offloaded_namespace_binding,
     forge_virtual_kubelet_rbac,
     offloaded_namespaces,
@@ -45,7 +51,14 @@ from vk.kube.conditions import forge_condition
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.events import WARNING, EventRecorder
 from vk.kube.eviction import evict
-from vk.kube.informer import DELETED, Informer, object_key, shared_informer, split_key
+from vk.kube.informer import (
+    DELETED,
+    EventHandler,
+    Informer,
+    object_key,
+    shared_informer,
+    split_key,
+)
 
 log = structlog.get_logger("vk.controllers.virtualnodes")
 
@@ -72,6 +85,9 @@ class VirtualKubeletSpec:
     env: tuple[tuple[str, str], ...]
     cluster_id: str = ""
     template: Mapping[str, Any] = field(default_factory=dict)
+    # The UID of the ServiceAccount it runs as: tokens are bound to it, so one made again (by
+    # the controller, after someone deleted it) needs a virtual kubelet with a new token.
+    service_account_uid: str = ""
 
 
 class Launcher(abc.ABC):
@@ -298,15 +314,12 @@ def forge_conditions(
     ]
 
 
-def role_binding_path(binding: Mapping[str, Any]) -> str:
-    """A RoleBinding's path, from its metadata alone: a cached object from a list has no
+def cached_object_path(api_version: str, plural: str, obj: Mapping[str, Any]) -> str:
+    """An object's path, from its metadata alone: a cached object from a list has no
     apiVersion or kind."""
-    metadata = binding["metadata"]
+    metadata = obj["metadata"]
     return resource_path(
-        "rbac.authorization.k8s.io/v1",
-        "rolebindings",
-        namespace=metadata["namespace"],
-        name=metadata["name"],
+        api_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
     )
 
 
@@ -348,12 +361,13 @@ class VirtualNodeReconciler(Reconciler):
             NamespaceMap.PLURAL,
             label_selector=REMOTE_CLUSTER_ID_LABEL,
         )
-        self.offloaded_bindings = shared_informer(
-            client,
-            "rbac.authorization.k8s.io/v1",
-            "rolebindings",
-            label_selector=OFFLOADED_ACCESS_LABEL,
-        )
+        # What each virtual kubelet is (`forge_virtual_kubelet_rbac`, and its bindings in the
+        # offloaded namespaces), watched so that one deleted by someone else is made again.
+        self.identity = {
+            kind: shared_informer(client, *kind, label_selector=IDENTITY_SELECTOR)
+            for kind in IDENTITY_KINDS
+        }
+        self.role_bindings = self.identity[RBAC_API, "rolebindings"]
         # The VkOptionsTemplates VirtualNodes name: a change relaunches their virtual kubelets.
         self.options_templates = shared_informer(
             client, VkOptionsTemplate.group_version(), VkOptionsTemplate.PLURAL
@@ -373,15 +387,18 @@ class VirtualNodeReconciler(Reconciler):
             if virtual_node["metadata"]["namespace"] == namespace_map["metadata"]["namespace"]:
                 self.controller.enqueue(object_key(virtual_node))
 
-    def _on_offloaded_binding(self, event: str, binding: JSON, __: JSON | None) -> None:
-        if event == DELETED:
-            # Deleted by someone else (or by `_unbind_offloaded_namespaces`): applied again
-            # if still wanted, not taken as applied for ever.
-            self.applied.forget(role_binding_path(binding))
-        node = (binding["metadata"].get("labels") or {}).get(OFFLOADED_ACCESS_LABEL)
-        for virtual_node in self.virtual_nodes.store.objects():
-            if virtual_node["metadata"]["name"] == node:
-                self.controller.enqueue(object_key(virtual_node))
+    def _on_identity(self, kind: tuple[str, str]) -> EventHandler:
+        def changed(event: str, obj: JSON, __: JSON | None) -> None:
+            if event == DELETED:
+                # Deleted by someone else (or by this controller, undoing it): applied again
+                # if still wanted, not taken as applied for ever.
+                self.applied.forget(cached_object_path(*kind, obj))
+            node = (obj["metadata"].get("labels") or {}).get(NODE_NAME_LABEL)
+            for virtual_node in self.virtual_nodes.store.objects():
+                if virtual_node["metadata"]["name"] == node:
+                    self.controller.enqueue(object_key(virtual_node))
+
+        return changed
 
     def _on_options_template(self, _: str, template: JSON, __: JSON | None) -> None:
         key = object_key(template)
@@ -394,7 +411,8 @@ class VirtualNodeReconciler(Reconciler):
         self.options_templates.add_handler(self._on_options_template)
         self.nodes.add_handler(self._on_node)
         self.namespace_maps.add_handler(self._on_namespace_map)
-        self.offloaded_bindings.add_handler(self._on_offloaded_binding)
+        for kind, informer in self.identity.items():
+            informer.add_handler(self._on_identity(kind))
         launcher_informers = self.launcher.watch(
             lambda namespace, name: self.controller.enqueue(f"{namespace}/{name}")
         )
@@ -403,7 +421,7 @@ class VirtualNodeReconciler(Reconciler):
             self.virtual_nodes,
             self.nodes,
             self.namespace_maps,
-            self.offloaded_bindings,
+            *self.identity.values(),
             self.options_templates,
             *launcher_informers,
         )
@@ -478,6 +496,13 @@ class VirtualNodeReconciler(Reconciler):
         for obj in forge_virtual_kubelet_rbac(name, namespace, secret):
             await self.applied.apply(object_path(obj), obj)
         await self._bind_offloaded_namespaces(virtual_node)
+        account = self.identity["v1", "serviceaccounts"].store.get(
+            f"{namespace}/{virtual_kubelet_service_account(name)}"
+        )
+        if account is None:
+            # Just made: launched once its UID is known (its event brings it here again).
+            return Result(requeue_after=2.0)
+        kubelet = dataclasses.replace(kubelet, service_account_uid=account["metadata"]["uid"])
         running = await self.launcher.ensure(kubelet)
         creates_node = (virtual_node.get("spec") or {}).get("createNode") is not False
         node = self.nodes.store.get(name)
@@ -526,13 +551,13 @@ class VirtualNodeReconciler(Reconciler):
         await self._unbind_offloaded_namespaces(metadata["name"], keep=wanted)
 
     async def _unbind_offloaded_namespaces(self, node_name: str, keep: set[str]) -> None:
-        for binding in self.offloaded_bindings.store.objects():
+        for binding in self.role_bindings.store.objects():
             binding_metadata = binding["metadata"]
             if (binding_metadata.get("labels") or {}).get(OFFLOADED_ACCESS_LABEL) != node_name:
                 continue
             if binding_metadata["namespace"] in keep:
                 continue
-            path = role_binding_path(binding)
+            path = cached_object_path(RBAC_API, "rolebindings", binding)
             self.applied.forget(path)
             with contextlib.suppress(NotFound):
                 await self.client.delete(path)
