@@ -265,7 +265,8 @@ def test_a_twin_namespace_deleted_by_the_provider_is_made_again_and_its_pods_run
 ) -> None:
     """naples' administrator deletes a twin namespace: its controller makes it again, but
     without its ResourceQuota and the tenant's RoleBindings (applied once, never again), so
-    the virtual kubelet was forbidden there and the pod waited for ever."""
+    the virtual kubelet was forbidden there and the pod waited for ever. And either deleted
+    alone stayed gone until a restart."""
     clusters = naples_peered
     namespace, twin = offloaded_namespace(clusters, "twin")
 
@@ -286,18 +287,22 @@ def test_a_twin_namespace_deleted_by_the_provider_is_made_again_and_its_pods_run
         }
         assert get_json(clusters, PROVIDER, "resourcequota", "vk-tenant-objects", "-n", twin)
 
-        # The tenant's binding alone deleted there: made again too.
-        def binding_uid() -> str | None:
-            found = get_json(
-                clusters, PROVIDER, "rolebinding", "vk-virtual-kubelet-remote", "-n", twin
-            )
+        # The tenant's binding alone, or the ResourceQuota alone, deleted there: made again.
+        def uid(kind: str, name: str) -> str | None:
+            found = get_json(clusters, PROVIDER, kind, name, "-n", twin)
             return found["metadata"]["uid"] if found else None
 
-        deleted = binding_uid()
-        clusters.kubectl(PROVIDER, "delete", "rolebinding", "vk-virtual-kubelet-remote", "-n", twin)
-        wait_until(
-            lambda: binding_uid() not in (None, deleted), "the tenant's binding made again", 30
-        )
+        for kind, name in (
+            ("rolebinding", "vk-virtual-kubelet-remote"),
+            ("resourcequota", "vk-tenant-objects"),
+        ):
+            deleted = uid(kind, name)
+            clusters.kubectl(PROVIDER, "delete", kind, name, "-n", twin)
+
+            def made_again(kind: str = kind, name: str = name, was: str | None = deleted) -> bool:
+                return uid(kind, name) not in (None, was)
+
+            wait_until(made_again, f"the {kind} made again", 30)
     finally:
         vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
         clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")

@@ -530,6 +530,20 @@ async def test_a_tenants_binding_deleted_by_someone_else_is_made_again() -> None
     assert bound_users(api, "shop-venice") == ["naples-3c4d"]
 
 
+async def test_a_twins_resource_quota_deleted_by_someone_else_is_made_again() -> None:
+    api, controller = await twin_shop_venice_made()
+    path = QUOTA.format("shop-venice")
+    quota = api.applied.pop(path)
+    api.applied.clear()
+    controller._on_twin_quota(MODIFIED, quota, quota)  # its usage counted: nothing to do
+    assert not controller.controller.queue
+    assert path in controller.applied
+    controller._on_twin_quota(DELETED, quota, None)
+    assert await controller.controller.queue.get() == MAP_KEY  # looked at again
+    await controller.reconcile(MAP_KEY)
+    assert set(api.applied) == {path}  # that one alone: the rest is as applied
+
+
 def stamped_shadow_pod(twin: str, name: str, user: str) -> JSON:
     labels = {CREATOR_USER_LABEL: creator_label_value(user)}
     return {"metadata": {"name": name, "namespace": twin, "labels": labels}}

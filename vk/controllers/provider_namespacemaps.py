@@ -287,6 +287,10 @@ def twin_binding_path(twin: str, role: str) -> str:
     return resource_path("rbac.authorization.k8s.io/v1", "rolebindings", namespace=twin, name=role)
 
 
+def twin_quota_path(twin: str) -> str:
+    return resource_path("v1", "resourcequotas", namespace=twin, name=TWIN_QUOTA)
+
+
 def binding_users(binding: Mapping[str, Any] | None) -> list[str]:
     """The users a RoleBinding names."""
     return [
@@ -464,6 +468,9 @@ class ProviderNamespaceMaps(Reconciler):
             )
             for role in TWIN_ROLES
         }
+        self.twin_quotas = shared_informer(
+            client, "v1", "resourcequotas", field_selector=f"metadata.name={TWIN_QUOTA}"
+        )
         # The users this process bound last in each twin: the bindings' cache may not have
         # seen its last write yet.
         self._bound: dict[str, set[str]] = {}
@@ -538,10 +545,19 @@ class ProviderNamespaceMaps(Reconciler):
     def _on_binding(self, event: str, binding: JSON, __: JSON | None) -> None:
         """A tenant's binding in a twin deleted by someone else: made again, not taken as
         applied for ever (the virtual kubelet was forbidden there until a restart)."""
-        if event != DELETED:
-            return
-        twin, role = binding["metadata"].get("namespace") or "", binding["metadata"]["name"]
-        self.applied.forget(twin_binding_path(twin, role))
+        if event == DELETED:
+            twin, role = binding["metadata"].get("namespace") or "", binding["metadata"]["name"]
+            self._make_again(twin, twin_binding_path(twin, role))
+
+    def _on_twin_quota(self, event: str, quota: JSON, __: JSON | None) -> None:
+        """A twin's ResourceQuota deleted by someone else: made again (the tenant's objects
+        there were counted by nothing until a restart)."""
+        if event == DELETED:
+            twin = quota["metadata"].get("namespace") or ""
+            self._make_again(twin, twin_quota_path(twin))
+
+    def _make_again(self, twin: str, path: str) -> None:
+        self.applied.forget(path)
         if owner := managed_by(self.namespaces.store.get(twin)):
             self.controller.enqueue(owner)
 
@@ -550,6 +566,7 @@ class ProviderNamespaceMaps(Reconciler):
         self.namespaces.add_handler(self._on_namespace)
         for bindings in self.bindings.values():
             bindings.add_handler(self._on_binding)
+        self.twin_quotas.add_handler(self._on_twin_quota)
         self.quotas.add_handler(self._on_quota)
         self.shadow_pods.add_handler(self._on_shadow_pod)
         await run_with_informers(
@@ -559,6 +576,7 @@ class ProviderNamespaceMaps(Reconciler):
             self.quotas,
             self.shadow_pods,
             *self.bindings.values(),
+            self.twin_quotas,
         )
 
     async def reconcile(self, key: str) -> Result:
@@ -816,7 +834,7 @@ class ProviderNamespaceMaps(Reconciler):
         if self.namespace_quota:
             pods = granted_pods(tenant_quotas, tenant)
             await self.applied.apply(
-                resource_path("v1", "resourcequotas", namespace=remote, name=TWIN_QUOTA),
+                twin_quota_path(remote),
                 forge_twin_resource_quota(remote, twin_quota_hard(self.namespace_quota, pods)),
             )
         users = self._users_bound(remote, quota_users(tenant_quotas, tenant))
@@ -834,7 +852,7 @@ class ProviderNamespaceMaps(Reconciler):
         it, which is applied there anew."""
         for role in TWIN_ROLES:
             self.applied.forget(twin_binding_path(twin, role))
-        self.applied.forget(resource_path("v1", "resourcequotas", namespace=twin, name=TWIN_QUOTA))
+        self.applied.forget(twin_quota_path(twin))
         self._bound.pop(twin, None)
 
     def _users_bound(self, twin: str, answered: list[str]) -> TwinUsers:
