@@ -377,6 +377,17 @@ def test_a_provider_cordons_drains_and_uncordons_its_consumer(naples_peered: Clu
         assert done.returncode == 0, done.stderr
         wait_until(lambda: remote_running() == 2, "the pods offloaded again once uncordoned", 120)
 
+        def restarts() -> list[int]:
+            pods = get_json(clusters, CONSUMER, "pods", "-n", namespace, "-l", "app=web")["items"]
+            return [
+                c.get("restartCount", 0)
+                for p in pods
+                for c in p["status"].get("containerStatuses") or []
+            ]
+
+        # Made again on the provider, each one's containers started again: a restart.
+        wait_until(lambda: restarts() == [1, 1], "a restart counted for each pod", 30)
+
         # One slice cordoned: its Quota admits nothing new; uncordoned, it does again.
         name = slices[0]["metadata"]["name"]
         done = provider_vkctl(clusters, "cordon", "resourceslice", name)
