@@ -347,3 +347,69 @@ def test_a_provider_out_of_reach_is_said_and_cleans_up_once_its_tenant_is_delete
     # florence's administrator does what the message says: florence removes the rest.
     peered.kubectl(PROVIDER, "delete", TENANTS, "-n", PROVIDER_TENANT, CONSUMER, "--timeout=60s")
     wait_until(lambda: provider_leftovers(peered) == [], "nothing of venice left on florence")
+
+
+def unpeer_leaving_nothing(peered: Clusters) -> None:
+    """`vkctl unpeer --remote-kubeconfig` succeeds, and nothing of the peering is left."""
+    unpeered = vkctl(
+        "unpeer",
+        f"--remote-kubeconfig={peered.kubeconfig(PROVIDER)}",
+        "--timeout=120s",
+        env=consumer_only_env(peered),
+    )
+    assert unpeered.returncode == 0, unpeered.stderr
+    assert consumer_leftovers(peered) == []
+    wait_until(lambda: provider_leftovers(peered) == [], "nothing of venice left on florence")
+
+
+def test_the_tenant_namespace_deleted_by_hand_goes_with_the_twins_on_the_provider(
+    peered: Clusters, offloaded_namespace: str
+) -> None:
+    """Deleting the tenant namespace deletes the control-plane identity with the slices and
+    maps that need it to let their twins go: they waited for ever, the namespace Terminating
+    with them. The identity now outlives them; unpeering afterwards ends the rest. And the
+    virtual kubelet's ServiceAccount goes with it too: a pod whose deletion it had not finished
+    (held here by florence's administrator) held its VirtualNode draining for ever."""
+    twin = f"{offloaded_namespace}-venice"
+    held = ("pod", "app", "-n", twin)
+    hold = '{"metadata":{"finalizers":["test.vk.io/hold"]}}'
+    peered.kubectl(PROVIDER, "patch", *held, "--type=merge", "-p", hold)
+    try:
+        peered.kubectl(CONSUMER, "delete", "namespace", CONSUMER_TENANT, "--wait=false")
+        wait_until(
+            lambda: get_json(peered, CONSUMER, "node", PROVIDER) is None,
+            "the virtual node gone, its pod still held",
+            timeout=90,
+        )
+    finally:
+        release = '{"metadata":{"finalizers":null}}'
+        peered.kubectl(PROVIDER, "patch", *held, "--type=merge", "-p", release, check=False)
+    wait_until(
+        lambda: get_json(peered, CONSUMER, "namespace", CONSUMER_TENANT) is None,
+        "the tenant namespace gone",
+        timeout=90,
+    )
+    wait_until(
+        lambda: get_json(peered, CONSUMER, "pod", "app", "-n", offloaded_namespace) is None,
+        "the pod gone with its node",
+        timeout=90,
+    )
+    assert names(peered, PROVIDER, RSLICE, "-n", PROVIDER_TENANT) == []
+    assert names(peered, PROVIDER, QUOTAS, "-n", PROVIDER_TENANT) == []
+    wait_until(
+        lambda: get_json(peered, PROVIDER, "namespace", twin) is None, "the twin namespace gone"
+    )
+    unpeer_leaving_nothing(peered)
+
+
+def test_unpeer_ends_a_peering_whose_identity_someone_took_away(peered: Clusters) -> None:
+    """The control-plane identity forced away (its finalizer taken off): no controller can let
+    the slices' twins go, so `vkctl unpeer` releases them, and the Tenant's end removes them
+    on the provider. It waited for the replication controller until its timeout, before."""
+    identity = ("secret", "vk-control-plane-florence", "-n", CONSUMER_TENANT)
+    peered.kubectl(CONSUMER, "delete", *identity, "--wait=false")
+    peered.kubectl(
+        CONSUMER, "patch", *identity, "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+    )
+    wait_until(lambda: get_json(peered, CONSUMER, *identity) is None, "the identity gone")
+    unpeer_leaving_nothing(peered)

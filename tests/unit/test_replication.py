@@ -16,9 +16,13 @@ from vk.api.constants import (
     PROVIDER_STATUS_BURST,
     PROVIDER_STATUS_INTERVAL_SECONDS,
     REMOTE_CLUSTER_ID_LABEL,
+    control_plane_secret_name,
     tenant_namespace,
 )
 from vk.controllers.replication import (
+    FINALIZER,
+    IDENTITIES,
+    IDENTITY_FINALIZER,
     REASON_REFUSED,
     REFUSED_RETRY,
     RETRY,
@@ -399,3 +403,68 @@ async def test_a_twin_the_provider_refuses_to_store_is_said_once_and_asked_again
         'cluster naples refused to store this ResourceSlice: ResourceSlice "n1" is invalid: '
         "spec.class"
     )
+
+
+class FinalizerWrites(Home):
+    """Home's API server as the finalizers written there: (name, finalizer, present)."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, str, bool]] = []
+
+    async def set_finalizer(self, path: str, obj: Any, finalizer: str, *, present: bool) -> bool:
+        self.writes.append((obj["metadata"]["name"], finalizer, present))
+        return True
+
+
+def control_plane_identity(provider: str, *, deleting: bool = False) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": control_plane_secret_name(provider),
+        "namespace": tenant_namespace(provider),
+        "uid": f"uid-identity-{provider}",
+        "labels": {REMOTE_CLUSTER_ID_LABEL: provider},
+    }
+    if deleting:
+        metadata["deletionTimestamp"] = "2026-12-07T19:00:00Z"
+    return {"metadata": metadata, "data": {}}
+
+
+async def test_an_identity_outlives_what_was_replicated_through_it() -> None:
+    """A tenant namespace deleted deletes its control-plane identity with its slices: the
+    slices, which need it to let their twins go, waited for ever, the namespace with them."""
+    home = FinalizerWrites()
+    replicator = Replicator(home, CONSUMER)  # type: ignore[arg-type]
+    identity_key = (
+        f"{IDENTITIES}|{tenant_namespace('naples')}/{control_plane_secret_name('naples')}"
+    )
+    replicator.identities.store.upsert(control_plane_identity("naples"))
+    await replicator.reconcile(identity_key)
+    assert home.writes == [(control_plane_secret_name("naples"), IDENTITY_FINALIZER, True)]
+
+    # Deleted while a slice replicated through it waits for its twin: kept.
+    home.writes.clear()
+    replicated = local_slice("n1", "naples")
+    replicated["metadata"]["finalizers"] = [FINALIZER]
+    replicator.local[SLICES].store.upsert(replicated)
+    elsewhere = local_slice("other", "florence")
+    elsewhere["metadata"]["finalizers"] = [FINALIZER]
+    replicator.local[SLICES].store.upsert(elsewhere)
+    replicator.identities.store.upsert(control_plane_identity("naples", deleting=True))
+    await replicator.reconcile(identity_key)
+    assert home.writes == []
+
+    # The slice gone: looked at again, and let go (another provider's slice holds nothing).
+    replicator.local[SLICES].store.delete(f"{tenant_namespace('naples')}/n1")
+    await replicator.reconcile(f"{SLICES}|{tenant_namespace('naples')}/n1")
+    assert await asyncio.wait_for(replicator.controller.queue.get(), 1) == identity_key
+    await replicator.reconcile(identity_key)
+    assert home.writes == [(control_plane_secret_name("naples"), IDENTITY_FINALIZER, False)]
+
+
+async def test_a_secret_that_is_no_identity_is_never_given_the_finalizer() -> None:
+    home = FinalizerWrites()
+    replicator = Replicator(home, CONSUMER)  # type: ignore[arg-type]
+    impostor = control_plane_identity("naples")
+    impostor["metadata"]["namespace"] = "team-a"  # labelled so by someone, elsewhere
+    replicator.identities.store.upsert(impostor)
+    await replicator.reconcile(f"{IDENTITIES}|team-a/{control_plane_secret_name('naples')}")
+    assert home.writes == []

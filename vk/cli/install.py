@@ -17,7 +17,7 @@ import contextlib
 import click
 
 from vk.api.authentication import ResourceSlice
-from vk.api.constants import VK_NAMESPACE
+from vk.api.constants import IDENTITY_CONTROL_PLANE, IDENTITY_TYPE_LABEL, VK_NAMESPACE
 from vk.api.core import ForeignCluster, validate_cluster_id
 from vk.api.crds import CUSTOM_RESOURCES
 from vk.api.labels import InvalidKeyValues, parse_key_values
@@ -35,6 +35,7 @@ from vk.cli.confirmation import confirm_destruction, skip_confirm_option
 from vk.cli.options import cluster_client, cluster_options, go_duration
 from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_until_gone
+from vk.controllers.replication import IDENTITY_FINALIZER
 from vk.kube.client import JSON, KubeClient, NotFound, resource_path
 
 CRD_API = "apiextensions.k8s.io/v1"
@@ -215,6 +216,7 @@ async def _purge(
     async with cluster_client(kubeconfig, context) as client:
         for resource in CUSTOM_RESOURCES:
             await _drop_finalizers(client, resource.model.group_version(), resource.model.PLURAL)
+        await _release_identities(client)
         gone = [
             *(
                 (f"CRD {r.name}", resource_path(CRD_API, "customresourcedefinitions", name=r.name))
@@ -228,6 +230,22 @@ async def _purge(
         deadline = Deadline.after(within)
         for what, path in gone:
             await wait_until_gone(client, path, what, deadline=deadline, progress=progress)
+
+
+async def _release_identities(client: KubeClient) -> None:
+    """The control-plane identities left (peerings left behind with --force) lose the finalizer
+    vk's replication holds them by: none is left to take it off, and their tenant namespaces
+    could never be deleted."""
+    identities = await client.get(
+        resource_path("v1", "secrets"),
+        params={"labelSelector": f"{IDENTITY_TYPE_LABEL}={IDENTITY_CONTROL_PLANE}"},
+    )
+    for secret in identities["items"]:
+        metadata = secret["metadata"]
+        namespace, name = metadata["namespace"], metadata["name"]
+        path = resource_path("v1", "secrets", namespace=namespace, name=name)
+        with contextlib.suppress(NotFound):
+            await client.set_finalizer(path, secret, IDENTITY_FINALIZER, present=False)
 
 
 async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) -> None:

@@ -513,10 +513,22 @@ async def remove_peering(
     with progress.step(
         f"removing the virtual nodes (drained), ResourceSlices and NamespaceMaps of {provider_id}"
     ):
+        # Without the control-plane identity here (deleted by hand), the replication
+        # controller cannot let the twins go, and nothing else would take its finalizer off:
+        # released, as for a provider out of reach (the Tenant's end removes them there).
+        identity = await get_or_none(
+            consumer,
+            resource_path(
+                "v1",
+                "secrets",
+                namespace=tenant_namespace(provider_id),
+                name=control_plane_secret_name(provider_id),
+            ),
+        )
         await remove_consumer_objects(
             consumer,
             provider_id,
-            release=unreachable is not None,
+            release=unreachable is not None or identity is None,
             deadline=deadline,
             progress=progress,
         )

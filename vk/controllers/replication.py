@@ -60,6 +60,11 @@ from vk.reflection.namespacemap import untrusted_mappings, without_untrusted
 log = structlog.get_logger("vk.controllers.replication")
 
 FINALIZER = "crdreplicator.liqo.io/finalizer"
+# On each control-plane identity Secret: it outlives the objects replicated through it, which
+# need it to let their twins go. Deleted first (a tenant namespace deleted deletes all at once),
+# it left them waiting for ever, and the namespace Terminating with them.
+IDENTITY_FINALIZER = "vk.io/replication-in-use"
+IDENTITIES = "secrets"  # the plural of the identities' keys in this controller's queue
 UNTRUSTED_MAPPINGS = Counter(
     "vk_untrusted_mappings_total",
     "NamespaceMap status entries a provider reported Accepted for namespaces this cluster did not "
@@ -277,7 +282,7 @@ class Replicator(Reconciler):
     async def run(self) -> None:
         for kind in REPLICATED_KINDS:
             self.local[kind.plural].add_handler(self._enqueue_local(kind.plural))
-        self.identities.add_handler(lambda *_: self._sync_links())
+        self.identities.add_handler(self._on_identity)
         try:
             await run_with_informers(self.controller, *self.local.values(), self.identities)
         finally:
@@ -289,6 +294,41 @@ class Replicator(Reconciler):
             self.controller.enqueue(f"{plural}|{object_key(obj)}")
 
         return enqueue
+
+    def _on_identity(self, _: str, secret: JSON, __: JSON | None) -> None:
+        self._sync_links()
+        self.controller.enqueue(f"{IDENTITIES}|{object_key(secret)}")
+
+    def _enqueue_identities(self, namespace: str) -> None:
+        """The identities in `namespace`: one of its replicated objects went, which one being
+        deleted may have waited for."""
+        for secret in self.identities.store.objects():
+            if secret["metadata"].get("namespace") == namespace:
+                self.controller.enqueue(f"{IDENTITIES}|{object_key(secret)}")
+
+    def _holds(self, provider: str) -> bool:
+        """Whether an object replicated to `provider` still waits for its twin to go there."""
+        return any(
+            provider_of(obj) == provider and FINALIZER in (obj["metadata"].get("finalizers") or [])
+            for informer in self.local.values()
+            for obj in informer.store.objects()
+            if obj["metadata"].get("namespace") == tenant_namespace(provider)
+        )
+
+    async def _reconcile_identity(self, object_ref: str) -> Result:
+        """A control-plane identity holds IDENTITY_FINALIZER until it is deleted and nothing
+        replicated through it is left."""
+        secret = self.identities.store.get(object_ref)
+        provider = control_plane_identity_provider(secret) if secret else None
+        if secret is None or provider is None:
+            return Result()
+        namespace, name = split_key(object_ref)
+        path = resource_path("v1", "secrets", namespace=namespace, name=name)
+        deleting = bool(secret["metadata"].get("deletionTimestamp"))
+        if deleting and self._holds(provider):
+            return Result()  # looked at again as each of those goes
+        await self.client.set_finalizer(path, secret, IDENTITY_FINALIZER, present=not deleting)
+        return Result()
 
     def _enqueue_twin(self, plural: str, provider: str) -> EventHandler:
         def enqueue(_: str, twin: JSON, __: JSON | None) -> None:
@@ -349,12 +389,15 @@ class Replicator(Reconciler):
 
     async def reconcile(self, key: str) -> Result:
         plural, _, object_ref = key.partition("|")
+        if plural == IDENTITIES:
+            return await self._reconcile_identity(object_ref)
         kind = next(k for k in REPLICATED_KINDS if k.plural == plural)
         namespace, name = split_key(object_ref)
         local = self.local[plural].store.get(object_ref)
         if local is None:
             self._not_peered.pop(key, None)
             self._refused.pop(key, None)
+            self._enqueue_identities(namespace or "")
             return Result()
         provider = provider_of(local)
         link = self.links.get(provider)

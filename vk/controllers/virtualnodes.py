@@ -610,7 +610,7 @@ class VirtualNodeReconciler(Reconciler):
                 await self.client.merge_patch(
                     resource_path("v1", "nodes", name=name), {"spec": {"unschedulable": True}}
                 )
-            if await self._evict_pods(name):
+            if await self._evict_pods(name) and not await self._leaving_with_namespace(namespace):
                 return Result(requeue_after=DRAIN_POLL)
         virtual_node = await self._set_conditions(
             virtual_node,
@@ -634,6 +634,18 @@ class VirtualNodeReconciler(Reconciler):
         )
         log.info("virtual node removed", virtual_node=f"{namespace}/{name}")
         return Result()
+
+    async def _leaving_with_namespace(self, namespace: str) -> bool:
+        """Whether the tenant namespace is being deleted: the virtual kubelet's ServiceAccount
+        and provider kubeconfig go with it, and it can finish no pod's deletion. Its pods,
+        evicted, are left to go with the Node, as Kubernetes removes a deleted Node's pods
+        (the pod garbage collector); the provider removes their copies with the namespace's
+        slices and maps. Waiting for them held the namespace Terminating for ever."""
+        try:
+            found = await self.client.get(resource_path("v1", "namespaces", name=namespace))
+        except NotFound:
+            return True
+        return bool(found["metadata"].get("deletionTimestamp"))
 
     async def _evict_pods(self, node_name: str) -> bool:
         """Asks the Eviction API to move every pod of the node (PodDisruptionBudgets have
