@@ -135,6 +135,41 @@ def test_a_namespace_the_provider_reports_that_was_never_offloaded_reflects_noth
         clusters.kubectl(PROVIDER, "delete", "namespace", loot, "--wait=false")
 
 
+def untrusted_mappings_counted(clusters: Clusters) -> float:
+    for family in text_string_to_metric_families(controller_manager_metrics(clusters, CONSUMER)):
+        for sample in family.samples:
+            if sample.name == "vk_untrusted_mappings_total" and sample.labels == {
+                "provider": PROVIDER
+            }:
+                return sample.value
+    return 0.0
+
+
+def test_unoffloading_a_namespace_raises_no_untrusted_mapping_alarm(
+    naples_peered: Clusters, offloaded: str
+) -> None:
+    """naples answers the unoffload a moment after venice asks: meanwhile its status still says
+    Accepted. That is no lie, and no one alerting on the metric is paged for it."""
+    clusters = naples_peered
+    counted = untrusted_mappings_counted(clusters)
+    done = vkctl(clusters, "unoffload", "namespace", offloaded, "--timeout=120s")
+    assert done.returncode == 0, done.stderr
+
+    def unmapped() -> bool:
+        local = items(
+            clusters, CONSUMER, "namespacemaps.offloading.liqo.io", "-n", f"liqo-tenant-{PROVIDER}"
+        )[0]
+        return offloaded not in ((local.get("status") or {}).get("currentMapping") or {})
+
+    wait_until(unmapped, "the unoffloaded namespace gone from venice's NamespaceMap status")
+    events = items(
+        clusters, CONSUMER, "events", "-n", f"liqo-tenant-{PROVIDER}",
+        "--field-selector=reason=UntrustedMapping",
+    )  # fmt: skip
+    assert [e["message"] for e in events if offloaded in e["message"]] == []
+    assert untrusted_mappings_counted(clusters) == counted
+
+
 def test_a_providers_slice_status_cannot_relabel_the_node_nor_hang_the_consumer(
     naples_peered: Clusters,
 ) -> None:

@@ -26,7 +26,13 @@ def test_only_what_this_cluster_asked_for_and_the_provider_accepted_is_reflected
         },
     )
     assert accepted_mappings([injected]) == {"shop": "shop"}
-    assert untrusted_mappings(injected) == {"kube-system": "loot", "other": "shop"}
+    assert untrusted_mappings(namespace_map({}, {}), injected["status"]) == {
+        "kube-system": "loot",
+        "other": "shop",
+        "shop": "shop",
+    }
+    local = namespace_map(injected["spec"]["desiredMapping"], {})
+    assert untrusted_mappings(local, injected["status"]) == {"kube-system": "loot", "other": "shop"}
 
 
 def test_a_remote_name_the_provider_changed_is_not_trusted() -> None:
@@ -34,7 +40,9 @@ def test_a_remote_name_the_provider_changed_is_not_trusted() -> None:
         {"shop": "shop"}, {"shop": {"remoteNamespace": "loot", "phase": "Accepted"}}
     )
     assert accepted_mappings([moved]) == {}
-    assert untrusted_mappings(moved) == {"shop": "loot"}
+    assert untrusted_mappings(namespace_map({"shop": "shop"}, {}), moved["status"]) == {
+        "shop": "loot"
+    }
 
 
 def test_the_status_copied_home_drops_the_untrusted_entries_only() -> None:
@@ -53,3 +61,24 @@ def test_the_status_copied_home_drops_the_untrusted_entries_only() -> None:
         }
     }
     assert without_untrusted(local, {}) == {}
+
+
+def test_an_entry_just_unoffloaded_is_trusted_while_the_provider_removes_it() -> None:
+    """The consumer took `shop` out of its spec; the provider has not answered yet. Its status
+    says what was true a moment ago: no alarm, and the copy home keeps the entry (reflection
+    reads only the spec's, so it grants nothing). An entry never trusted stays untrusted, and
+    so does one whose remote name the provider changes meanwhile."""
+    unoffloaded = namespace_map({}, {"shop": ACCEPTED_SHOP})  # this cluster's, after unoffload
+    lagging = {"currentMapping": {"shop": ACCEPTED_SHOP}}
+    assert untrusted_mappings(unoffloaded, lagging) == {}
+    assert without_untrusted(unoffloaded, lagging) == lagging
+    assert accepted_mappings([{**unoffloaded, "status": lagging}]) == {}
+    lying = {
+        "currentMapping": {
+            "shop": {"remoteNamespace": "loot", "phase": "Accepted"},
+            "kube-system": {"remoteNamespace": "loot", "phase": "Accepted"},
+        }
+    }
+    assert untrusted_mappings(unoffloaded, lying) == {"shop": "loot", "kube-system": "loot"}
+    # Once the provider stopped reporting it, it is trusted no more.
+    assert untrusted_mappings(namespace_map({}, {}), lagging) == {"shop": "shop"}

@@ -19,6 +19,7 @@ from vk.api.constants import (
     control_plane_secret_name,
     tenant_namespace,
 )
+from vk.api.offloading import NamespaceMap
 from vk.controllers.replication import (
     FINALIZER,
     IDENTITIES,
@@ -403,6 +404,51 @@ async def test_a_twin_the_provider_refuses_to_store_is_said_once_and_asked_again
         'cluster naples refused to store this ResourceSlice: ResourceSlice "n1" is invalid: '
         "spec.class"
     )
+
+
+async def test_a_namespace_unoffloaded_raises_no_alarm_while_the_provider_catches_up() -> None:
+    """Every unoffload leaves the provider's status a moment behind the spec: that is no
+    misbehaving provider (no Event, nothing counted), and its word is copied home as it is.
+    A namespace it then reports that this cluster never offloaded is one."""
+    home = StatusCopies()
+    replicator = Replicator(home, CONSUMER)  # type: ignore[arg-type]
+    said = Said()
+    replicator.events = said  # type: ignore[assignment]
+    link = linked(replicator, "naples", AnsweringProvider())
+    maps = NamespaceMap.PLURAL
+    local = {
+        **local_slice("m1", "naples"),
+        "apiVersion": NamespaceMap.group_version(),
+        "kind": NamespaceMap.KIND,
+        "spec": {"desiredMapping": {"shop": "shop"}},
+    }
+    accepted = {"shop": {"remoteNamespace": "shop", "phase": "Accepted"}}
+    twin = {**local, "metadata": {**local["metadata"], "namespace": tenant_namespace(CONSUMER)}}
+    key = f"{maps}|{tenant_namespace('naples')}/m1"
+
+    async def provider_says(current: dict[str, Any]) -> None:
+        link.informers[maps].store.upsert({**twin, "status": {"currentMapping": current}})
+        assert await replicator.reconcile(key) == Result()
+        if home.statuses:
+            local["status"] = home.statuses[-1]  # as the local cache then has it
+            replicator.local[maps].store.upsert(dict(local))
+
+    replicator.local[maps].store.upsert(dict(local))
+    await provider_says(accepted)
+    local["spec"] = {}  # unoffloaded
+    replicator.local[maps].store.upsert(dict(local))
+    await provider_says(accepted)  # not answered yet
+    assert said.events == []
+    assert home.statuses == [{"currentMapping": accepted}]
+    await provider_says({"shop": {"remoteNamespace": "shop", "phase": "Terminating"}})
+    await provider_says({})
+    assert said.events == []
+    assert home.statuses[-1] == {"currentMapping": {"shop": None}}
+    # Gone from the status home, it is not trusted again.
+    await provider_says(accepted)
+    assert [(reason, "shop -> shop" in message) for _, _, reason, message in said.events] == [
+        ("UntrustedMapping", True)
+    ]
 
 
 class FinalizerWrites(Home):

@@ -495,8 +495,9 @@ class Replicator(Reconciler):
     async def _trusted_status(self, key: str, local: JSON, status: JSON, provider: str) -> JSON:
         """The provider's NamespaceMap status without the entries it reports Accepted for
         namespaces this cluster did not offload there: they would have this cluster reflect
-        what it never offloaded. Each such report is an Event and counted, once."""
-        untrusted = untrusted_mappings({"spec": local.get("spec") or {}, "status": status})
+        what it never offloaded. Each such report is an Event and counted, once. An entry just
+        unoffloaded, which the provider has yet to remove, is none of them."""
+        untrusted = untrusted_mappings(local, status)
         if not untrusted:
             self._untrusted.pop(key, None)
             return status

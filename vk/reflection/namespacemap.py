@@ -7,6 +7,12 @@ The status is the provider's word, and a provider is not trusted: one that repor
 this cluster never offloaded (its `kube-system`, say) as Accepted would have its Secrets and
 ConfigMaps reflected out. Such an entry grants nothing; the replicator drops it when it copies
 the status home, with an Event and a metric.
+
+A provider answers a change of the spec some time after it: an entry this cluster has just taken
+out of its spec (a namespace unoffloaded) stays Accepted there until the provider has removed its
+twin. That is no lie, and the status copied home (this cluster's own record of the provider's
+word it trusted) keeps it until the provider stops reporting it; it grants nothing either, as
+reflection reads only what the spec asks for.
 """
 
 from __future__ import annotations
@@ -35,14 +41,19 @@ def _desired(namespace_map: Mapping[str, Any]) -> Mapping[str, Any]:
     return (namespace_map.get("spec") or {}).get("desiredMapping") or {}
 
 
-def untrusted_mappings(namespace_map: Mapping[str, Any]) -> dict[str, str]:
-    """The entries the provider reports Accepted that this cluster did not ask for (a local
-    namespace it did not map there, or not under that remote name)."""
+def untrusted_mappings(
+    namespace_map: Mapping[str, Any], status: Mapping[str, Any]
+) -> dict[str, str]:
+    """The entries `status` (the provider's) reports Accepted that this cluster did not ask for
+    (a local namespace it did not map there, or not under that remote name): neither in
+    `namespace_map`'s spec (this cluster's) nor trusted in its status before (an entry asked for
+    until just now, the provider not done removing it)."""
     desired = _desired(namespace_map)
+    trusted_before = _claimed(namespace_map)
     return {
         local: remote
-        for local, remote in _claimed(namespace_map).items()
-        if desired.get(local) != remote
+        for local, remote in _claimed({"status": status}).items()
+        if remote not in (desired.get(local), trusted_before.get(local))
     }
 
 
@@ -60,8 +71,8 @@ def accepted_mappings(namespace_maps: Iterable[Mapping[str, Any]]) -> dict[str, 
 
 def without_untrusted(namespace_map: Mapping[str, Any], status: Mapping[str, Any]) -> JSON:
     """`status` (the provider's) without the entries `untrusted_mappings` names, judged against
-    `namespace_map`'s spec (this cluster's)."""
-    untrusted = untrusted_mappings({"spec": namespace_map.get("spec") or {}, "status": status})
+    `namespace_map` (this cluster's)."""
+    untrusted = untrusted_mappings(namespace_map, status)
     current = dict(status.get("currentMapping") or {})
     for local in untrusted:
         current.pop(local, None)
