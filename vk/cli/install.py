@@ -36,7 +36,7 @@ from vk.cli.options import cluster_client, cluster_options, go_duration
 from vk.cli.progress import Progress
 from vk.cli.waiting import Deadline, wait_until_gone
 from vk.controllers.replication import IDENTITY_FINALIZER
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, KubeClient, NotFound, listed_object_path, resource_path
 
 CRD_API = "apiextensions.k8s.io/v1"
 CRD_GROUPS = sorted({resource.model.GROUP for resource in CUSTOM_RESOURCES})
@@ -241,9 +241,7 @@ async def _release_identities(client: KubeClient) -> None:
         params={"labelSelector": f"{IDENTITY_TYPE_LABEL}={IDENTITY_CONTROL_PLANE}"},
     )
     for secret in identities["items"]:
-        metadata = secret["metadata"]
-        namespace, name = metadata["namespace"], metadata["name"]
-        path = resource_path("v1", "secrets", namespace=namespace, name=name)
+        path = listed_object_path("v1", "secrets", secret)
         with contextlib.suppress(NotFound):
             await client.set_finalizer(path, secret, IDENTITY_FINALIZER, present=False)
 
@@ -252,9 +250,7 @@ async def _drop_finalizers(client: KubeClient, group_version: str, plural: str) 
     for item in await _listed(client, group_version, plural):
         if not item["metadata"].get("finalizers"):
             continue
-        metadata = item["metadata"]
-        path = resource_path(
-            group_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
-        )
         with contextlib.suppress(NotFound):
-            await client.merge_patch(path, {"metadata": {"finalizers": None}})
+            await client.merge_patch(
+                listed_object_path(group_version, plural, item), {"metadata": {"finalizers": None}}
+            )

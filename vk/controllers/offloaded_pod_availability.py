@@ -27,7 +27,7 @@ from vk.api.constants import (
     TYPE_VIRTUAL_NODE,
 )
 from vk.controllers.virtualnodes import node_ready
-from vk.kube.client import JSON, KubeClient, NotFound, resource_path
+from vk.kube.client import JSON, KubeClient, NotFound, listed_object_path, resource_path
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
 from vk.kube.informer import shared_informer
 
@@ -114,8 +114,7 @@ class OffloadedPodAvailability(Reconciler):
 
     async def _patch(self, pod: JSON, patch: JSON) -> bool:
         """Whether `pod` was patched (False: gone meanwhile)."""
-        metadata = pod["metadata"]
-        path = resource_path("v1", "pods", namespace=metadata["namespace"], name=metadata["name"])
+        path = listed_object_path("v1", "pods", pod)
         try:
             await self.client.merge_patch(path, patch)
         except NotFound:

@@ -33,8 +33,10 @@ from vk.kube.client import JSON, AppliedObjects, KubeClient, NotFound, delete_op
 from vk.kube.informer import Informer, object_key, shared_informer
 
 KUBELET_PORT = 10250
-SERVICE_ACCOUNT_UID_ANNOTATION = "vk.io/service-account-uid"
 METRICS_PORT = 5872
+# On the pod template: a ServiceAccount made again (a new UID) rolls the pods, whose tokens
+# the API server no longer takes.
+SERVICE_ACCOUNT_UID_ANNOTATION = "vk.io/service-account-uid"
 # The uid of the image's user (the Dockerfile's), so that runAsNonRoot can be checked.
 RUN_AS_USER = 65532
 DEFAULT_RESOURCES: JSON = {

@@ -44,6 +44,7 @@ from vk.kube.client import (
     AppliedObjects,
     KubeClient,
     NotFound,
+    listed_object_path,
     object_path,
     resource_path,
 )
@@ -314,15 +315,6 @@ def forge_conditions(
     ]
 
 
-def cached_object_path(api_version: str, plural: str, obj: Mapping[str, Any]) -> str:
-    """An object's path, from its metadata alone: a cached object from a list has no
-    apiVersion or kind."""
-    metadata = obj["metadata"]
-    return resource_path(
-        api_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
-    )
-
-
 def is_drainable(pod: Mapping[str, Any]) -> bool:
     """A pod eviction should move: not a DaemonSet's (it would come straight back), not a
     mirror pod, not finished."""
@@ -392,7 +384,7 @@ class VirtualNodeReconciler(Reconciler):
             if event == DELETED:
                 # Deleted by someone else (or by this controller, undoing it): applied again
                 # if still wanted, not taken as applied for ever.
-                self.applied.forget(cached_object_path(*kind, obj))
+                self.applied.forget(listed_object_path(*kind, obj))
             node = (obj["metadata"].get("labels") or {}).get(NODE_NAME_LABEL)
             for virtual_node in self.virtual_nodes.store.objects():
                 if virtual_node["metadata"]["name"] == node:
@@ -557,7 +549,7 @@ class VirtualNodeReconciler(Reconciler):
                 continue
             if binding_metadata["namespace"] in keep:
                 continue
-            path = cached_object_path(RBAC_API, "rolebindings", binding)
+            path = listed_object_path(RBAC_API, "rolebindings", binding)
             self.applied.forget(path)
             with contextlib.suppress(NotFound):
                 await self.client.delete(path)

@@ -227,12 +227,15 @@ def plural_of(kind: str) -> str:
 
 def object_path(obj: Mapping[str, Any]) -> str:
     """The REST path of a whole object (its apiVersion, kind, namespace and name)."""
+    return listed_object_path(obj["apiVersion"], plural_of(obj["kind"]), obj)
+
+
+def listed_object_path(api_version: str, plural: str, obj: Mapping[str, Any]) -> str:
+    """The REST path of an object from its metadata alone: one from a list, or a cache filled
+    by one, has no apiVersion or kind."""
     metadata = obj["metadata"]
     return resource_path(
-        obj["apiVersion"],
-        plural_of(obj["kind"]),
-        namespace=metadata.get("namespace"),
-        name=metadata["name"],
+        api_version, plural, namespace=metadata.get("namespace"), name=metadata["name"]
     )
 
 
