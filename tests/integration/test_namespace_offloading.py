@@ -465,6 +465,63 @@ def test_local_keeps_pods_home_but_the_runtime_class_sends_one_to_a_provider(
     assert not eager_pod["spec"].get("nodeName")
 
 
+def test_kubectl_debug_of_an_offloaded_pod_says_at_once_what_works(
+    tutorial: Clusters, namespace: str
+) -> None:
+    """An ephemeral container added to a pod on a virtual node never runs (the pod runs on a
+    provider): `kubectl debug` is refused at once, not left waiting for ever, and the way the
+    refusal shows works. A pod on a node of venice's own is debugged as ever."""
+    done = vkctl(tutorial, "offload", "namespace", namespace, "--pod-offloading-strategy", "Remote")
+    assert done.returncode == 0, done.stderr
+    apply(tutorial, namespace, deployment("debugged", 1))
+    wait_until(
+        lambda: running_on(tutorial, namespace, "app=debugged"),
+        "the pod Running on a virtual node",
+        timeout=90,
+        explain=lambda: wide(tutorial, namespace),
+    )
+    (pod,) = pods(tutorial, namespace, "app=debugged")
+    name = pod["metadata"]["name"]
+    refused = tutorial.kubectl(
+        CONSUMER, "debug", name, "-n", namespace, "--image=busybox", "--", "sleep", "100",
+        check=False, timeout=30,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "vk-no-ephemeral-containers-on-virtual-nodes" in refused.stderr
+    assert f"runs on virtual node {pod['spec']['nodeName']}" in refused.stderr
+    (pod,) = pods(tutorial, namespace, "app=debugged")
+    assert not pod["spec"].get("ephemeralContainers")
+    # What the refusal says to do instead.
+    hint = refused.stderr.split("debug a copy of it instead (")[1].split(" -it")[0]
+    assert hint.startswith("kubectl debug ")
+    copy_args = hint.removeprefix("kubectl debug ").replace("<image>", "busybox").split()
+    tutorial.kubectl(CONSUMER, "debug", *copy_args, "--", "sleep", "100")
+    copy = f"{name}-debug"
+    wait_until(
+        lambda: any(
+            p["metadata"]["name"] == copy and p["status"].get("phase") == "Running"
+            for p in pods(tutorial, namespace)
+        ),
+        "the debugging copy Running",
+        timeout=90,
+        explain=lambda: wide(tutorial, namespace),
+    )
+    copied = get_json(tutorial, CONSUMER, "pod", copy, "-n", namespace)
+    assert copied["spec"]["nodeName"] in PROVIDERS
+    assert len(copied["spec"]["containers"]) == 2
+    # At home, as ever.
+    local = f"home-{uuid.uuid4().hex[:6]}"
+    tutorial.kubectl(CONSUMER, "run", local, "-n", "default", "--image=nginx")
+    try:
+        tutorial.kubectl(
+            CONSUMER, "debug", local, "-n", "default", "--image=busybox", "--", "sleep", "100"
+        )
+        home_pod = get_json(tutorial, CONSUMER, "pod", local, "-n", "default")
+        assert [c["image"] for c in home_pod["spec"]["ephemeralContainers"]] == ["busybox"]
+    finally:
+        tutorial.kubectl(CONSUMER, "delete", "pod", local, "-n", "default", "--wait=false")
+
+
 def test_offload_yaml_applied_with_kubectl_offloads(tutorial: Clusters, namespace: str) -> None:
     printed = vkctl(
         tutorial,
