@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -535,6 +536,60 @@ def test_labels_the_offloading_patch_keeps_home_stay_off_reflected_objects(
         assert metadata["labels"]["app"] == "shop"  # type: ignore[index]
         assert metadata["annotations"]["note"] == "kept"  # type: ignore[index]
         assert metadata["labels"]["offloading.liqo.io/origin"] == CONSUMER  # type: ignore[index]
+    finally:
+        set_patch(None)
+        vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")
+        clusters.kubectl(CONSUMER, "delete", "namespace", namespace, "--wait=false")
+
+
+def test_an_offloading_patch_the_provider_refuses_is_said_on_each_pod_once(
+    naples_peered: Clusters,
+) -> None:
+    """A VirtualNode's offloadingPatch gains a toleration naples' rules do not allow (its
+    tenants' pods tolerate only the virtual-node taint there). New pods are refused, as ever;
+    a live pod's ShadowPod change is refused too, and that is said on the pod, once, while the
+    pod runs on there as it was (it was retried on the work queue's back-off, said nowhere)."""
+    clusters = naples_peered
+    namespace, twin = offloaded_namespace(clusters, "refused")
+    toleration = {"key": "vk.test/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+    def set_patch(patch: dict[str, object] | None) -> None:
+        clusters.kubectl(
+            CONSUMER, "patch", "virtualnodes.offloading.liqo.io", PROVIDER, "-n", TENANT,
+            "--type=merge", "-p", json.dumps({"spec": {"offloadingPatch": patch}}),
+        )  # fmt: skip
+
+    def refusals(pod: str) -> list[dict[str, Any]]:
+        events = get_json(
+            clusters, CONSUMER, "events", "-n", namespace,
+            "--field-selector", f"reason=OffloadedPodChangeRefused,involvedObject.name={pod}",
+        )  # fmt: skip
+        return list((events or {}).get("items") or [])
+
+    try:
+        clusters.kubectl(
+            CONSUMER, "apply", "-f", "-", input=json.dumps(deployment_on_naples(namespace))
+        )
+        remote = wait_until(
+            lambda: [
+                p
+                for p in (get_json(clusters, PROVIDER, "pods", "-n", twin) or {}).get("items", [])
+                if p["status"].get("phase") == "Running"
+            ],
+            "the pod Running on naples",
+        )
+        (pod,) = [p["metadata"]["name"] for p in remote]
+        set_patch({"tolerations": [toleration]})
+        (said,) = wait_until(lambda: refusals(pod), "the refusal said on the pod")
+        assert "refused a change of this pod, which runs on there as it was" in said["message"]
+        assert "vk.test/gpu" in said["message"]
+        time.sleep(25)  # two retries and more
+        assert [e.get("count", 1) for e in refusals(pod)] == [1]
+        remote_pod = get_json(clusters, PROVIDER, "pod", pod, "-n", twin)
+        assert remote_pod["status"]["phase"] == "Running"
+        assert toleration not in remote_pod["spec"]["tolerations"]
+        local = get_json(clusters, CONSUMER, "pod", pod, "-n", namespace)
+        assert local["status"]["phase"] == "Running"
     finally:
         set_patch(None)
         vkctl(clusters, "unoffload", "namespace", namespace, "--timeout=120s")

@@ -16,10 +16,17 @@ from vk.api.constants import (
     ORIGIN_LABEL,
 )
 from vk.api.jsondata import json_copy
-from vk.kube.client import JSON, AlreadyExists, NotFound
+from vk.kube.client import JSON, AlreadyExists, ApiError, NotFound
+from vk.kube.controller import Result
 from vk.kube.events import EventRecorder
 from vk.kube.informer import ADDED, DELETED, MODIFIED
-from vk.reflection.workload.pods import STATUS_REFUSED, PodForging, PodReflector
+from vk.reflection.workload.pods import (
+    REASON_CHANGE_REFUSED,
+    REFUSED_RETRY,
+    STATUS_REFUSED,
+    PodForging,
+    PodReflector,
+)
 
 
 class Home:
@@ -80,7 +87,7 @@ async def reflecting(pods: PodReflector) -> AsyncIterator[None]:
         await asyncio.gather(running, return_exceptions=True)
 
 
-async def until_some(recorded: list[str]) -> None:
+async def until_some(recorded: list[Any]) -> None:
     """Waits (2 s at most) for something to be recorded."""
     async with asyncio.timeout(2):
         while not recorded:
@@ -249,6 +256,25 @@ class SlowHome(Home):
             yield page, version
 
 
+OURS = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
+
+
+def web_shadow_pod(labels: dict[str, str], annotations: dict[str, str]) -> JSON:
+    """The ShadowPod of home's pod shop/web, Running, as the provider lists it."""
+    return {
+        "metadata": {
+            "name": "web",
+            "namespace": "shop-home",
+            "uid": "s",
+            "resourceVersion": "1",
+            "labels": labels,
+            "annotations": {LOCAL_POD_UID_ANNOTATION: "u", **annotations},
+        },
+        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
+        "status": {"phase": "Running"},
+    }
+
+
 class PatchedProvider(Provider):
     def __init__(self, shadows: list[JSON], pods: list[JSON]) -> None:
         super().__init__(shadows, pods)
@@ -266,19 +292,10 @@ async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_
     the twin namespace is judged once they are known: kept as of no pod, the ShadowPod would
     lack the pod's labels, patched back again on every reconcile for nothing, and the pod's own
     Pod its status."""
-    ours = {ORIGIN_LABEL: "home", DESTINATION_LABEL: "far", NODENAME_LABEL: "far"}
-    shadow = {
-        "metadata": {
-            "name": "web",
-            "namespace": "shop-home",
-            "uid": "s",
-            "resourceVersion": "1",
-            "labels": {**ours, "app": "web", **{f"ballast/{i}": "x" * 63 for i in range(2000)}},
-            "annotations": {LOCAL_POD_UID_ANNOTATION: "u", "ballast": "x" * 100_000},
-        },
-        "spec": {"pod": {"containers": [{"name": "app", "image": "nginx"}]}},
-        "status": {"phase": "Running"},
-    }
+    shadow = web_shadow_pod(
+        {**OURS, "app": "web", **{f"ballast/{i}": "x" * 63 for i in range(2000)}},
+        {"ballast": "x" * 100_000},
+    )
     running = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     twin_pods = [
         {"metadata": {**shadow["metadata"], "uid": "p"}, "status": running},
@@ -298,7 +315,7 @@ async def test_a_shadow_pod_is_kept_as_its_local_pod_asks_of_it_and_patched_for_
         await asyncio.sleep(0.3)  # the pod reconciled meanwhile
         kept = pods.shadows["shop-home"].store.get("shop-home/web")
         assert kept is not None
-        assert kept["metadata"]["labels"] == {**ours, "app": "web"}
+        assert kept["metadata"]["labels"] == {**OURS, "app": "web"}
         assert kept["metadata"]["annotations"] == {LOCAL_POD_UID_ANNOTATION: "u"}
         assert provider.patched == []
         assert provider.created == []
@@ -608,3 +625,46 @@ async def test_a_shadow_pod_coming_back_as_it_was_created_is_not_reconciled_agai
     pods.local.store.upsert(relabelled)
     pods._on_shadow_pod(ADDED, shadow("2"), None)
     assert queued(pods) == (1, 0), "its local pod changed: the ShadowPod may need a patch"
+
+
+class RefusingProvider(PatchedProvider):
+    """Its webhook refuses every change of a ShadowPod, as a provider whose scheduling rules
+    allow not a toleration the VirtualNode's offloadingPatch now adds."""
+
+    async def merge_patch(self, path: str, body: JSON) -> JSON:
+        self.patched.append(body)
+        raise ApiError(403, "Forbidden", 'admission webhook "shadowpod.validate.liqo.io" denied')
+
+
+class Warnings:
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, str]] = []
+
+    async def record(self, obj: Any, event_type: str, reason: str, message: str) -> None:
+        self.said.append((event_type, reason, message))
+
+
+async def test_a_change_the_provider_refuses_is_said_once_and_tried_again_in_a_while() -> None:
+    """Each try would be refused again: not retried on the work queue's back-off with nothing
+    said (as it was), but said once on the pod, and asked again after REFUSED_RETRY."""
+    shadow = web_shadow_pod(OURS, {})  # without the pod's label app=web: a patch is due
+    home = SlowHome()
+    provider = RefusingProvider([shadow], [])
+    pods = offloading_shop(home, provider)
+    warnings = Warnings()
+    pods.events = warnings  # type: ignore[assignment]
+    async with reflecting(pods):
+        provider.listed.set()
+        home.listed.set()
+        await until_some(provider.patched)  # the reflector's own reconcile, refused
+        results = [await pods.reconcile("shop/web") for _ in range(2)]
+    assert results == [Result(requeue_after=REFUSED_RETRY)] * 2
+    assert len(provider.patched) == 3
+    assert warnings.said == [
+        (
+            "Warning",
+            REASON_CHANGE_REFUSED,
+            "cluster far refused a change of this pod, which runs on there as it was: "
+            'admission webhook "shadowpod.validate.liqo.io" denied',
+        )
+    ]

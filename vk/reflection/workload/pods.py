@@ -117,6 +117,9 @@ POD_OFFLOAD_SECONDS = Histogram(
 REASON_NOT_OFFLOADED = "NamespaceNotOffloaded"
 REASON_CONFLICT = "RemotePodConflict"
 REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not be offloaded
+# A change of an offloaded pod (its labels, images, tolerations: a VirtualNode's
+# offloadingPatch among them) that the provider will not take: the pod runs on there as it was.
+REASON_CHANGE_REFUSED = "OffloadedPodChangeRefused"
 # What the provider answers when it will not take the pod as it is: retrying at once would
 # change nothing.
 REFUSALS = (400, 403, 422)
@@ -356,6 +359,8 @@ class PodReflector(Reconciler):
         self._refused_ips: dict[str, tuple[str, tuple[str, ...]]] = {}
         # key -> local uid: a pod whose remote status was refused as too large, told once.
         self._refused_statuses: dict[str, str] = {}
+        # key -> (local uid, the provider's answer): a change of it refused there, told once.
+        self._refused_changes: dict[str, tuple[str, str]] = {}
         # local namespace -> (remote namespace, provider client): where it reflects now.
         self.reflected: dict[str, tuple[str, KubeClient]] = {}
         self.remote: dict[str, Informer] = {}  # remote namespace -> our pods there
@@ -726,6 +731,7 @@ class PodReflector(Reconciler):
             self._reported.pop(key, None)
             self._refused_ips.pop(key, None)
             self._refused_statuses.pop(key, None)
+            self._refused_changes.pop(key, None)
             self._awaiting_admission.discard(key)
             self._awaiting_tokens.discard(key)
             self._created_unseen.pop(key, None)
@@ -784,7 +790,20 @@ class PodReflector(Reconciler):
             except NotFound:
                 return Result()  # gone meanwhile: its deletion brings us back
         if patch is not None:
-            await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
+            try:
+                await client.merge_patch(shadow_pod_path(remote_namespace, name), patch)
+            except NotFound:
+                return Result()  # gone meanwhile: its deletion brings us back
+            except ApiError as error:
+                if error.status not in REFUSALS:
+                    raise
+                # Each try would be refused again: said once, tried again in a while (the
+                # provider's rule, or the pod, may change meanwhile).
+                await self._change_refused(local, error)
+                if informer.store.get(remote_key) is not None:
+                    self.status_controller.enqueue(key)
+                return Result(requeue_after=REFUSED_RETRY)
+            self._refused_changes.pop(key, None)  # said again if refused again
         if informer.store.get(remote_key) is not None:
             # Its status is the status queue's alone: two queues writing the same status
             # from the same caches would write it twice.
@@ -1144,6 +1163,20 @@ class PodReflector(Reconciler):
             POD_OFFLOAD_SECONDS.labels(self.node_name).observe(time.monotonic() - first[1])
         return 0.0
 
+    async def _change_refused(self, local: JSON, error: ApiError) -> None:
+        """Says, once per pod and answer, that the provider refused a change of it (its
+        webhook: its scheduling rules, its Pod Security level). The pod runs on there as it
+        was, its status reflected as ever."""
+        message = error.message[:MAX_PROVIDER_MESSAGE]
+        await self._warn_once(
+            self._refused_changes,
+            local,
+            (local["metadata"].get("uid", ""), message),
+            REASON_CHANGE_REFUSED,
+            f"cluster {self.remote_cluster_id} refused a change of this pod, which runs on there "
+            f"as it was: {message}",
+        )
+
     async def _refuse_status(self, local: JSON, size: int) -> None:
         """Says, once per pod, that the provider's status of it is too large to reflect."""
         await self._warn_once(
@@ -1177,7 +1210,7 @@ class PodReflector(Reconciler):
         if said_of.get(key) == said:
             return
         said_of[key] = said
-        self._log.warning("provider's report refused", pod=key, reason=reason, message=message)
+        self._log.warning("refused by the provider", pod=key, reason=reason, message=message)
         await self.events.record(local, WARNING, reason, message)
 
     async def _report(
