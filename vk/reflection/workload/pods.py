@@ -803,7 +803,7 @@ class PodReflector(Reconciler):
                 if informer.store.get(remote_key) is not None:
                     self.status_controller.enqueue(key)
                 return Result(requeue_after=REFUSED_RETRY)
-            self._refused_changes.pop(key, None)  # said again if refused again
+        self._refused_changes.pop(key, None)  # taken, or asked no more: said again if refused
         if informer.store.get(remote_key) is not None:
             # Its status is the status queue's alone: two queues writing the same status
             # from the same caches would write it twice.
