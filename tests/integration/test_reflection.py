@@ -475,6 +475,77 @@ def test_a_token_secret_the_provider_refuses_is_reported_and_written_once_allowe
     wait_until(lambda: r.remote_object("pod", "crowded") is None, "the remote pod gone", 30)
 
 
+def test_services_the_provider_gives_no_node_ports_are_reflected_as_cluster_ip_until_it_does(
+    reflection: Reflection,
+) -> None:
+    """A vk provider gives its consumers no node ports or load balancers by default: such a
+    Service was not reflected at all, and the offloaded pods there could not reach it by its
+    name. Now it is, as ClusterIP, said once on the Service; and whole once the provider allows."""
+    r = reflection
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-node-ports", "namespace": r.remote},
+        "spec": {"hard": {"services.nodeports": "0", "services.loadbalancers": "0"}},
+    }
+    r.clusters.kubectl(PROVIDER, "apply", "-f", "-", input=json.dumps(quota))
+    exposed = {"NodePort": "storefront", "LoadBalancer": "storefront-public"}
+    try:
+        wait_until(
+            lambda: (
+                "services.nodeports"
+                in (r.remote_object("resourcequota", "no-node-ports") or {})
+                .get("status", {})
+                .get("used", {})
+            ),
+            "the provider's quota counted",
+        )
+        r.apply(
+            *(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "type": kind,
+                        "selector": {"app": "storefront"},
+                        "externalTrafficPolicy": "Local",
+                        "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+                    },
+                }
+                for kind, name in exposed.items()
+            )
+        )
+        for kind, name in exposed.items():
+            [said] = wait_until(
+                lambda n=name: r.events_about(n, "ReflectedLessened"),
+                f"the {kind} Service said reflected in part",
+                30,
+            )
+            assert "exceeded quota: no-node-ports" in said["message"]
+            assert "reflected there as a ClusterIP Service" in said["message"]
+            copy = r.remote_object("service", name)
+            assert copy["spec"]["type"] == "ClusterIP"
+            assert copy["spec"]["selector"] == {"app": "storefront"}
+            assert [(p["port"], p["targetPort"]) for p in copy["spec"]["ports"]] == [(80, 8080)]
+            assert "externalTrafficPolicy" not in copy["spec"]
+        # Tried again every 10 s, refused again each time: said once all the same.
+        time.sleep(25)
+        for name in exposed.values():
+            [said] = r.events_about(name, "ReflectedLessened")
+            assert said.get("count", 1) == 1, said
+            assert r.events_about(name, "FailedReflection") == []
+    finally:
+        r.provider("delete", "resourcequota", "no-node-ports", "-n", r.remote, check=False)
+    for kind, name in exposed.items():
+        wait_until(
+            lambda n=name, k=kind: (r.remote_object("service", n) or {})["spec"]["type"] == k,
+            f"the {kind} Service whole, once the provider allows it",
+            60,
+        )
+    r.local("delete", "service", *exposed.values(), "-n", r.namespace)
+
+
 def test_an_event_in_the_provider_about_an_offloaded_pod_shows_in_describe(
     reflection: Reflection,
 ) -> None:

@@ -92,6 +92,26 @@ async def test_requeue_after_calls_again() -> None:
     await run_until(controller, lambda: reconciler.calls["again"] == 2)
 
 
+async def test_a_failure_handled_is_counted_failed_and_called_again_when_it_asked() -> None:
+    class Refused(Reconciler):
+        name = "refused"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def reconcile(self, key: str) -> Result:
+            self.calls += 1
+            return Result(requeue_after=0.05, failed=True)
+
+    observed: list[tuple[str, bool]] = []
+    reconciler = Refused()
+    controller = Controller(reconciler, observe=lambda key, ok: observed.append((key, ok)))
+    controller.enqueue("quota-full")
+    await run_until(controller, lambda: reconciler.calls == 3)
+    assert observed[:2] == [("quota-full", False)] * 2
+    assert controller.queue.num_requeues("quota-full") == 0, "not on the back-off"
+
+
 class Restless(Reconciler):
     """Answers from its caches, awaiting nothing, and asks to be looked at again at once,
     `runs` times."""

@@ -11,6 +11,7 @@ import pytest
 from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL
 from vk.reflection.forge.exposition import (
     SERVICE_SPEC_FIELDS,
+    as_cluster_ip_service,
     forge_remote_ingress,
     forge_remote_service,
     ingress_needs_update,
@@ -293,6 +294,43 @@ def test_load_balancer_gets_the_provider_class_and_no_node_ports() -> None:
             "type": "LoadBalancer",
         },
     }
+
+
+def test_a_load_balancer_made_cluster_ip_keeps_what_pods_reach_it_by() -> None:
+    forged = forge_service(local_load_balancer(), "metallb.io/provider")
+    internal = as_cluster_ip_service(forged)
+    assert internal is not None
+    assert internal["metadata"] == forged["metadata"]
+    assert internal["spec"] == {
+        "internalTrafficPolicy": "Cluster",
+        "ipFamilyPolicy": "SingleStack",
+        "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 8443}],
+        "selector": {"app": "web"},
+        "sessionAffinity": "ClientIP",
+        "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+        "type": "ClusterIP",
+    }
+    assert not service_needs_update(internal, internal), "a stable copy: written once"
+
+
+def test_a_forced_node_port_made_cluster_ip_loses_its_node_port() -> None:
+    local = local_load_balancer()
+    local["metadata"]["annotations"]["liqo.io/force-remote-node-port"] = "true"
+    local["spec"]["type"] = "NodePort"
+    forged = forge_service(local)
+    assert any("nodePort" in port for port in forged["spec"]["ports"])
+    internal = as_cluster_ip_service(forged)
+    assert internal is not None
+    assert internal["spec"]["type"] == "ClusterIP"
+    assert not any("nodePort" in port for port in internal["spec"]["ports"])
+    assert forged["spec"]["type"] == "NodePort", "the forged copy is left alone"
+
+
+@pytest.mark.parametrize("service", [local_service, local_headless])
+def test_only_a_service_reached_from_outside_has_a_cluster_ip_form(
+    service: Callable[[], JSON],
+) -> None:
+    assert as_cluster_ip_service(forge_service(service())) is None
 
 
 @pytest.mark.parametrize(

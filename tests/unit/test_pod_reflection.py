@@ -658,7 +658,7 @@ async def test_a_change_the_provider_refuses_is_said_once_and_tried_again_in_a_w
         home.listed.set()
         await until_some(provider.patched)  # the reflector's own reconcile, refused
         results = [await pods.reconcile("shop/web") for _ in range(2)]
-    assert results == [Result(requeue_after=REFUSED_RETRY)] * 2
+    assert results == [Result(requeue_after=REFUSED_RETRY, failed=True)] * 2
     assert len(provider.patched) == 3
     assert warnings.said == [
         (

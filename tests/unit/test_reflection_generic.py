@@ -10,9 +10,12 @@ import pytest
 
 from tests.unit.reflectors import reflector_options
 from vk.api.constants import DESTINATION_LABEL, ORIGIN_LABEL, SERVICE_ACCOUNT_NAME_LABEL
+from vk.kube.client import ApiError
+from vk.kube.controller import Result
 from vk.kube.informer import ADDED, DELETED, MODIFIED, Informer
 from vk.reflection.configuration.configmaps import ConfigMapReflector
 from vk.reflection.configuration.secrets import SecretReflector
+from vk.reflection.exposition.services import ServiceReflector
 from vk.reflection.forge.meta import (
     ReflectionPolicy,
     RemoteObjectAsRead,
@@ -22,6 +25,9 @@ from vk.reflection.forge.meta import (
 from vk.reflection.forge.pods import remote_root_ca_configmap_name
 from vk.reflection.generic import (
     LOCAL,
+    REASON_FAILED,
+    REASON_LESSENED,
+    REFUSED_RETRY,
     REMOTE,
     NamespaceReflection,
     RecentWrites,
@@ -383,3 +389,139 @@ async def test_a_configmap_named_as_the_cas_copy_touches_not_that_copy() -> None
     assert provider.written == []
     assert len(reported) == 1
     assert "rename it" in reported[0]
+
+
+class QuotaBoundProvider:
+    """A provider whose twin namespace's quota allows no node ports (vk's default), nor more
+    than `services` Services, nor any ConfigMap."""
+
+    name = "far"
+
+    def __init__(self, services: int = 10) -> None:
+        self.services = services
+        self.written: list[tuple[str, Any]] = []
+
+    async def create(self, path: str, body: Any) -> Any:
+        self._admit(path, body)
+        self.written.append(("POST", body))
+        return {**body, "metadata": {**body["metadata"], "uid": "r", "resourceVersion": "7"}}
+
+    async def replace(self, path: str, body: Any) -> Any:
+        self._admit(path, body)
+        self.written.append(("PUT", body))
+        return {**body, "metadata": {**body["metadata"], "uid": "r", "resourceVersion": "8"}}
+
+    def _admit(self, path: str, body: Any) -> None:
+        if "/configmaps" in path:
+            raise ApiError(403, "Forbidden", "exceeded quota: vk-tenant-objects, configmaps=0")
+        if body["spec"].get("type") == "NodePort":
+            raise ApiError(403, "Forbidden", "exceeded quota: vk-tenant-objects, nodeports=0")
+        if len(self.written) >= self.services:
+            raise ApiError(403, "Forbidden", "exceeded quota: vk-tenant-objects, services=0")
+
+
+class Said:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    async def record(self, involved: Any, event_type: str, reason: str, message: str) -> None:
+        self.events.append((reason, message))
+
+
+def node_port_service() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "web", "namespace": "shop", "uid": "l"},
+        "spec": {
+            "type": "NodePort",
+            "selector": {"app": "web"},
+            "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP", "nodePort": 30080}],
+            "externalTrafficPolicy": "Local",
+            "clusterIP": "10.96.0.10",
+        },
+    }
+
+
+def reflecting_in_shop(reflector: Any, provider: Any, *local_objects: Any) -> Informer:
+    """The reflector set up on namespace shop (its twin shop-far), its caches synced: the
+    remote informer returned."""
+    local = Informer(provider, reflector.api_version, reflector.plural)
+    remote = Informer(provider, reflector.api_version, reflector.plural)
+    for obj in local_objects:
+        local.store.upsert(obj)
+    for informer in (local, remote):
+        informer.synced.set()
+    reflector.namespaces["shop"] = NamespaceReflection(
+        "shop", "shop-far", provider, [local, remote]
+    )
+    return remote
+
+
+async def test_a_refused_copy_is_said_once_and_tried_again_in_a_while_without_a_traceback() -> None:
+    """It was raised again once said: retried on the work queue's back-off (up to 1000 s), a
+    traceback logged at each try."""
+    provider: Any = QuotaBoundProvider()
+    said = Said()
+    options = dataclasses.replace(reflector_options(provider), events=said)
+    configmaps = ConfigMapReflector(options, ReflectionPolicy.DENY_LIST)
+    reflecting_in_shop(
+        configmaps, provider, {"metadata": {"name": "settings", "namespace": "shop", "uid": "l"}}
+    )
+    results = [await configmaps.reconcile("shop/settings") for _ in range(3)]
+    assert results == [Result(requeue_after=REFUSED_RETRY, failed=True)] * 3
+    assert said.events == [
+        (
+            REASON_FAILED,
+            "cannot reflect to cluster far: exceeded quota: vk-tenant-objects, configmaps=0",
+        )
+    ]
+
+
+async def test_a_node_port_service_the_provider_refuses_is_reflected_as_cluster_ip_and_said() -> (
+    None
+):
+    """The provider gives its consumers no node ports: the Service was not reflected at all, and
+    the offloaded pods there could not reach it by its name."""
+    provider: Any = QuotaBoundProvider()
+    said = Said()
+    options = dataclasses.replace(reflector_options(provider), events=said)
+    services = ServiceReflector(options, ReflectionPolicy.DENY_LIST)
+    remote = reflecting_in_shop(services, provider, node_port_service())
+
+    result = await services.reconcile("shop/web")
+    assert result == Result(requeue_after=REFUSED_RETRY, failed=True), "the whole tried again"
+    [(verb, written)] = provider.written
+    assert verb == "POST"
+    assert written["spec"] == {
+        "type": "ClusterIP",
+        "selector": {"app": "web"},
+        "ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}],
+    }
+    [(reason, message)] = said.events
+    assert reason == REASON_LESSENED
+    assert "refused it as it is (exceeded quota: vk-tenant-objects, nodeports=0)" in message
+    assert "reflected there as a ClusterIP Service" in message
+
+    # Tried again with the copy in place: the whole is refused again, the copy already is the
+    # lesser one, so nothing is written and nothing said again.
+    remote.store.upsert(
+        {**written, "metadata": {**written["metadata"], "uid": "r", "resourceVersion": "7"}}
+    )
+    assert await services.reconcile("shop/web") == Result(requeue_after=REFUSED_RETRY, failed=True)
+    assert len(provider.written) == 1
+    assert len(said.events) == 1
+
+
+async def test_a_service_refused_even_as_cluster_ip_is_said_as_a_failure() -> None:
+    provider: Any = QuotaBoundProvider(services=0)
+    said = Said()
+    options = dataclasses.replace(reflector_options(provider), events=said)
+    services = ServiceReflector(options, ReflectionPolicy.DENY_LIST)
+    reflecting_in_shop(services, provider, node_port_service())
+    assert await services.reconcile("shop/web") == Result(requeue_after=REFUSED_RETRY, failed=True)
+    assert provider.written == []
+    assert said.events == [
+        (
+            REASON_FAILED,
+            "cannot reflect to cluster far: exceeded quota: vk-tenant-objects, services=0",
+        )
+    ]

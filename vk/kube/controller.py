@@ -3,7 +3,7 @@
 A reconciler is level-based: `reconcile(key)` looks at the current state of the caches and
 makes the world match, whatever event woke it. An exception means "retry with back-off";
 `TerminalError` means "do not retry until something changes"; a `Result` may ask to be
-called again after a while.
+called again after a while, and say that the reconcile failed in a way already handled.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ log = structlog.get_logger("vk.kube.controller")
 @dataclass(frozen=True)
 class Result:
     requeue_after: float | None = None
+    # A failure the reconciler has handled (said where the user looks, and retried after
+    # `requeue_after`, not on the back-off, with no traceback logged): counted as failed.
+    failed: bool = False
 
 
 class TerminalError(Exception):
@@ -100,7 +103,7 @@ class Controller:
                 self.queue.add_rate_limited(key)
             else:
                 if self._observe is not None:
-                    self._observe(key, True)
+                    self._observe(key, not result.failed)
                 self.queue.forget(key)
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after)

@@ -51,7 +51,8 @@ log = structlog.get_logger("vk.reflection")
 
 REFLECTION_ITEMS = Counter(
     "vk_reflection_items_total",
-    "Objects reflected, by reflector and result (created, updated, deleted, conflict, failed)",
+    "Objects reflected, by reflector and result (created, updated, deleted, conflict, failed, "
+    "lessened: a lesser copy the provider took in place of the whole)",
     ["reflector", "result"],
 )
 
@@ -109,9 +110,15 @@ def liqo_observer(resource: str, cluster_id: str, node_name: str) -> Callable[[s
 REASON_FAILED = "FailedReflection"
 REASON_FAILED_DELETION = "FailedDeletion"
 # What a provider answers when it will not take the object as it is: said once as an Event,
-# then retried with back-off (its admission or quota may change). A 409 (someone wrote the
-# copy since we read it) or a 404 (deleted meanwhile) is a race: retried without a word.
+# then tried again every REFUSED_RETRY (its admission or quota may change meanwhile; retrying at
+# once would change nothing, and the work queue's back-off reaches 1000 s). A 409 (someone
+# wrote the copy since we read it) or a 404 (deleted meanwhile) is a race: retried without a
+# word.
 REFUSALS = (400, 403, 422)
+REFUSED_RETRY = 10.0
+# A copy reflected in a lesser form than the local object's, the provider refusing the whole
+# (a NodePort Service as ClusterIP): said on the local object.
+REASON_LESSENED = "ReflectedLessened"
 NOT_SYNCED_RETRY = 0.2
 # The informers of a local → remote reflector, by position.
 LOCAL, REMOTE = 0, 1
@@ -127,6 +134,15 @@ def rv_newer(candidate: JSON, than: JSON) -> bool:
         )
     except (KeyError, ValueError):
         return False
+
+
+@dataclass(frozen=True)
+class LesserCopy:
+    """What a reflector writes when the provider refuses the copy as the local object is, and
+    the words said of it on the local object."""
+
+    copy: JSON
+    said: str
 
 
 class RecentWrites:
@@ -430,6 +446,11 @@ class LocalToRemoteReflector(NamespacedReflector):
     def needs_update(self, desired: JSON, current: JSON) -> bool:
         """Whether the remote object must be written to become `desired`."""
 
+    def lesser_copy(self, desired: JSON) -> LesserCopy | None:
+        """What to write in place of `desired` when the provider refuses it, and what to say
+        of it; None: nothing (the refusal is said, and the copy is left as it is)."""
+        return None
+
     async def after_write(self, local: JSON, remote: JSON, state: NamespaceReflection) -> None:
         """What else the resource does once the remote copy is written (PVCs: the local PV)."""
 
@@ -531,38 +552,80 @@ class LocalToRemoteReflector(NamespacedReflector):
             self.forge(local, state.remote_namespace), self.offloading_patch()
         )
         try:
-            if remote is None:
-                written = await state.client.create(self._collection(state), desired)
-                REFLECTION_ITEMS.labels(self.name, "created").inc()
-            elif not self.needs_update(desired, remote):
+            if remote is not None and not self.needs_update(desired, remote):
                 await self.after_write(local, remote, state)
                 return Result()
-            elif remote.get("immutable"):
+            if remote is not None and remote.get("immutable"):
                 # An immutable ConfigMap or Secret cannot change: replaced by a new one.
                 await self._delete_remote(state, remote, local)
                 return Result(requeue_after=NOT_SYNCED_RETRY)
-            else:
-                written = await state.client.replace(
-                    self._path(state, remote_name), replacement(desired, remote)
-                )
-                REFLECTION_ITEMS.labels(self.name, "updated").inc()
+            written = await self._write(state, remote, desired)
         except AlreadyExists:
             return Result(requeue_after=NOT_SYNCED_RETRY)  # the informer has not caught up
         except ApiError as error:
             if error.status not in REFUSALS:
                 raise
-            await self.report(
-                local,
-                (self.api_version, self.kind),
-                "failed",
-                f"cannot reflect to cluster {self.remote_cluster_id}: {error.message}",
-            )
-            raise
-        self.recent.wrote(f"{state.remote_namespace}/{remote_name}", written)
+            return await self._refused(state, local, remote, desired, error)
         if self._reported.pop(key, None):
             self._log.info("reflected again", key=key)
         await self.after_write(local, written, state)
         return Result()
+
+    async def _refused(
+        self,
+        state: NamespaceReflection,
+        local: JSON,
+        remote: JSON | None,
+        desired: JSON,
+        refusal: ApiError,
+    ) -> Result:
+        """The provider refused `desired`: its lesser copy written if the resource has one, the
+        refusal said on the local object once, and the whole copy tried again in a while."""
+        kind = (self.api_version, self.kind)
+        failed = Result(requeue_after=REFUSED_RETRY, failed=True)
+        lesser = self.lesser_copy(desired)
+        if lesser is not None:
+            try:
+                if remote is None or self.needs_update(lesser.copy, remote):
+                    remote = await self._write(state, remote, lesser.copy)
+            except AlreadyExists:
+                return Result(requeue_after=NOT_SYNCED_RETRY)
+            except ApiError as error:
+                if error.status not in REFUSALS:
+                    raise
+                refusal, lesser = error, None  # refused too: what is said is why
+        if lesser is None or remote is None:
+            await self.report(
+                local,
+                kind,
+                "failed",
+                f"cannot reflect to cluster {self.remote_cluster_id}: {refusal.message}",
+            )
+            return failed
+        await self.report(
+            local,
+            kind,
+            "lessened",
+            f"cluster {self.remote_cluster_id} refused it as it is ({refusal.message}): "
+            f"{lesser.said}",
+            reason=REASON_LESSENED,
+        )
+        await self.after_write(local, remote, state)
+        return failed
+
+    async def _write(self, state: NamespaceReflection, remote: JSON | None, desired: JSON) -> JSON:
+        """Creates the remote copy (`remote` None), or replaces `remote` with `desired`."""
+        name = desired["metadata"]["name"]
+        if remote is None:
+            written = await state.client.create(self._collection(state), desired)
+            REFLECTION_ITEMS.labels(self.name, "created").inc()
+        else:
+            written = await state.client.replace(
+                self._path(state, name), replacement(desired, remote)
+            )
+            REFLECTION_ITEMS.labels(self.name, "updated").inc()
+        self.recent.wrote(f"{state.remote_namespace}/{name}", written)
+        return written
 
     def _collection(self, state: NamespaceReflection) -> str:
         return resource_path(

@@ -51,6 +51,7 @@ from vk.reflection.generic import (
     NOT_SYNCED_RETRY,
     REFLECTION_ITEMS,
     REFUSALS,
+    REFUSED_RETRY,
     NamespacedReflector,
     NamespaceReflection,
     RecentWrites,
@@ -315,7 +316,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
             if error.status not in REFUSALS:
                 raise
             # Most often the twin namespace's `secrets` quota, full: the pod runs on without
-            # the tokens until the provider's admin raises it (retried with back-off).
+            # the tokens until the provider's admin raises it.
             await self.report(
                 pod,
                 ("v1", "Pod"),
@@ -324,7 +325,7 @@ class ServiceAccountTokenReflector(NamespacedReflector):
                 f"Secret: {error.message}",
                 reason=REASON_FAILED,
             )
-            raise
+            return Result(requeue_after=REFUSED_RETRY, failed=True)
         self._reported.pop(key, None)
         earliest = min(refresh_at(token) for token in tokens.values())
         return Result(requeue_after=max(1.0, (earliest - self.now()).total_seconds()))

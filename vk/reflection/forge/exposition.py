@@ -126,6 +126,35 @@ def service_needs_update(desired: Mapping[str, Any], current: Mapping[str, Any])
     )
 
 
+# What only a Service reached from outside its cluster has: a ClusterIP Service may not set them.
+_EXTERNAL_SERVICE_FIELDS = (
+    "externalTrafficPolicy",
+    "allocateLoadBalancerNodePorts",
+    "loadBalancerSourceRanges",
+    "loadBalancerClass",
+)
+_EXTERNAL_SERVICE_TYPES = ("NodePort", "LoadBalancer")
+
+
+def as_cluster_ip_service(remote: Mapping[str, Any]) -> JSON | None:
+    """A forged NodePort or LoadBalancer Service made ClusterIP: what a provider that gives no
+    node ports or load balancers to its consumers (vk's default quota) still takes, so that
+    offloaded pods there reach the Service by its name. None for any other type."""
+    spec = remote.get("spec") or {}
+    if spec.get("type") not in _EXTERNAL_SERVICE_TYPES:
+        return None
+    internal = {
+        field: value for field, value in spec.items() if field not in _EXTERNAL_SERVICE_FIELDS
+    }
+    internal["type"] = "ClusterIP"
+    if "ports" in spec:
+        internal["ports"] = [
+            {field: value for field, value in port.items() if field != "nodePort"}
+            for port in spec["ports"]
+        ]
+    return {**remote, "spec": internal}
+
+
 def _remote_port(port: Mapping[str, Any], keep_node_port: bool) -> JSON:
     fields = (*_SERVICE_PORT_FIELDS, "nodePort") if keep_node_port else _SERVICE_PORT_FIELDS
     return {field: port[field] for field in fields if field in port}

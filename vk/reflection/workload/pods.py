@@ -96,7 +96,13 @@ from vk.reflection.forge.pods import (
     shadow_pod_patch,
     status_worth_reporting,
 )
-from vk.reflection.generic import RecentWrites, liqo_observer, rv_newer
+from vk.reflection.generic import (
+    REFUSALS,
+    REFUSED_RETRY,
+    RecentWrites,
+    liqo_observer,
+    rv_newer,
+)
 from vk.reflection.workload.admission import AdmissionGate, is_stamped
 
 log = structlog.get_logger("vk.reflection.pods")
@@ -120,10 +126,6 @@ REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not b
 # A change of an offloaded pod (its labels, images, tolerations: a VirtualNode's
 # offloadingPatch among them) that the provider will not take: the pod runs on there as it was.
 REASON_CHANGE_REFUSED = "OffloadedPodChangeRefused"
-# What the provider answers when it will not take the pod as it is: retrying at once would
-# change nothing.
-REFUSALS = (400, 403, 422)
-REFUSED_RETRY = 10.0
 # The provider failing (5xx: its webhook down and failing closed, among others) or throttling
 # (429) a ShadowPod: said at home, and asked again after this long, not after the work queue's
 # back-off (which reaches 1000 s).
@@ -802,7 +804,7 @@ class PodReflector(Reconciler):
                 await self._change_refused(local, error)
                 if informer.store.get(remote_key) is not None:
                     self.status_controller.enqueue(key)
-                return Result(requeue_after=REFUSED_RETRY)
+                return Result(requeue_after=REFUSED_RETRY, failed=True)
         self._refused_changes.pop(key, None)  # taken, or asked no more: said again if refused
         if informer.store.get(remote_key) is not None:
             # Its status is the status queue's alone: two queues writing the same status
@@ -934,7 +936,7 @@ class PodReflector(Reconciler):
                     f"cluster {self.remote_cluster_id} could not take the pod now "
                     f"({error.status}): {error.message[:MAX_PROVIDER_MESSAGE]}",
                 )
-                return Result(requeue_after=PROVIDER_FAILURE_RETRY)
+                return Result(requeue_after=PROVIDER_FAILURE_RETRY, failed=True)
             if error.status not in REFUSALS:
                 raise
             # The provider refused it (its webhook: the Quota, its Pod Security level, its
@@ -946,7 +948,7 @@ class PodReflector(Reconciler):
                 f"cluster {self.remote_cluster_id} refused the pod: "
                 f"{error.message[:MAX_PROVIDER_MESSAGE]}",
             )
-            return Result(requeue_after=REFUSED_RETRY)
+            return Result(requeue_after=REFUSED_RETRY, failed=True)
         self._created_unseen[key] = _Created(
             until=time.monotonic() + CREATED_UNSEEN_SECONDS,
             version=resource_version(created),
