@@ -40,6 +40,7 @@ from vk.kube.client import (
     ApiError,
     KubeClient,
     NotFound,
+    listed_object_path,
     resource_path,
 )
 from vk.kube.controller import Controller, Reconciler, Result, run_with_informers
@@ -322,8 +323,7 @@ class Replicator(Reconciler):
         provider = control_plane_identity_provider(secret) if secret else None
         if secret is None or provider is None:
             return Result()
-        namespace, name = split_key(object_ref)
-        path = resource_path("v1", "secrets", namespace=namespace, name=name)
+        path = listed_object_path("v1", "secrets", secret)
         deleting = bool(secret["metadata"].get("deletionTimestamp"))
         if deleting and self._holds(provider):
             return Result()  # looked at again as each of those goes
