@@ -1016,7 +1016,8 @@ def test_a_custom_class_is_left_to_its_controller_and_the_virtual_node_follows_i
 def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
     peered: Clusters,
 ) -> None:
-    """And not before: a Quota deleted by hand is made again while its slice is answered."""
+    """And not before: a Quota or a VirtualNode deleted by hand is made again while its slice
+    is answered (the VirtualNode stayed gone until the slice changed)."""
     apply(peered, CONSUMER, forge_resource_slice("shortlived", PROVIDER))
     user = resource_slice_user(CONSUMER, "shortlived")
     wait_until(
@@ -1041,6 +1042,23 @@ def test_deleting_a_slice_removes_its_virtual_node_quota_and_provider_copy(
         "the Quota deleted by hand made again",
         timeout=30,
     )  # fmt: skip
+    virtual_node = virtual_node_of(peered, "shortlived")
+    peered.kubectl(
+        CONSUMER, "delete", "virtualnodes.offloading.liqo.io", "shortlived", "-n", CONSUMER_TENANT
+    )
+    wait_until(
+        lambda: (
+            (again := virtual_node_of(peered, "shortlived"))
+            and again["metadata"]["uid"] != virtual_node["metadata"]["uid"]
+        ),
+        "the VirtualNode deleted by hand made again",
+        timeout=30,
+    )
+    [said, *_] = wait_until(
+        lambda: events_of(peered, CONSUMER_TENANT, "shortlived", "VirtualNodeCreated"),
+        "the VirtualNode's creation said on the slice",
+    )
+    assert "delete the ResourceSlice, or `vkctl unpeer`" in said
     peered.kubectl(CONSUMER, "delete", RSLICE, "shortlived", "-n", CONSUMER_TENANT)
     wait_until(
         lambda: (

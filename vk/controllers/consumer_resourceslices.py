@@ -4,8 +4,8 @@ For each of our slices: fill in the two cluster IDs, make a private key (kept in
 kubeconfig Secret, never sent anywhere) and put its CSR in `spec.csr`; once the provider has
 signed it (the status comes back by replication), write the kubeconfig the virtual kubelet
 uses, and, when the slice asks for one, the VirtualNode: named like the slice, owned by it (so
-deleting the slice deletes it), with the granted resources as its quota and the provider's
-node labels.
+deleting the slice deletes it, and one deleted by hand while the slice stands is made again, as
+Liqo's is), with the granted resources as its quota and the provider's node labels.
 
 The slice's status is the provider's word, and a provider is not trusted: its API server URL
 must be https; its resources must be ones a Node can offer, in quantities Kubernetes keeps and
@@ -63,8 +63,8 @@ from vk.kube.client import (
     resource_path,
 )
 from vk.kube.controller import Controller, Reconciler, Result, TerminalError, run_with_informers
-from vk.kube.events import WARNING, EventRecorder
-from vk.kube.informer import object_key, shared_informer, split_key
+from vk.kube.events import NORMAL, WARNING, EventRecorder
+from vk.kube.informer import DELETED, object_key, shared_informer, split_key
 from vk.kube.pki import (
     certificate_matches_key,
     csr_matches_key,
@@ -291,6 +291,10 @@ class ConsumerResourceSlices(Reconciler):
             "secrets",
             label_selector=f"{IDENTITY_TYPE_LABEL}={IDENTITY_RESOURCE_SLICE}",
         )
+        # The VirtualNodes controller's cache: a slice's VirtualNode deleted wakes the slice.
+        self.virtual_nodes = shared_informer(
+            client, VirtualNode.group_version(), VirtualNode.PLURAL
+        )
         self.controller = Controller(self, workers=2)
         self.applied = AppliedObjects(client)
         self.events = EventRecorder(client, CONTROLLER_MANAGER)
@@ -301,12 +305,18 @@ class ConsumerResourceSlices(Reconciler):
     async def run(self) -> None:
         self.slices.add_handler(lambda _, obj, __: self.controller.enqueue(object_key(obj)))
         self.secrets.add_handler(self._on_secret)
-        await run_with_informers(self.controller, self.slices, self.secrets)
+        self.virtual_nodes.add_handler(self._on_virtual_node)
+        await run_with_informers(self.controller, self.slices, self.secrets, self.virtual_nodes)
 
     def _on_secret(self, _: str, secret: JSON, __: JSON | None) -> None:
         name = (secret["metadata"].get("labels") or {}).get(RESOURCE_SLICE_NAME_LABEL)
         if name:
             self.controller.enqueue(f"{secret['metadata']['namespace']}/{name}")
+
+    def _on_virtual_node(self, event: str, virtual_node: JSON, _: JSON | None) -> None:
+        name = (virtual_node["metadata"].get("labels") or {}).get(RESOURCE_SLICE_NAME_LABEL)
+        if event == DELETED and name:
+            self.controller.enqueue(f"{virtual_node['metadata']['namespace']}/{name}")
 
     async def reconcile(self, key: str) -> Result:
         namespace, name = split_key(key)
@@ -422,7 +432,19 @@ class ConsumerResourceSlices(Reconciler):
                     f"node labels of {provider} not put on virtual node {name}: "
                     f"{'; '.join(dropped)}",
                 )
+            if existing is None:
+                # Never made, or deleted (by hand: it is the slice's, and goes with the slice):
+                # what was applied before is not there.
+                self.applied.forget(path)
             await self.applied.apply(path, forge_virtual_node(resource_slice, provider, labels))
+            if existing is None:
+                await self.events.record(
+                    resource_slice,
+                    NORMAL,
+                    "VirtualNodeCreated",
+                    f"VirtualNode {name} created for this ResourceSlice; it goes with the "
+                    "ResourceSlice (to remove it, delete the ResourceSlice, or `vkctl unpeer`)",
+                )
         return Result()
 
 
