@@ -85,7 +85,11 @@ def clusters(kubectl_version: str, pytestconfig: pytest.Config) -> Iterator[Clus
     )
     playground = Playground()
     try:
-        already_running = all(c.running for c in playground.status())
+        # Any part of it up: the developer's, though a component of it was stopped (a virtual
+        # kubelet or controller manager killed to take new code), which this run starts again.
+        already_running = any(
+            component.running for c in playground.status() for component in c.components
+        )
     except PlaygroundError:  # no playground yet
         already_running = False
     # Building the binaries takes minutes on a fresh machine: show its progress, not silence.
