@@ -1092,6 +1092,41 @@ def test_an_offloaded_job_completes(workload: Offloaded) -> None:
     assert pod["status"]["phase"] == "Succeeded"
 
 
+def test_a_pod_asking_for_host_namespaces_runs_without_them_and_is_told(
+    workload: Offloaded,
+) -> None:
+    """Liqo runs it without them and says nothing: its owner saw a pod IP where it expected
+    its node's, and no word of why."""
+    setup, namespace, remote = workload
+    spec = setup.deployment("hostnet", namespace, 1)["spec"]["template"]["spec"]
+    spec.update(hostNetwork=True, hostPID=True)
+    setup.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "hostnet", "namespace": namespace, "labels": {"app": "hostnet"}},
+            "spec": spec,
+        }
+    )
+    [pod] = wait_until(
+        lambda: running(setup.pods("naples", remote, "app=hostnet")), "the remote pod Running"
+    )
+    assert not pod["spec"].get("hostNetwork")
+    assert not pod["spec"].get("hostPID")
+
+    def told() -> list[str]:
+        out = setup.kubectl(
+            "get", "events", "-n", namespace, "-o", "json", "--field-selector",
+            "involvedObject.name=hostnet,reason=HostNamespacesNotOffloaded",
+        ).stdout  # fmt: skip
+        return [event["message"] for event in json.loads(out)["items"]]
+
+    [message] = wait_until(told, "the pod told it runs without them")
+    assert "without hostNetwork, hostPID:" in message
+    local = setup.pods("venice", namespace, "app=hostnet")[0]
+    assert local["status"]["podIP"] == pod["status"]["podIP"], "the provider's pod IP, shown"
+
+
 @contextlib.contextmanager
 def unanswering_listener() -> Iterator[int]:
     """A TCP port that takes connections and never answers: a webhook there holds each call

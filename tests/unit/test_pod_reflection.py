@@ -668,3 +668,28 @@ async def test_a_change_the_provider_refuses_is_said_once_and_tried_again_in_a_w
             'admission webhook "shadowpod.validate.liqo.io" denied',
         )
     ]
+
+
+async def test_a_pod_asking_for_host_namespaces_is_told_it_runs_without_them() -> None:
+    """Liqo runs it without them and says nothing: its owner sees a pod IP where it expected
+    its node's, and no word of why."""
+    provider = Patched()
+    pods = synced(offloading_shop(Home(), provider))
+    warnings = Warnings()
+    pods.events = warnings  # type: ignore[assignment]
+    host_network = json_copy(LOCAL_POD)
+    host_network["spec"].update(hostNetwork=True, hostPID=True, hostIPC=False)
+    pods.local.store.upsert(host_network)
+    await pods.reconcile("shop/web")
+    assert provider.created == [SHADOW_PODS]
+    [(event_type, reason, message)] = warnings.said
+    assert (event_type, reason) == ("Warning", "HostNamespacesNotOffloaded")
+    assert "runs in cluster far without hostNetwork, hostPID:" in message
+
+    plain = Patched()
+    pods = synced(offloading_shop(Home(), plain))
+    pods.events = warnings  # type: ignore[assignment]
+    pods.local.store.upsert(json_copy(LOCAL_POD))
+    await pods.reconcile("shop/web")
+    assert plain.created == [SHADOW_PODS]
+    assert len(warnings.said) == 1, "a pod asking for none is told nothing"

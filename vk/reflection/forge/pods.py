@@ -234,6 +234,16 @@ def mounted_token_secret(local_pod: Mapping[str, Any], service_account_tokens: b
     return token_secret_name(local_pod["metadata"]["name"])
 
 
+# The host namespaces a pod may ask for, none of which it gets in the provider.
+HOST_NAMESPACE_FIELDS = ("hostNetwork", "hostPID", "hostIPC")
+
+
+def host_namespaces_not_offloaded(local_pod: Mapping[str, Any]) -> list[str]:
+    """The host namespaces `local_pod` asks for that its remote pod runs without."""
+    spec = local_pod.get("spec") or {}
+    return [field for field in HOST_NAMESPACE_FIELDS if spec.get(field) is True]
+
+
 def forge_remote_pod(
     local_pod: Mapping[str, Any],
     *,
@@ -288,10 +298,10 @@ def forge_remote_pod(
 
     spec: JSON = {key: json_copy(local_spec[key]) for key in _SPEC_FIELDS_KEPT if key in local_spec}
     spec["tolerations"] = _remote_tolerations(local_spec, patch)
-    # Liqo forces these off: host namespaces of a provider's node are not the consumer's to use.
-    spec["hostNetwork"] = False
-    spec["hostIPC"] = False
-    spec["hostPID"] = False
+    # Liqo forces these off: host namespaces of a provider's node are not the consumer's to use
+    # (`host_namespaces_not_offloaded` says so on the pod).
+    for field in HOST_NAMESPACE_FIELDS:
+        spec[field] = False
 
     if annotations.get(API_SERVER_SUPPORT_ANNOTATION) == API_SERVER_SUPPORT_REMOTE:
         spec["serviceAccountName"] = annotations.get(

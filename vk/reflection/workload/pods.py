@@ -83,6 +83,7 @@ from vk.reflection.forge.pods import (
     forge_shadow_pod,
     forge_status_patch,
     forge_stopped_status,
+    host_namespaces_not_offloaded,
     is_evicted,
     live_pod_patch,
     local_pod_uid,
@@ -126,6 +127,8 @@ REASON_REFUSED = "OffloadingBackOff"  # Liqo's reason for a pod that could not b
 # A change of an offloaded pod (its labels, images, tolerations: a VirtualNode's
 # offloadingPatch among them) that the provider will not take: the pod runs on there as it was.
 REASON_CHANGE_REFUSED = "OffloadedPodChangeRefused"
+# A pod asking for host namespaces (hostNetwork, hostPID, hostIPC), which it runs without there.
+REASON_HOST_NAMESPACES = "HostNamespacesNotOffloaded"
 # The provider failing (5xx: its webhook down and failing closed, among others) or throttling
 # (429) a ShadowPod: said at home, and asked again after this long, not after the work queue's
 # back-off (which reaches 1000 s).
@@ -954,6 +957,16 @@ class PodReflector(Reconciler):
             version=resource_version(created),
             made_from=local,
         )
+        if host_namespaces := host_namespaces_not_offloaded(local):
+            # It runs, but not as it asked: a kubelet would have run it in its node's.
+            await self.events.record(
+                local,
+                WARNING,
+                REASON_HOST_NAMESPACES,
+                f"runs in cluster {self.remote_cluster_id} without {', '.join(host_namespaces)}: "
+                "the host namespaces of a provider's nodes are not a consumer's to use, so it "
+                "has its own network (its own IP), processes and IPC there",
+            )
         if is_stamped(created) and self.admission.admitted():
             # The provider's webhook is back: every pod that waited for it asks now.
             for waiting in self._awaiting_admission:
